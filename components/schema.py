@@ -1,0 +1,43 @@
+"""The curated schema in schemas/, resolved for one config (sequence length, vocabulary)."""
+
+from __future__ import annotations
+
+import os
+
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+import schemas
+from components.text_example_gen import tokenizer
+
+SCHEMA_DIR = os.path.dirname(schemas.__file__)
+TEXT_LM = "text_lm.pbtxt"
+
+
+def load_schema(name: str = TEXT_LM) -> schema_pb2.Schema:
+    with open(os.path.join(SCHEMA_DIR, name), encoding="utf-8") as fh:
+        return text_format.Parse(fh.read(), schema_pb2.Schema())
+
+
+def resolve_text_lm_schema(seq_len: int) -> schema_pb2.Schema:
+    """The curated text_lm schema with value_count = seq_len + 1 and the tokenizer's id range."""
+    schema = load_schema(TEXT_LM)
+    (feature,) = [f for f in schema.feature if f.name == "input_ids"]
+    feature.value_count.min = feature.value_count.max = seq_len + 1
+    feature.int_domain.min = 0
+    feature.int_domain.max = tokenizer.VOCAB_SIZE - 1
+    return schema
+
+
+def write_resolved_schema(seq_len: int, directory: str) -> str:
+    """Write the resolved schema as <directory>/text_lm-seq<N>/schema.pbtxt (a path per content,
+    so ImportSchemaGen's cache key changes exactly when the schema does)."""
+    import tensorflow as tf
+    out_dir = os.path.join(directory, f"text_lm-seq{seq_len}")
+    path = os.path.join(out_dir, "schema.pbtxt")
+    text = text_format.MessageToString(resolve_text_lm_schema(seq_len))
+    tf.io.gfile.makedirs(out_dir)
+    if not tf.io.gfile.exists(path) or tf.io.gfile.GFile(path).read() != text:
+        with tf.io.gfile.GFile(path, "w") as fh:
+            fh.write(text)
+    return path

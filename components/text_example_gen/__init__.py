@@ -1,0 +1,1 @@
+"""Raw text files -> packed, byte-tokenized gzip TFRecord shards (a custom Beam ExampleGen)."""

@@ -1,0 +1,151 @@
+"""TextExampleGen: the TFX component (spec + thin Beam executor) around transforms.py.
+
+Output: a standard `Examples` artifact (splits `train`, `eval`; gzip TFRecord of tf.train.Example
+with one int64 feature `input_ids` of length seq_len + 1), the quarantine manifest and
+`counters.json` at the artifact's root, and every counter as an MLMD custom property.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+
+from apache_beam.metrics.metric import MetricsFilter
+from tfx import types
+from tfx.dsl.components.base import base_beam_component, base_beam_executor, executor_spec
+from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+from tfx.components.util import examples_utils
+
+from components.text_example_gen import packing, transforms
+from pipeline import config as config_lib
+
+COUNTERS_FILE = "counters.json"
+
+
+def input_fingerprint(files: list[tuple[str, str]]) -> str:
+    """Content digest of the input: sha256 over (relative path, sha256 of bytes) of every file.
+
+    Modification times play no part: touching a file changes nothing, editing one byte does."""
+    outer = hashlib.sha256()
+    for relative, absolute in files:
+        inner = hashlib.sha256()
+        try:
+            with open(absolute, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    inner.update(block)
+            file_digest = inner.hexdigest()
+        except OSError as err:
+            file_digest = f"unreadable:{err.errno}"
+        outer.update(f"{relative}\0{file_digest}\n".encode("utf-8", "surrogateescape"))
+    return outer.hexdigest()
+
+
+def fingerprint_input(data: config_lib.DataConfig) -> str:
+    root, files = transforms.list_input_files(data.input, data.exclude)
+    return input_fingerprint(files)
+
+
+def counters_from_metrics(result) -> dict[str, int]:
+    counters: dict[str, int] = {}
+    query = result.metrics().query(MetricsFilter().with_namespace(transforms.NAMESPACE))
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        name = counter.key.metric.name
+        counters[name] = counters.get(name, 0) + int(value or 0)
+    names = (["files_seen", "files_packed", "bytes_read", "bytes_packed", "bytes_quarantined",
+              "sequences_train", "sequences_eval", "tokens_real", "tokens_padding"]
+             + [f"files_skipped_{r}" for r in packing.SKIP_REASONS])
+    return {name: counters.get(name, 0) for name in names}
+
+
+def check_accounting(counters: dict[str, int], files_listed: int, manifest: str) -> None:
+    """Nothing is lost silently: every listed file is packed or quarantined, every byte read is
+    packed or quarantined, and both splits hold sequences."""
+    skipped = sum(counters[f"files_skipped_{r}"] for r in packing.SKIP_REASONS)
+    if counters["files_seen"] != files_listed or files_listed != counters["files_packed"] + skipped:
+        raise RuntimeError(f"file accounting broken: listed {files_listed}, seen "
+                           f"{counters['files_seen']}, packed {counters['files_packed']}, "
+                           f"quarantined {skipped}")
+    if counters["bytes_read"] != counters["bytes_packed"] + counters["bytes_quarantined"]:
+        raise RuntimeError(f"byte accounting broken: read {counters['bytes_read']} != packed "
+                           f"{counters['bytes_packed']} + quarantined {counters['bytes_quarantined']}")
+    for split in ("train", "eval"):
+        if counters[f"sequences_{split}"] == 0:
+            raise ValueError(
+                f"split {split!r} received no sequences ({counters['files_packed']} files packed, "
+                f"{skipped} quarantined: see {manifest}); use more input files or change "
+                f"data.eval_fraction")
+
+
+class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
+    """Unpacks the config, runs TextToTFRecordShards, records counters on the artifact."""
+
+    def Do(self, input_dict, output_dict, exec_properties):
+        data = config_lib.from_dict(config_lib.DataConfig, json.loads(exec_properties["data_config"]))
+        examples = artifact_utils.get_single_instance(output_dict["examples"])
+        root, files = transforms.list_input_files(data.input, data.exclude)
+        fingerprint = input_fingerprint(files)
+        logging.info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
+                     fingerprint[:16])
+
+        beam_pipeline = self._make_beam_pipeline()
+        _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
+            files, examples.uri, seq_len=data.seq_len, eval_fraction=data.eval_fraction,
+            split_salt=data.split_salt, pack_buckets=data.pack_buckets,
+            max_file_bytes=data.max_file_bytes, train_shards=data.train_shards,
+            eval_shards=data.eval_shards)
+        result = beam_pipeline.run()
+        result.wait_until_finish()
+
+        counters = counters_from_metrics(result)
+        manifest = os.path.join(examples.uri, transforms.QUARANTINE_MANIFEST)
+        check_accounting(counters, len(files), manifest)
+        emitted = counters["tokens_real"] + counters["tokens_padding"]
+        summary = dict(counters, files_listed=len(files),
+                       real_token_fraction=round(counters["tokens_real"] / max(emitted, 1), 6))
+        with open(os.path.join(examples.uri, COUNTERS_FILE), "w", encoding="utf-8") as fh:
+            json.dump(dict(summary, input=data.input, input_root=root,
+                           input_fingerprint=fingerprint), fh, indent=2, sort_keys=True)
+        logging.info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
+
+        examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
+        examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
+        examples_utils.set_file_format(examples, "tfrecords_gzip")
+        for name, value in counters.items():
+            examples.set_int_custom_property(name, value)
+        examples.set_int_custom_property("files_listed", len(files))
+        examples.set_float_custom_property("real_token_fraction", summary["real_token_fraction"])
+        examples.set_int_custom_property("seq_len", data.seq_len)
+        examples.set_string_custom_property("input", data.input)
+        examples.set_string_custom_property("input_root", root)
+        examples.set_string_custom_property("input_fingerprint", fingerprint)
+        examples.set_string_custom_property("quarantine_manifest", manifest)
+
+
+class TextExampleGenSpec(ComponentSpec):
+    PARAMETERS = {
+        # The `data` section of the config as canonical JSON (the cache key of this stage).
+        "data_config": ExecutionParameter(type=str),
+        # Content digest of the input files, computed when the pipeline is built, so that edited
+        # input files invalidate the cache even when the config is unchanged.
+        "input_fingerprint": ExecutionParameter(type=str),
+    }
+    INPUTS = {}
+    OUTPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
+
+
+class TextExampleGen(base_beam_component.BaseBeamComponent):
+    SPEC_CLASS = TextExampleGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TextExampleGenExecutor)
+
+    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None):
+        if input_fingerprint is None:
+            input_fingerprint = fingerprint_input(data)
+        super().__init__(spec=TextExampleGenSpec(
+            data_config=config_lib.section_json(data),
+            input_fingerprint=input_fingerprint,
+            examples=types.Channel(type=standard_artifacts.Examples)))

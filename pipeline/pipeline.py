@@ -1,0 +1,51 @@
+"""create_pipeline(config): wiring only. Runners add environment (paths, metadata, Beam args)."""
+
+from __future__ import annotations
+
+import os
+
+from tfx import v1 as tfx
+
+from components import schema
+from components.text_example_gen.component import TextExampleGen
+from components.validation_gate import AnomaliesGate
+from pipeline.config import Config
+
+
+def create_pipeline(config: Config, *, pipeline_root: str,
+                    metadata_connection_config=None,
+                    beam_pipeline_args: list[str] | None = None,
+                    enable_cache: bool = True) -> tfx.dsl.Pipeline:
+    data = config.data
+    if data.format == "text":
+        # Raw text files -> byte-tokenized, packed, gzip TFRecord shards (train / eval).
+        example_gen = TextExampleGen(data=data)
+    else:
+        # Already tokenized shards, imported as they are (and validated like any other).
+        example_gen = tfx.components.ImportExampleGen(
+            input_base=data.input,
+            input_config=tfx.proto.Input(splits=[
+                tfx.proto.Input.Split(name="train", pattern="train/*"),
+                tfx.proto.Input.Split(name="eval", pattern="eval/*")]))
+
+    # Per-split statistics of the shards.
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+
+    # The curated schema from schemas/, resolved for this sequence length.
+    schema_gen = tfx.components.ImportSchemaGen(
+        schema_file=schema.write_resolved_schema(data.seq_len, os.path.join(pipeline_root, "schemas")))
+
+    # Statistics checked against the schema.
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+
+    # Stops the run here, naming every anomaly, before anything trains on bad data.
+    gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
+
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.paths.pipeline_name,
+        pipeline_root=pipeline_root,
+        components=[example_gen, statistics_gen, schema_gen, example_validator, gate],
+        enable_cache=enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=list(beam_pipeline_args or []))

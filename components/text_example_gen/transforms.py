@@ -181,6 +181,7 @@ class WriteManifestFn(beam.DoFn):
 
     def process(self, records):
         import tensorflow as tf
+        tf.io.gfile.makedirs(os.path.dirname(self._path))
         with tf.io.gfile.GFile(self._path, "w") as fh:
             for record in sorted(records, key=lambda r: r["path"]):
                 fh.write(json.dumps(record, sort_keys=True) + "\n")

@@ -1,0 +1,49 @@
+# Set-up is one idempotent step: create .venv if absent, install the committed lock exactly
+# (no dependency resolution at install time), install bigtrain itself. A warm re-run takes seconds.
+PYTHON ?= python3.11
+VENV   ?= .venv
+UV_VERSION := 0.13.9
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.bigtrain-installed
+# Extra arguments: make run ARGS="--set train.train_steps=50"; make test PYTEST_ARGS="-m 'not slow'"
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-fast lock bench clean-home
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11) on PATH"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "$(PYTHON) is not Python 3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip sync --python $(BIN)/python --quiet requirements.lock
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+# The main job: the pipeline on the embedded default data (the interpreter's standard library).
+run: setup
+	$(BIN)/bigtrain run $(ARGS)
+
+# The test suite (CI runs exactly this through .ci/run).
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Inner loop: everything but the pipeline runs and training.
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Re-resolve the lock after changing pyproject.toml's dependencies; commit the result.
+lock:
+	test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); }
+	$(BIN)/uv pip compile pyproject.toml --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_36 --index-url https://pypi.org/simple \
+	  -o requirements.lock
+
+bench: setup
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean-home:
+	rm -rf bigtrain_home

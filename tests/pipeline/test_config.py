@@ -1,0 +1,85 @@
+import pytest
+import yaml
+
+from pipeline import config as config_lib
+from pipeline.config import ConfigError, build_config
+
+
+def test_presets_build_and_validate():
+    for name in config_lib.PRESETS:
+        config = build_config(name)
+        assert config.preset == name
+
+
+def test_override_types_are_coerced_and_checked():
+    config = build_config("tiny", overrides=["train.learning_rate=3e-4", "model.n_layer=2",
+                                             "model.tie_embeddings=false",
+                                             "runtime.beam_args=[--a=1, --b=2]"])
+    assert config.train.learning_rate == pytest.approx(3e-4)
+    assert config.model.n_layer == 2 and config.model.tie_embeddings is False
+    assert config.runtime.beam_args == ("--a=1", "--b=2")
+    with pytest.raises(ConfigError, match=r"model\.n_layer: expected an integer"):
+        build_config("tiny", overrides=["model.n_layer=two"])
+    with pytest.raises(ConfigError, match=r"model\.tie_embeddings: expected true or false"):
+        build_config("tiny", overrides=["model.tie_embeddings=3"])
+
+
+def test_unknown_keys_name_the_key():
+    with pytest.raises(ConfigError, match=r"unknown config key 'train\.learnin_rate'.*learning_rate"):
+        build_config("tiny", overrides=["train.learnin_rate=1"])
+    with pytest.raises(ConfigError, match=r"unknown config key 'nosuch'"):
+        build_config("tiny", overrides=["nosuch.x=1"])
+    with pytest.raises(ConfigError, match="not of the form"):
+        build_config("tiny", overrides=["train.learning_rate"])
+    with pytest.raises(ConfigError, match="unknown preset"):
+        build_config("huge")
+
+
+def test_yaml_file_then_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"train": {"train_steps": 77, "learning_rate": "1e-3"},
+                                    "data": {"seq_len": 64}}))
+    config = build_config("tiny", str(path), ["train.train_steps=88"])
+    assert (config.train.train_steps, config.train.learning_rate, config.data.seq_len) == (88, 1e-3, 64)
+    path.write_text(yaml.safe_dump({"train": {"bogus": 1}}))
+    with pytest.raises(ConfigError, match=r"train\.bogus"):
+        build_config("tiny", str(path))
+    path.write_text(yaml.safe_dump({"model": 5}))
+    with pytest.raises(ConfigError, match=r"model: expected a mapping"):
+        build_config("tiny", str(path))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["train.global_batch_size=30", "train.accumulation_steps=4"],
+     r"global_batch_size \(30\) must be divisible by replicas \(2\) x train\.accumulation_steps \(4\)"),
+    (["model.d_model=66"], r"model\.d_model \(66\) must be divisible by model\.n_head \(4\)"),
+    (["data.eval_fraction=1.5"], r"data\.eval_fraction"),
+    (["runtime.precision=fp8"], r"runtime\.precision: 'fp8'"),
+    (["runtime.strategy=tpu"], r"runtime\.strategy"),
+    (["train.warmup_steps=1000"], r"train\.warmup_steps"),
+    (["data.seq_len=0"], r"data\.seq_len: must be > 0"),
+    (["train.min_learning_rate=1.0"], r"min_learning_rate"),
+])
+def test_cross_field_checks_fail_early(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config("tiny", overrides=overrides)
+
+
+def test_replica_count_enters_the_batch_check():
+    build_config("tiny", overrides=["train.global_batch_size=24", "train.accumulation_steps=4",
+                                    "runtime.strategy=one_device"])
+    with pytest.raises(ConfigError, match=r"replicas \(8\)"):
+        build_config("tiny", overrides=["train.global_batch_size=24"], num_replicas=8)
+
+
+def test_round_trip_and_saved_file(tmp_path):
+    config = build_config("small", overrides=["train.learning_rate=5e-4"])
+    as_dict = config_lib.to_dict(config)
+    assert config_lib.from_dict(config_lib.Config, as_dict) == config
+    path = config_lib.save_config(config, str(tmp_path / "run"))
+    loaded = yaml.safe_load(open(path))
+    assert config_lib.from_dict(config_lib.Config, loaded) == config
+    # A section's JSON (a stage's cache key) ignores changes to other sections.
+    other = build_config("small", overrides=["train.learning_rate=1e-4"])
+    assert config_lib.section_json(other.data) == config_lib.section_json(config.data)
+    assert config_lib.digest(other) != config_lib.digest(config)

@@ -69,7 +69,7 @@ def test_replica_count_enters_the_batch_check():
     build_config("tiny", overrides=["train.global_batch_size=24", "train.accumulation_steps=4",
                                     "runtime.strategy=one_device"])
     with pytest.raises(ConfigError, match=r"replicas \(8\)"):
-        build_config("tiny", overrides=["train.global_batch_size=24"], num_replicas=8)
+        build_config("tiny", overrides=["train.global_batch_size=20"], num_replicas=8)
 
 
 def test_round_trip_and_saved_file(tmp_path):

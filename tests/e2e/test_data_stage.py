@@ -1,0 +1,116 @@
+"""End to end: ExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> gate, asserted
+through MLMD. Both runs are real LocalDagRunner runs into temporary homes."""
+
+import glob
+import json
+import os
+
+import pytest
+from ml_metadata.proto import metadata_store_pb2
+
+from components.text_example_gen import packing, transforms
+from pipeline.report import custom_properties
+from tests.e2e.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+STAGES = {"TextExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomaliesGate"}
+
+
+def examples_artifact(store):
+    (artifact,) = store.get_artifacts_by_type("Examples")
+    return artifact
+
+
+def test_every_stage_completes(data_run):
+    assert data_run.exit_code == 0, data_run.stderr
+    store = data_run.store()
+    executions = store.get_executions()
+    assert len(executions) == len(STAGES)
+    assert all(e.last_known_state == metadata_store_pb2.Execution.COMPLETE for e in executions)
+    node_names = {c.name.split(".", 1)[1] for c in store.get_contexts_by_type("node")}
+    assert node_names == STAGES
+    assert "run COMPLETE" in data_run.stdout
+
+
+def test_shards_exist_for_both_splits(data_run):
+    artifact = examples_artifact(data_run.store())
+    for split, shards in (("train", 4), ("eval", 1)):
+        files = sorted(glob.glob(os.path.join(artifact.uri, f"Split-{split}", "*.gz")))
+        assert [os.path.basename(f) for f in files] == [
+            f"data_tfrecord-{i:05d}-of-{shards:05d}.gz" for i in range(shards)]
+        assert all(os.path.getsize(f) > 0 for f in files)
+
+
+def test_counters_are_mlmd_properties_and_add_up(data_run):
+    artifact = examples_artifact(data_run.store())
+    props = custom_properties(artifact)
+    on_disk = json.load(open(os.path.join(artifact.uri, "counters.json")))
+    for name in ("files_listed", "files_packed", "bytes_read", "bytes_packed", "bytes_quarantined",
+                 "sequences_train", "sequences_eval", "tokens_real", "tokens_padding"):
+        assert props[name] == on_disk[name], name
+    assert props["bytes_read"] == props["bytes_packed"] + props["bytes_quarantined"]
+    skipped = sum(props.get(f"files_skipped_{r}", 0) for r in packing.SKIP_REASONS)
+    assert props["files_listed"] == props["files_packed"] + skipped == len(
+        transforms.list_input_files(data_run.corpus)[1])
+    assert skipped == len(data_run.quarantined)
+    assert props["real_token_fraction"] >= 0.95
+    assert props["input_fingerprint"] == on_disk["input_fingerprint"] and len(props["input_fingerprint"]) == 64
+    assert artifact.custom_properties["file_format"].string_value == "tfrecords_gzip"
+    manifest = [json.loads(l) for l in open(props["quarantine_manifest"])]
+    assert {m["path"]: m["reason"] for m in manifest} == data_run.quarantined
+
+
+def test_report_prints_counters(data_run):
+    for line in ("TextExampleGen", "files_packed", "bytes_quarantined", "sequences_train",
+                 "quarantine manifest"):
+        assert line in data_run.stdout
+    assert os.path.exists(glob.glob(os.path.join(data_run.home, "runs", "*", "config.yaml"))[0])
+
+
+def write_bad_shards(root, seq_len):
+    """Shards that violate the schema: an id out of range (train), too-short sequences (eval)."""
+    import tensorflow as tf
+    from tensorflow.core.example import example_pb2
+
+    def example(ids):
+        e = example_pb2.Example()
+        e.features.feature["input_ids"].int64_list.value.extend(ids)
+        return e.SerializeToString()
+
+    for split in ("train", "eval"):
+        os.makedirs(os.path.join(root, split))
+    with tf.io.TFRecordWriter(os.path.join(root, "train", "part-0.gz"), options="GZIP") as w:
+        for i in range(40):
+            w.write(example([i % 256] * seq_len + [300 if i == 3 else 1]))
+    with tf.io.TFRecordWriter(os.path.join(root, "eval", "part-0.gz"), options="GZIP") as w:
+        for i in range(20):
+            w.write(example([7] * (seq_len // 2 if i < 5 else seq_len + 1)))
+
+
+def test_gate_stops_the_run_and_names_each_anomaly(tmp_path, session_capsys):
+    write_bad_shards(str(tmp_path / "shards"), seq_len=128)
+    run = run_cli(session_capsys, str(tmp_path / "home"), "--set", "data.format=tfrecord",
+                  "--set", f"data.input={tmp_path / 'shards'}")
+    assert run.exit_code == 3
+    assert "validation gate: 2 data anomalies found, training stopped" in run.stderr
+    assert "[train] feature 'input_ids': INT_TYPE_BIG_INT: Unexpectedly large value: 300" in run.stderr
+    assert "[eval] feature 'input_ids': FEATURE_TYPE_LOW_NUMBER_VALUES" in run.stderr
+    states = {}
+    store = run.store()
+    for ctx in store.get_contexts_by_type("node"):
+        for e in store.get_executions_by_context(ctx.id):
+            states[ctx.name.split(".", 1)[1]] = e.last_known_state
+    assert states["AnomaliesGate"] == metadata_store_pb2.Execution.FAILED
+    assert states["ExampleValidator"] == metadata_store_pb2.Execution.COMPLETE
+
+
+def test_good_shards_pass_the_gate(data_run, tmp_path, session_capsys):
+    """The same gate lets the data stage's own shards through when imported (no false alarms)."""
+    import shutil
+    artifact = examples_artifact(data_run.store())
+    for split in ("train", "eval"):
+        shutil.copytree(os.path.join(artifact.uri, f"Split-{split}"), tmp_path / "shards" / split)
+    run = run_cli(session_capsys, str(tmp_path / "home"), "--set", "data.format=tfrecord",
+                  "--set", f"data.input={tmp_path / 'shards'}", "--set", "data.seq_len=64")
+    assert run.exit_code == 0, run.stderr

@@ -1,0 +1,175 @@
+"""The training loop: strategy, model, optimizer, checkpoints, resume, logs; then evaluation.
+
+`train()` is a plain function: run_fn calls it, and so do the tests (which inject a fault at a
+step to prove that resuming from the last checkpoint ends exactly where an uninterrupted run ends).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import time
+from typing import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from components.model.gpt import build_model, flops_per_token, parameter_count
+from components.text_example_gen.tokenizer import PAD_ID, VOCAB_SIZE
+from components.training import input as input_lib
+from components.training.schedule import WarmupCosine
+from components.training.strategy import make_strategy
+from components.training.train_step import (TrainState, make_optimizer, make_train_step,
+                                            masked_token_loss_sum)
+
+
+class InjectedFault(RuntimeError):
+    """Raised by train(fault_at_step=k) right after step k, before any later checkpoint."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+    model: keras.Model
+    steps: int
+    resumed_from_step: int
+    skipped_steps: int
+    final_loss: float
+    tokens_seen: int
+    tokens_per_second: float
+    parameter_count: int
+    flops_per_token: int
+    num_replicas: int
+    loss_scale: float
+
+
+def _value(variable):
+    """A (possibly mirrored) scalar variable as a Python number."""
+    return variable.read_value().numpy().item()
+
+
+def _log(message: str, *args) -> None:
+    logging.warning(message, *args)  # WARNING: visible with the CLI's default log level
+
+
+def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
+          fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
+          on_step: Callable[[int, float], None] | None = None) -> TrainResult:
+    data, t, runtime = config.data, config.train, config.runtime
+    keras.utils.set_random_seed(t.seed)
+    strategy = strategy or make_strategy(runtime)
+    replicas = strategy.num_replicas_in_sync
+    if t.global_batch_size % (replicas * t.accumulation_steps):
+        raise ValueError(f"train.global_batch_size ({t.global_batch_size}) is not divisible by "
+                         f"{replicas} replicas x {t.accumulation_steps} accumulation steps")
+    with strategy.scope():
+        model = build_model(config.model, data.seq_len, runtime.precision)
+        schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
+        optimizer = make_optimizer(t, schedule)
+        optimizer.build(model.trainable_variables)
+        state = TrainState()
+    n_params = parameter_count(model)
+    flops = flops_per_token(config.model, data.seq_len, n_params)
+    _log("model %s: %s parameters, %.3g training FLOPs/token, %d replica(s), precision %s, "
+         "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
+         flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
+         t.global_batch_size // (replicas * t.accumulation_steps))
+
+    dataset = input_lib.make_dataset(train_files, data.seq_len, t.global_batch_size,
+                                     shuffle_buffer=t.shuffle_buffer, seed=t.seed,
+                                     cache=t.cache_dataset)
+    iterator = iter(dataset)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state,
+                                     iterator=iterator)
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        _log("resumed from %s (step %d)", manager.latest_checkpoint, _value(state.step))
+    resumed_from = _value(state.step)
+
+    step_fn = make_train_step(model, optimizer, strategy, state,
+                              global_batch_size=t.global_batch_size, seq_len=data.seq_len,
+                              accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
+                              dynamic_loss_scale=runtime.precision == "mixed_float16")
+    writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
+    tokens_per_step = t.global_batch_size * data.seq_len
+    loss = float("nan")
+    started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
+    while _value(state.step) < t.train_steps:
+        loss_t, grad_norm, finite = step_fn(iterator)
+        step = _value(state.step)
+        loss, window_steps = float(loss_t), window_steps + 1
+        if not bool(finite):
+            _log("step %d: non-finite gradients, step skipped (loss scale now %g, %d skipped)",
+                 step, _value(state.loss_scale), _value(state.skipped_steps))
+        if on_step:
+            on_step(step, loss)
+        if step % t.log_every == 0 or step == t.train_steps:
+            elapsed = time.perf_counter() - window_start
+            tokens_per_s = window_steps * tokens_per_step / max(elapsed, 1e-9)
+            lr = float(schedule(optimizer.iterations))
+            eta = (t.train_steps - step) * elapsed / max(window_steps, 1)
+            _log("step %d/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  ETA %.0fs",
+                 step, t.train_steps, loss, lr, float(grad_norm), tokens_per_s, eta)
+            with writer.as_default(step=step):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("learning_rate", lr)
+                tf.summary.scalar("tokens_per_second", tokens_per_s)
+                tf.summary.scalar("gradient_norm", float(grad_norm))
+                tf.summary.scalar("loss_scale", _value(state.loss_scale))
+                tf.summary.scalar("skipped_steps", _value(state.skipped_steps))
+            window_start, window_steps = time.perf_counter(), 0
+        if step % t.checkpoint_every == 0 or step == t.train_steps:
+            manager.save(checkpoint_number=step)
+        if fault_at_step is not None and step == fault_at_step:
+            raise InjectedFault(f"fault injected after step {step}")
+    writer.flush()
+    elapsed = time.perf_counter() - started
+    steps_run = t.train_steps - resumed_from
+    return TrainResult(
+        model=model, steps=_value(state.step), resumed_from_step=resumed_from,
+        skipped_steps=_value(state.skipped_steps), final_loss=loss,
+        tokens_seen=_value(state.step) * tokens_per_step,
+        tokens_per_second=steps_run * tokens_per_step / max(elapsed, 1e-9),
+        parameter_count=n_params, flops_per_token=flops, num_replicas=replicas,
+        loss_scale=_value(state.loss_scale))
+
+
+def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,
+             max_batches: int) -> dict[str, float]:
+    """Masked mean next-token loss and accuracy (padding excluded) over up to max_batches."""
+    dataset = input_lib.make_dataset(eval_files, seq_len, batch_size, repeat=False).take(max_batches)
+
+    @tf.function
+    def batch_stats(inputs, targets):
+        logits = tf.cast(model(inputs, training=False), tf.float32)
+        mask = tf.cast(tf.not_equal(targets, PAD_ID), tf.float32)
+        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets), tf.float32)
+        return masked_token_loss_sum(targets, logits), tf.reduce_sum(correct * mask), tf.reduce_sum(mask)
+
+    loss_sum = correct = tokens = 0.0
+    for inputs, targets in dataset:
+        l, c, n = batch_stats(inputs, targets)
+        loss_sum, correct, tokens = loss_sum + float(l), correct + float(c), tokens + float(n)
+    if not tokens:
+        raise ValueError(f"no eval tokens in {eval_files!r}")
+    loss = loss_sum / tokens
+    return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "accuracy": correct / tokens,
+            "tokens": int(tokens)}
+
+
+def unigram_baseline(train_files, eval_files, seq_len: int, max_sequences: int = 20000) -> float:
+    """Cross-entropy (nats/token) on eval of a byte-unigram model fit on train (add-one smoothed):
+    the loss a model that ignores context would reach. Training must get clearly below it."""
+    def counts(files):
+        total = np.zeros(VOCAB_SIZE, np.float64)
+        ds = input_lib.make_dataset(files, seq_len, 256, repeat=False).take(max(max_sequences // 256, 1))
+        for _, targets in ds:
+            total += np.bincount(targets.numpy().ravel(), minlength=VOCAB_SIZE)[:VOCAB_SIZE]
+        total[PAD_ID] = 0
+        return total
+    train_counts, eval_counts = counts(train_files), counts(eval_files)
+    probs = (train_counts + 1.0) / (train_counts.sum() + VOCAB_SIZE)
+    return float(-(eval_counts * np.log(probs)).sum() / eval_counts.sum())

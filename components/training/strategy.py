@@ -1,0 +1,50 @@
+"""Distribution strategy from RuntimeConfig."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+
+def ensure_cpu_replicas(count: int) -> int:
+    """Split the CPU into `count` logical devices (no GPU present) so MirroredStrategy has real
+    replicas. Must run before TensorFlow initializes its devices; afterwards the existing split is
+    kept and a warning says so. Returns the number of logical CPUs in use."""
+    if tf.config.list_physical_devices("GPU"):
+        return len(tf.config.list_logical_devices("CPU"))
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+    except RuntimeError:
+        current = len(tf.config.list_logical_devices("CPU"))
+        if current != count:
+            logging.warning("TensorFlow was initialized before the CPU could be split into %d "
+                            "logical devices; training uses %d replica(s)", count, current)
+    return len(tf.config.list_logical_devices("CPU"))
+
+
+def make_strategy(runtime) -> tf.distribute.Strategy:
+    name = runtime.strategy
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpus:
+            return tf.distribute.MirroredStrategy()
+        ensure_cpu_replicas(runtime.cpu_replicas)
+        cpus = [d.name for d in tf.config.list_logical_devices("CPU")][:runtime.cpu_replicas]
+        # On CPU the default NCCL all-reduce is unavailable; reduce through the host.
+        return tf.distribute.MirroredStrategy(
+            devices=cpus, cross_device_ops=tf.distribute.ReductionToOneDevice())
+    if name == "multi_worker_mirrored":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("runtime.strategy=multi_worker_mirrored needs TF_CONFIG (cluster and "
+                             "task) in the environment of every worker")
+        json.loads(os.environ["TF_CONFIG"])  # fail early on malformed JSON
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"unknown runtime.strategy {name!r}")

@@ -47,6 +47,14 @@ def _quiet_libraries(verbose: bool) -> None:
     logging.getLogger().setLevel(level)
     for noisy in ("apache_beam", "tensorflow", "absl"):
         logging.getLogger(noisy).setLevel(level)
+    # bigtrain's own progress lines (training steps, evaluation) always show.
+    ours = logging.getLogger("bigtrain")
+    if not ours.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        ours.addHandler(handler)
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -63,6 +71,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipeline import report as report_lib
     from runners.local import LocalPaths, run_local
 
+    if config.runtime.strategy == "mirrored":
+        # Before any TensorFlow op: on a machine without GPUs, split the CPU into logical devices.
+        from components.training.strategy import ensure_cpu_replicas
+        ensure_cpu_replicas(config.runtime.cpu_replicas)
     paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
     print(f"bigtrain run: preset {config.preset}, home {paths.home}", flush=True)
     failure = None
@@ -89,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "lineage-tracked TFX pipeline.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    run = sub.add_parser("run", help="run the pipeline locally (data, validation gate) and "
-                                     "print the run report",
+    run = sub.add_parser("run", help="run the pipeline locally (data, validation gate, training) "
+                                     "and print the run report",
                          description="Run the pipeline with LocalDagRunner and Beam's DirectRunner; "
                                      "state under --home. Exit 3 when the validation gate stops "
                                      "the run, 2 for a bad config, 1 for any other failure.")

@@ -6,7 +6,10 @@ import os
 
 from tfx import v1 as tfx
 
+from tfx.dsl.components.base import executor_spec
+
 from components import schema
+from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
 from components.validation_gate import AnomaliesGate
 from pipeline.config import Config
@@ -42,10 +45,21 @@ def create_pipeline(config: Config, *, pipeline_root: str,
     # Stops the run here, naming every anomaly, before anything trains on bad data.
     gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
 
+    # The GPT language model: MirroredStrategy, mixed precision, accumulation, checkpoints, export.
+    trainer = tfx.components.Trainer(
+        run_fn="components.training.run_fn.run_fn",
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=config.train.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.train.eval_batches),
+        custom_config=trainer_custom_config(config, os.path.join(pipeline_root, "checkpoints")),
+        custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor))
+    trainer.add_upstream_node(gate)
+
     return tfx.dsl.Pipeline(
         pipeline_name=config.paths.pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, gate],
+        components=[example_gen, statistics_gen, schema_gen, example_validator, gate, trainer],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args or []))

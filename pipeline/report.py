@@ -79,6 +79,11 @@ DATA_COUNTERS = ("files_listed", "files_packed", "files_skipped_empty", "files_s
                  "sequences_eval", "tokens_real", "tokens_padding", "real_token_fraction")
 
 
+TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
+                    "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
+                    "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy")
+
+
 def format_report(report: RunReport) -> str:
     lines = [f"run {report.run_id}", f"  {'stage':<28} {'state':<10} {'seconds':>8}"]
     for stage in report.stages:
@@ -90,4 +95,11 @@ def format_report(report: RunReport) -> str:
             for name in DATA_COUNTERS:
                 lines.append(f"  {name:<28} {examples.get(name)}")
             lines.append(f"  {'quarantine manifest':<28} {examples.get('quarantine_manifest')}")
+        model = stage.outputs.get("Model")
+        if model and "steps" in model:
+            lines.append(f"training ({stage.node}): {model['uri']}")
+            for name in TRAINING_FIGURES:
+                value = model.get(name)
+                lines.append(f"  {name:<28} {value:.4f}" if isinstance(value, float)
+                             else f"  {name:<28} {value}")
     return "\n".join(lines)

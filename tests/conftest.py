@@ -8,6 +8,14 @@ import sysconfig
 import pytest
 
 STDLIB = sysconfig.get_paths()["stdlib"]
+CPU_REPLICAS = 2
+
+
+def pytest_configure(config):
+    """Split the CPU into 2 logical devices before TensorFlow initializes, so MirroredStrategy
+    tests (and pipeline runs in this process) train with 2 real replicas."""
+    from components.training.strategy import ensure_cpu_replicas
+    assert ensure_cpu_replicas(CPU_REPLICAS) == CPU_REPLICAS
 
 
 def make_corpus(root: str) -> dict[str, int]:

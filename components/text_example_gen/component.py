@@ -89,7 +89,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         root, files = transforms.list_input_files(data.input, data.exclude)
         fingerprint = input_fingerprint(files)
-        logging.info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
+        logging.getLogger("bigtrain.data").info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
                      fingerprint[:16])
 
         beam_pipeline = self._make_beam_pipeline()
@@ -110,7 +110,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         with open(os.path.join(examples.uri, COUNTERS_FILE), "w", encoding="utf-8") as fh:
             json.dump(dict(summary, input=data.input, input_root=root,
                            input_fingerprint=fingerprint), fh, indent=2, sort_keys=True)
-        logging.info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
+        logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
 
         examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
         examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)

@@ -50,8 +50,11 @@ def _value(variable):
     return variable.read_value().numpy().item()
 
 
+LOGGER = logging.getLogger("bigtrain.train")
+
+
 def _log(message: str, *args) -> None:
-    logging.warning(message, *args)  # WARNING: visible with the CLI's default log level
+    LOGGER.info(message, *args)
 
 
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,

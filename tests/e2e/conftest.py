@@ -49,7 +49,9 @@ def data_run(tmp_path_factory, corpus, session_capsys):
     root, quarantined = corpus
     home = str(tmp_path_factory.mktemp("home"))
     run = run_cli(session_capsys, home, "--set", f"data.input={root}",
-                  "--set", "data.eval_fraction=0.3", "--set", "data.seq_len=64")
+                  "--set", "data.eval_fraction=0.3", "--set", "data.seq_len=64",
+                  "--set", "train.train_steps=120", "--set", "train.warmup_steps=10",
+                  "--set", "train.checkpoint_every=50", "--set", "train.log_every=40")
     run.quarantined = quarantined
     run.corpus = root
     return run

@@ -14,7 +14,8 @@ from tests.e2e.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 
-STAGES = {"TextExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomaliesGate"}
+STAGES = {"TextExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomaliesGate",
+          "Trainer"}
 
 
 def examples_artifact(store):
@@ -103,6 +104,8 @@ def test_gate_stops_the_run_and_names_each_anomaly(tmp_path, session_capsys):
             states[ctx.name.split(".", 1)[1]] = e.last_known_state
     assert states["AnomaliesGate"] == metadata_store_pb2.Execution.FAILED
     assert states["ExampleValidator"] == metadata_store_pb2.Execution.COMPLETE
+    assert "Trainer" not in states  # stopped before any training
+    assert not store.get_artifacts_by_type("Model")
 
 
 def test_good_shards_pass_the_gate(data_run, tmp_path, session_capsys):

@@ -1,0 +1,98 @@
+"""What TFX's Trainer calls: run_fn (thin: unpack fn_args, call the plain functions) and the
+Trainer executor that records the training figures on the Model artifact in MLMD."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+
+from tfx.components.trainer.executor import GenericExecutor
+from tfx.types import artifact_utils
+
+from pipeline import config as config_lib
+
+SUMMARY_FILE = "training_summary.json"
+
+
+def training_view(config: config_lib.Config) -> dict:
+    """The part of the config that decides the trained model: Trainer's cache key and the config
+    run_fn rebuilds. Paths and Beam options are left out so they cannot trigger a retrain."""
+    runtime = config_lib.to_dict(config.runtime)
+    runtime.pop("beam_args")
+    return {"data": {"seq_len": config.data.seq_len}, "model": config_lib.to_dict(config.model),
+            "train": config_lib.to_dict(config.train), "runtime": runtime}
+
+
+def code_digest() -> str:
+    """sha256 of the model and training code, so an edit to it re-runs Trainer (cache key)."""
+    import components.model
+    import components.training
+    digest = hashlib.sha256()
+    for package in (components.model, components.training):
+        root = os.path.dirname(package.__file__)
+        for name in sorted(os.listdir(root)):
+            if name.endswith(".py"):
+                digest.update(name.encode() + b"\0" + open(os.path.join(root, name), "rb").read())
+    return digest.hexdigest()
+
+
+def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
+    return {"bigtrain": json.dumps(training_view(config), sort_keys=True),
+            "checkpoint_root": checkpoint_root, "code_digest": code_digest()}
+
+
+def run_fn(fn_args) -> None:
+    from components.training import loop
+    from components.training.export import export_saved_model
+    from components.training.strategy import ensure_cpu_replicas
+
+    custom = fn_args.custom_config
+    config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
+    if config.runtime.strategy == "mirrored":
+        ensure_cpu_replicas(config.runtime.cpu_replicas)
+    # Checkpoints outlive a failed execution (whose output folders are abandoned): they are keyed
+    # by the training config and the examples, so re-running the same pipeline resumes.
+    key = hashlib.sha256((custom["bigtrain"] + "|" + "|".join(fn_args.train_files)).encode())
+    checkpoint_dir = os.path.join(custom["checkpoint_root"], key.hexdigest()[:16])
+    result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir)
+    seq_len, t = config.data.seq_len, config.train
+    metrics = loop.evaluate(result.model, fn_args.eval_files, seq_len, t.global_batch_size, t.eval_batches)
+    baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len)
+    logging.getLogger("bigtrain.train").info("eval loss %.4f nats/token (perplexity %.2f, accuracy %.3f) vs byte-unigram "
+                    "baseline %.4f", metrics["loss"], metrics["perplexity"], metrics["accuracy"], baseline)
+    summary = {
+        "steps": result.steps, "resumed_from_step": result.resumed_from_step,
+        "skipped_steps": result.skipped_steps, "tokens_seen": result.tokens_seen,
+        "tokens_per_second": round(result.tokens_per_second, 1),
+        "final_loss": result.final_loss, "eval_loss": metrics["loss"],
+        "eval_accuracy": metrics["accuracy"], "unigram_baseline_loss": baseline,
+        "parameter_count": result.parameter_count, "flops_per_token": result.flops_per_token,
+        "num_replicas": result.num_replicas, "precision": config.runtime.precision,
+        "config_digest": config_lib.digest(config), "code_digest": custom["code_digest"],
+        "checkpoint_dir": checkpoint_dir,
+    }
+    export_saved_model(result.model, config.model, seq_len, fn_args.serving_model_dir,
+                       metadata={"config": json.loads(custom["bigtrain"]), "training": summary})
+    with open(os.path.join(fn_args.model_run_dir, SUMMARY_FILE), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2, sort_keys=True)
+
+
+class TrainerExecutor(GenericExecutor):
+    """TFX's GenericExecutor (calls run_fn), then the training figures become MLMD custom
+    properties of the Model artifact, where the run report and `bigtrain lineage` read them."""
+
+    def Do(self, input_dict, output_dict, exec_properties):
+        super().Do(input_dict, output_dict, exec_properties)
+        model = artifact_utils.get_single_instance(output_dict["model"])
+        model_run = artifact_utils.get_single_instance(output_dict["model_run"])
+        with open(os.path.join(model_run.uri, SUMMARY_FILE), encoding="utf-8") as fh:
+            summary = json.load(fh)
+        for name, value in summary.items():
+            if isinstance(value, bool) or isinstance(value, str):
+                model.set_string_custom_property(name, str(value))
+            elif isinstance(value, int):
+                model.set_int_custom_property(name, value)
+            else:
+                model.set_float_custom_property(name, float(value))

@@ -1,0 +1,38 @@
+import os
+
+import pytest
+import tensorflow as tf
+
+from components.text_example_gen import packing, transforms
+from pipeline.config import build_config
+
+SEQ_LEN = 32
+
+
+@pytest.fixture(scope="session")
+def shards(tmp_path_factory, corpus):
+    """Train / eval gzip shards of the test corpus, packed with the real packing rule."""
+    root, quarantined = corpus
+    out = tmp_path_factory.mktemp("shards")
+    _, files = transforms.list_input_files(root)
+    docs = {"train": [], "eval": []}
+    for relative, absolute in files:
+        if relative not in quarantined:
+            docs[packing.split_for(relative, 0.2)].append(open(absolute, "rb").read())
+    patterns = {}
+    for split, contents in docs.items():
+        os.makedirs(out / split)
+        with tf.io.TFRecordWriter(str(out / split / "part-0.gz"), options="GZIP") as writer:
+            for window in packing.pack_documents(contents, SEQ_LEN):
+                writer.write(transforms.sequence_example_bytes(window))
+        patterns[split] = str(out / split / "*.gz")
+    return patterns
+
+
+def tiny_config(*overrides):
+    return build_config("tiny", overrides=[
+        f"data.seq_len={SEQ_LEN}", "model.n_layer=2", "model.d_model=32", "model.n_head=2",
+        "train.global_batch_size=16", "train.train_steps=3", "train.warmup_steps=1",
+        "train.learning_rate=1e-3", "train.min_learning_rate=1e-4", "train.shuffle_buffer=256",
+        "train.log_every=1", "train.checkpoint_every=100", "runtime.strategy=one_device",
+        *overrides])

@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.model.gpt import build_model
+from components.text_example_gen.tokenizer import BOS_ID
+from components.training import input as input_lib
+from components.training.schedule import learning_rate_at
+from components.training.train_step import TrainState, make_optimizer, make_train_step
+from tests.training.conftest import SEQ_LEN, tiny_config
+
+
+def test_schedule_warmup_then_cosine_to_floor():
+    lr = [float(learning_rate_at(s, 1.0, 0.1, 10, 110)) for s in range(110)]
+    assert lr[0] == pytest.approx(0.1) and lr[9] == pytest.approx(1.0)
+    assert lr[10] == pytest.approx(1.0) and lr[-1] == pytest.approx(0.1)
+    assert all(a >= b for a, b in zip(lr[10:], lr[11:]))          # monotone decay
+    assert lr[60] == pytest.approx(0.55, abs=0.01)                  # cosine midpoint
+
+
+def test_dataset_yields_shifted_targets(shards):
+    inputs, targets = next(iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 8, shuffle_buffer=0)))
+    assert inputs.shape == targets.shape == (8, SEQ_LEN)
+    assert inputs.dtype == tf.int32
+    np.testing.assert_array_equal(inputs.numpy()[:, 1:], targets.numpy()[:, :-1])
+    assert inputs.numpy()[0, 0] == BOS_ID  # the first sequence starts a document
+
+
+def test_non_finite_step_is_skipped_counted_and_scale_halved(shards):
+    config = tiny_config("runtime.precision=mixed_float16")
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = build_model(config.model, SEQ_LEN, "mixed_float16")
+        optimizer = make_optimizer(config.train, 1e-3)
+        optimizer.build(model.trainable_variables)
+        state = TrainState()
+    step = make_train_step(model, optimizer, strategy, state, global_batch_size=16, seq_len=SEQ_LEN,
+                           accumulation_steps=2, clip_norm=1.0, dynamic_loss_scale=True)
+    iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16))
+    before = [w.copy() for w in model.get_weights()]
+    state.loss_scale.assign(3e38)             # float16 gradients overflow: inf
+    loss, norm, finite = step(iterator)
+    assert not bool(finite)
+    assert int(state.skipped_steps.numpy()) == 1 and int(state.step.numpy()) == 1
+    assert float(state.loss_scale.numpy()) == pytest.approx(1.5e38)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+    state.loss_scale.assign(2.0**10)          # a sane scale: the next step applies
+    loss, norm, finite = step(iterator)
+    assert bool(finite) and np.isfinite(float(loss)) and int(state.skipped_steps.numpy()) == 1
+    assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))

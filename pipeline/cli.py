@@ -95,20 +95,61 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from components.push import served_versions
+    base = os.path.join(os.path.abspath(args.home or config_lib.PathsConfig().home), "serving", args.model)
+    versions = served_versions(base)
+    if not versions:
+        print(f"bigtrain generate: no pushed model under {base} (run `bigtrain run` first; only "
+              f"blessed models are pushed)", file=sys.stderr)
+        return EXIT_FAILED
+    version = args.version if args.version is not None else versions[-1]
+    if version not in versions:
+        print(f"bigtrain generate: version {version} not in {base} (have {versions})", file=sys.stderr)
+        return EXIT_FAILED
+    _quiet_libraries(False)
+    import tensorflow as tf
+    path = os.path.join(base, str(version))
+    model = tf.saved_model.load(path)
+    if args.temperature > 0:
+        out = model.signatures["sample"](
+            prompt=tf.constant(args.prompt), max_new_tokens=tf.constant(args.max_new_tokens),
+            temperature=tf.constant(args.temperature, tf.float32), seed=tf.constant(args.seed))
+    else:
+        out = model.signatures["generate"](prompt=tf.constant(args.prompt),
+                                           max_new_tokens=tf.constant(args.max_new_tokens))
+    print(f"[{path}]", file=sys.stderr)
+    print(args.prompt + out["text"].numpy().decode("utf-8", errors="replace"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bigtrain", description="Train large TensorFlow models with a validated, "
                                      "lineage-tracked TFX pipeline.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    run = sub.add_parser("run", help="run the pipeline locally (data, validation gate, training) "
-                                     "and print the run report",
+    run = sub.add_parser("run", help="run the whole pipeline locally (data, validation, training, "
+                                     "evaluation, push) and print the run report",
                          description="Run the pipeline with LocalDagRunner and Beam's DirectRunner; "
                                      "state under --home. Exit 3 when the validation gate stops "
                                      "the run, 2 for a bad config, 1 for any other failure.")
     _add_config_args(run)
     run.add_argument("-v", "--verbose", action="store_true", help="show TFX and Beam logs")
     run.set_defaults(func=cmd_run)
+
+    gen = sub.add_parser("generate", help="generate text with the newest pushed model",
+                         description="Load the newest (or --version) pushed SavedModel from "
+                                     "<home>/serving/<model>/ and continue PROMPT.")
+    gen.add_argument("prompt", help="text to continue")
+    gen.add_argument("--home", help="run state directory (default ./bigtrain_home)")
+    gen.add_argument("--model", default=config_lib.ModelConfig().name, help="model name (default gpt)")
+    gen.add_argument("--version", type=int, help="served version (default: the newest)")
+    gen.add_argument("--max-new-tokens", type=int, default=200, help="bytes to generate (default 200)")
+    gen.add_argument("--temperature", type=float, default=0.8,
+                     help="sampling temperature; 0 = greedy (default 0.8)")
+    gen.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    gen.set_defaults(func=cmd_generate)
 
     show = sub.add_parser("config", help="print the resolved config (preset + YAML + overrides)",
                           description="Print the resolved, validated config as YAML.")

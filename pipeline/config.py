@@ -1,6 +1,6 @@
 """The one typed config tree of bigtrain.
 
-A run is described by a frozen `Config` (data, model, train, runtime, paths). It is built from a
+A run is described by a frozen `Config` (data, model, train, eval, runtime, paths). It is built from a
 preset (`tiny`, `small`, `base`, `large`: plain functions below), then an optional YAML file, then
 dotted overrides (`train.learning_rate=3e-4`). Unknown keys and wrong types are rejected with a
 message naming the key; cross-field rules are checked before anything runs. The resolved config is
@@ -89,6 +89,19 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    # The Evaluator measures the exported SavedModel on the first max_batches x batch_size
+    # sequences of the eval split (unshuffled, so candidate and baseline see the same data).
+    batch_size: int = 64
+    max_batches: int = 50
+    # Absolute thresholds: a model above max_loss (nats/token) or below min_accuracy is rejected.
+    max_loss: float = 3.0
+    min_accuracy: float = 0.0
+    # Relative gate: rejected when its loss exceeds the latest blessed model's by more than this.
+    max_loss_regression: float = 0.02
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     strategy: str = "mirrored"
     # With no GPU, `mirrored` splits the CPU into this many logical devices, so tests and CPU runs
@@ -111,6 +124,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     preset: str = "tiny"
@@ -307,6 +321,14 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
                        ("train.shuffle_buffer", t.shuffle_buffer),
                        ("runtime.cpu_replicas", r.cpu_replicas)]:
         positive(key, value)
+    e = config.eval
+    for key, value in [("eval.batch_size", e.batch_size), ("eval.max_batches", e.max_batches),
+                       ("eval.max_loss", e.max_loss)]:
+        positive(key, value)
+    if not 0.0 <= e.min_accuracy <= 1.0:
+        raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
+    if e.max_loss_regression < 0:
+        raise ConfigError(f"eval.max_loss_regression: must be >= 0, got {e.max_loss_regression}")
     if not 0.0 < d.eval_fraction < 1.0:
         raise ConfigError(f"data.eval_fraction: must be in (0, 1), got {d.eval_fraction}")
     if d.format not in DATA_FORMATS:

@@ -9,13 +9,15 @@ from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
 from components import schema
+from components.evaluation.component import LanguageModelEvaluator
+from components.push_executor import AtomicPusherExecutor
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
 from components.validation_gate import AnomaliesGate
 from pipeline.config import Config
 
 
-def create_pipeline(config: Config, *, pipeline_root: str,
+def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
                     metadata_connection_config=None,
                     beam_pipeline_args: list[str] | None = None,
                     enable_cache: bool = True) -> tfx.dsl.Pipeline:
@@ -56,10 +58,31 @@ def create_pipeline(config: Config, *, pipeline_root: str,
         custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor))
     trainer.add_upstream_node(gate)
 
+    # The latest blessed model (through MLMD): the baseline a new model must not be worse than.
+    latest_blessed = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+
+    # Metrics of the exported SavedModel on the eval split; blessed against thresholds + baseline.
+    evaluator = LanguageModelEvaluator(
+        examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
+        baseline_model=latest_blessed.outputs["model"], eval_config=config.eval)
+
+    # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(
+                base_directory=os.path.join(serving_dir, config.model.name))),
+        custom_executor_spec=executor_spec.ExecutorClassSpec(AtomicPusherExecutor))
+
     return tfx.dsl.Pipeline(
         pipeline_name=config.paths.pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, gate, trainer],
+        components=[example_gen, statistics_gen, schema_gen, example_validator, gate, trainer,
+                    latest_blessed, evaluator, pusher],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args or []))

@@ -1,13 +1,22 @@
-"""The run report: what each stage of one pipeline run did, read back from ML Metadata."""
+"""The run report: what each stage of one pipeline run did, read back from ML Metadata.
+
+For every stage: its state (ran / cached / failed), duration and key outputs; for a stage that ran,
+why it could not be served from the cache (no earlier execution, which parameter or which input
+changed). Traversal uses ids, contexts and events only (no MLMD filter queries)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-STATES = {v: k.lower() for k, v in metadata_store_pb2.Execution.State.items()}
+Execution = metadata_store_pb2.Execution
+STATE_WORDS = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",
+               Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
+OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+INPUT_EVENTS = (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
 
 
 @dataclass
@@ -15,7 +24,9 @@ class StageReport:
     node: str
     state: str
     duration_s: float
+    execution_id: int
     outputs: dict[str, dict] = field(default_factory=dict)
+    why: str = ""
 
 
 @dataclass
@@ -23,83 +34,209 @@ class RunReport:
     run_id: str
     stages: list[StageReport]
 
+    def stage(self, node: str) -> StageReport | None:
+        return next((s for s in self.stages if s.node == node), None)
 
-def open_store(metadata_path: str) -> metadata_store.MetadataStore:
+    def output(self, type_name: str) -> dict:
+        for stage in self.stages:
+            if type_name in stage.outputs:
+                return stage.outputs[type_name]
+        return {}
+
+
+def open_store(metadata_path: str, read_only: bool = True) -> metadata_store.MetadataStore:
     cfg = metadata_store_pb2.ConnectionConfig()
     cfg.sqlite.filename_uri = metadata_path
-    cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    cfg.sqlite.connection_mode = (metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+                                  if read_only else metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE)
     return metadata_store.MetadataStore(cfg)
 
 
+def _value(value: metadata_store_pb2.Value):
+    kind = value.WhichOneof("value")
+    if kind in ("int_value", "double_value", "string_value", "bool_value"):
+        return getattr(value, kind)
+    return str(getattr(value, kind)) if kind else None
+
+
 def custom_properties(obj) -> dict:
+    return {key: _value(value) for key, value in obj.custom_properties.items()}
+
+
+def _flatten(value, prefix: str = "") -> dict:
+    """Nested dicts and JSON strings -> {dotted.key: scalar}, to name exactly what changed."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def changed_parameters(before: dict, after: dict) -> list[str]:
+    flat_before, flat_after = _flatten(before), _flatten(after)
+    return [f"{k}: {flat_before.get(k)!r} -> {flat_after.get(k)!r}"
+            for k in sorted(set(flat_before) | set(flat_after))
+            if not k.startswith("__") and flat_before.get(k) != flat_after.get(k)]
+
+
+def node_executions(store) -> dict[int, str]:
+    """execution id -> node id, through the node contexts."""
     out = {}
-    for key, value in obj.custom_properties.items():
-        kind = value.WhichOneof("value")
-        out[key] = getattr(value, kind) if kind in ("int_value", "double_value", "string_value") \
-            else str(getattr(value, kind))
+    for ctx in store.get_contexts_by_type("node"):
+        for execution in store.get_executions_by_context(ctx.id):
+            out[execution.id] = ctx.name.split(".", 1)[-1]
     return out
 
 
-def run_report(store: metadata_store.MetadataStore, pipeline_name: str,
-               run_id: str | None = None) -> RunReport:
-    """The newest run of the pipeline (or run_id): stages in execution order with their outputs."""
-    runs = [c for c in store.get_contexts_by_type("pipeline_run")]
-    node_contexts = {c.id: c.name for c in store.get_contexts_by_type("node")}
+def input_ids(store, execution_id: int) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for event in store.get_events_by_execution_ids([execution_id]):
+        if event.type in INPUT_EVENTS:
+            key = event.path.steps[0].key if event.path.steps else "?"
+            out.setdefault(key, []).append(event.artifact_id)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _baseline_id(store, execution_id: int):
+    ids = [e.artifact_id for e in store.get_events_by_execution_ids([execution_id])
+           if e.type in OUTPUT_EVENTS]
+    for artifact in store.get_artifacts_by_id(ids):
+        if "baseline_model_id" in artifact.custom_properties:
+            return artifact.custom_properties["baseline_model_id"].int_value
+    return None
+
+
+def why_ran(store, execution, previous) -> str:
+    """Why this execution was not served from the cache."""
+    if previous is None:
+        return "first execution of this stage"
+    reasons = changed_parameters(custom_properties(previous), custom_properties(execution))
+    before, after = input_ids(store, previous.id), input_ids(store, execution.id)
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            reasons.append(f"input {key}: artifacts {before.get(key, [])} -> {after.get(key, [])}")
+    # MLMD keeps one event per (artifact, type): a baseline that is the candidate itself leaves no
+    # separate input event, so the baseline is read from the blessing the stage wrote.
+    baseline_before, baseline_after = _baseline_id(store, previous.id), _baseline_id(store, execution.id)
+    if baseline_before != baseline_after:
+        reasons.append(f"baseline model: {baseline_before or 'none'} -> {baseline_after or 'none'}")
+    if not reasons and previous.last_known_state == Execution.FAILED:
+        return "previous execution failed"
+    return "; ".join(reasons) or "same inputs and parameters (cache disabled or outputs gone)"
+
+
+def run_report(store, pipeline_name: str | None = None, run_id: str | None = None) -> RunReport:
+    """The newest run (or run_id): stages in execution order, with outputs and why they ran."""
+    runs = store.get_contexts_by_type("pipeline_run")
     if not runs:
         raise LookupError("no pipeline run recorded in this metadata store")
     run = next((c for c in runs if c.name == run_id), None) if run_id else \
         max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
     if run is None:
         raise LookupError(f"no pipeline run {run_id!r}")
-    executions = sorted(store.get_executions_by_context(run.id), key=lambda e: e.id)
-    node_of = {}
-    for ctx_id, name in node_contexts.items():
-        for execution in store.get_executions_by_context(ctx_id):
-            node_of[execution.id] = name.split(".", 1)[-1]
+    node_of = node_executions(store)
+    by_node: dict[str, list] = {}
+    for execution in sorted(store.get_executions_by_id(list(node_of)), key=lambda e: e.id):
+        by_node.setdefault(node_of[execution.id], []).append(execution)
     stages = []
-    for execution in executions:
+    for execution in sorted(store.get_executions_by_context(run.id), key=lambda e: e.id):
+        node = node_of.get(execution.id, execution.name or str(execution.id))
+        earlier = [e for e in by_node.get(node, []) if e.id < execution.id]
         stage = StageReport(
-            node=node_of.get(execution.id, execution.name or str(execution.id)),
-            state=STATES.get(execution.last_known_state, "unknown"),
+            node=node, state=STATE_WORDS.get(execution.last_known_state, "unknown"),
             duration_s=(execution.last_update_time_since_epoch
-                        - execution.create_time_since_epoch) / 1000.0)
+                        - execution.create_time_since_epoch) / 1000.0,
+            execution_id=execution.id)
+        if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
+                and not node.endswith("resolver"):
+            stage.why = why_ran(store, execution, earlier[-1] if earlier else None)
         events = store.get_events_by_execution_ids([execution.id])
-        out_ids = [e.artifact_id for e in events
-                   if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)]
+        out_ids = [e.artifact_id for e in events if e.type in OUTPUT_EVENTS]
         for artifact in store.get_artifacts_by_id(out_ids):
             type_name = store.get_artifact_types_by_id([artifact.type_id])[0].name
-            stage.outputs[type_name] = dict(custom_properties(artifact), uri=artifact.uri)
+            stage.outputs[type_name] = dict(custom_properties(artifact), uri=artifact.uri,
+                                            id=artifact.id)
         stages.append(stage)
     return RunReport(run_id=run.name, stages=stages)
+
+
+def summarize(stage: StageReport) -> str:
+    """One line of key outputs per stage."""
+    o = stage.outputs
+    if "Examples" in o and "files_listed" in o["Examples"]:
+        e = o["Examples"]
+        skipped = e["files_listed"] - e["files_packed"]
+        return (f"{e['files_packed']} files -> {e['sequences_train']} train / {e['sequences_eval']} "
+                f"eval sequences, {skipped} quarantined, {e['real_token_fraction']:.2%} real tokens")
+    if "ExampleAnomalies" in o:
+        return "anomalies checked (see gate)"
+    if stage.node == "AnomaliesGate":
+        return {"ran": "no anomalies", "cached": "no anomalies", "failed": "anomalies found"}.get(stage.state, "")
+    if "Model" in o and "steps" in o["Model"]:
+        m = o["Model"]
+        return (f"{m['steps']} steps, eval loss {m['eval_loss']:.4f} (byte-unigram "
+                f"{m['unigram_baseline_loss']:.4f}), {m['tokens_per_second']:.0f} tokens/s")
+    if "ModelBlessing" in o:
+        return o["ModelBlessing"].get("reason", "")
+    if "PushedModel" in o:
+        p = o["PushedModel"]
+        if p.get("pushed") == 1:
+            return f"pushed version {p.get('pushed_version')} -> {p.get('pushed_destination')}"
+        return f"not pushed: {p.get('reason', '')}"
+    if "Model" in o:
+        return f"baseline: model {o['Model']['id']}"
+    return ""
 
 
 DATA_COUNTERS = ("files_listed", "files_packed", "files_skipped_empty", "files_skipped_unreadable",
                  "files_skipped_binary", "files_skipped_not_utf8", "files_skipped_too_large",
                  "bytes_read", "bytes_packed", "bytes_quarantined", "sequences_train",
                  "sequences_eval", "tokens_real", "tokens_padding", "real_token_fraction")
-
-
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
                     "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy")
+EVAL_FIGURES = ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss")
+
+
+def _section(title: str, props: dict, names) -> list[str]:
+    lines = [title]
+    for name in names:
+        if name in props:
+            value = props[name]
+            lines.append(f"  {name:<26} {value:.4f}" if isinstance(value, float) else f"  {name:<26} {value}")
+    return lines
 
 
 def format_report(report: RunReport) -> str:
-    lines = [f"run {report.run_id}", f"  {'stage':<28} {'state':<10} {'seconds':>8}"]
+    width = max([len(s.node) for s in report.stages] + [5])
+    lines = [f"run {report.run_id}",
+             f"  {'stage':<{width}}  {'state':<7} {'seconds':>8}  key outputs"]
     for stage in report.stages:
-        lines.append(f"  {stage.node:<28} {stage.state:<10} {stage.duration_s:>8.1f}")
-    for stage in report.stages:
-        examples = stage.outputs.get("Examples")
-        if examples and "files_listed" in examples:
-            lines.append(f"data ({stage.node}): {examples.get('input')} -> {examples['uri']}")
-            for name in DATA_COUNTERS:
-                lines.append(f"  {name:<28} {examples.get(name)}")
-            lines.append(f"  {'quarantine manifest':<28} {examples.get('quarantine_manifest')}")
-        model = stage.outputs.get("Model")
-        if model and "steps" in model:
-            lines.append(f"training ({stage.node}): {model['uri']}")
-            for name in TRAINING_FIGURES:
-                value = model.get(name)
-                lines.append(f"  {name:<28} {value:.4f}" if isinstance(value, float)
-                             else f"  {name:<28} {value}")
+        lines.append(f"  {stage.node:<{width}}  {stage.state:<7} {stage.duration_s:>8.1f}  {summarize(stage)}")
+    reasons = [(s.node, s.why) for s in report.stages if s.why]
+    if reasons:
+        lines.append("why stages ran (instead of being cached):")
+        lines += [f"  {node}: {why}" for node, why in reasons]
+    examples = report.output("Examples")
+    if "files_listed" in examples:
+        lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
+        lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
+    model = next((s.outputs["Model"] for s in report.stages
+                  if "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
+    if model:
+        lines += _section(f"training: {model['uri']}", model, TRAINING_FIGURES)
+    evaluation = report.output("ModelEvaluation")
+    if evaluation:
+        lines += _section(f"evaluation: {evaluation['uri']}", evaluation, EVAL_FIGURES)
+        lines.append(f"  {'decision':<26} {report.output('ModelBlessing').get('reason', '')}")
+    pushed = report.output("PushedModel")
+    if pushed:
+        lines.append("push: " + (f"version {pushed.get('pushed_version')} at {pushed.get('pushed_destination')}"
+                                 if pushed.get("pushed") == 1 else f"nothing pushed ({pushed.get('reason', '')})"))
     return "\n".join(lines)

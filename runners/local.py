@@ -41,6 +41,7 @@ def run_local(config: Config) -> tuple[LocalPaths, str]:
     pipeline = create_pipeline(
         config,
         pipeline_root=paths.pipeline_root,
+        serving_dir=paths.serving_dir,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             paths.metadata_path),
         beam_pipeline_args=list(config.runtime.beam_args))

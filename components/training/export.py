@@ -6,6 +6,7 @@ Signatures:
   serving_default(prompts: string[B])                -> logits float32[B, vocab], prompt_tokens int32[B]
   generate(prompt: string[], max_new_tokens: int32[]) -> text: string[] (greedy continuation)
   sample(prompt, max_new_tokens, temperature: float32[], seed: int32[]) -> text (sampled, reproducible per seed)
+  token_logits(input_ids: int32[B, T])               -> logits float32[B, T, vocab] (evaluation)
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class LanguageModelServer(tf.Module):
         # Causal attention: right padding cannot change the logits at position length - 1.
         logits = self.model(window, training=False)                   # (B, T, V)
         return tf.cast(tf.gather(logits, lengths - 1, batch_dims=1), tf.float32)  # (B, V)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
+    def token_logits(self, input_ids):
+        """Already tokenized ids (B, T <= context) -> logits (B, T, vocab): what the Evaluator
+        measures, through the same graph and weights that serving uses."""
+        return {"logits": tf.cast(self.model(input_ids, training=False), tf.float32)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
     def serving_default(self, prompts):
@@ -107,6 +114,7 @@ def export_saved_model(trained_model, model_config, context_length: int, export_
         "serving_default": server.serving_default.get_concrete_function(),
         "generate": server.generate.get_concrete_function(),
         "sample": server.sample.get_concrete_function(),
+        "token_logits": server.token_logits.get_concrete_function(),
     }
     tf.saved_model.save(server, export_dir, signatures=signatures)
     extra = os.path.join(export_dir, "assets.extra")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import time
 from typing import Callable
@@ -22,8 +21,7 @@ from components.text_example_gen.tokenizer import PAD_ID, VOCAB_SIZE
 from components.training import input as input_lib
 from components.training.schedule import WarmupCosine
 from components.training.strategy import make_strategy
-from components.training.train_step import (TrainState, make_optimizer, make_train_step,
-                                            masked_token_loss_sum)
+from components.training.train_step import TrainState, make_optimizer, make_train_step
 
 
 class InjectedFault(RuntimeError):
@@ -141,26 +139,11 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
 
 
 def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,
-             max_batches: int) -> dict[str, float]:
-    """Masked mean next-token loss and accuracy (padding excluded) over up to max_batches."""
-    dataset = input_lib.make_dataset(eval_files, seq_len, batch_size, repeat=False).take(max_batches)
-
-    @tf.function
-    def batch_stats(inputs, targets):
-        logits = tf.cast(model(inputs, training=False), tf.float32)
-        mask = tf.cast(tf.not_equal(targets, PAD_ID), tf.float32)
-        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets), tf.float32)
-        return masked_token_loss_sum(targets, logits), tf.reduce_sum(correct * mask), tf.reduce_sum(mask)
-
-    loss_sum = correct = tokens = 0.0
-    for inputs, targets in dataset:
-        l, c, n = batch_stats(inputs, targets)
-        loss_sum, correct, tokens = loss_sum + float(l), correct + float(c), tokens + float(n)
-    if not tokens:
-        raise ValueError(f"no eval tokens in {eval_files!r}")
-    loss = loss_sum / tokens
-    return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "accuracy": correct / tokens,
-            "tokens": int(tokens)}
+             max_batches: int) -> dict:
+    """Metrics of the in-memory model (the Evaluator measures the exported SavedModel)."""
+    from components.evaluation.metrics import evaluate_logits_fn
+    return evaluate_logits_fn(lambda ids: model(ids, training=False), eval_files, seq_len,
+                              batch_size, max_batches)
 
 
 def unigram_baseline(train_files, eval_files, seq_len: int, max_sequences: int = 20000) -> float:

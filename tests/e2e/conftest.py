@@ -15,6 +15,7 @@ class PipelineRun:
     exit_code: int
     stdout: str
     stderr: str
+    run_id: str | None = None
 
     @property
     def metadata_path(self) -> str:
@@ -24,12 +25,29 @@ class PipelineRun:
         from pipeline.report import open_store
         return open_store(self.metadata_path)
 
+    def report(self):
+        from pipeline.report import run_report
+        return run_report(self.store(), run_id=self.run_id)
+
+    def states(self) -> dict[str, str]:
+        return {stage.node: stage.state for stage in self.report().stages}
+
+    def serving_versions(self) -> dict[str, str]:
+        """version -> content digest of everything under <home>/serving/gpt/."""
+        from components.push import model_digest, served_versions
+        base = os.path.join(self.home, "serving", "gpt")
+        return {v: model_digest(os.path.join(base, str(v))) for v in served_versions(base)}
+
 
 def run_cli(capsys, home, *extra) -> PipelineRun:
     capsys.readouterr()
     code = cli.main(["run", "--home", home, *extra])
     captured = capsys.readouterr()
-    return PipelineRun(home, code, captured.out, captured.err)
+    run = PipelineRun(home, code, captured.out, captured.err)
+    if os.path.exists(run.metadata_path):
+        runs = run.store().get_contexts_by_type("pipeline_run")
+        run.run_id = max(runs, key=lambda c: (c.create_time_since_epoch, c.id)).name if runs else None
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -44,14 +62,50 @@ def session_capsys(request):
     return _Capture()
 
 
+def base_args(corpus_root):
+    return ["--set", f"data.input={corpus_root}", "--set", "data.eval_fraction=0.3",
+            "--set", "data.seq_len=64", "--set", "train.train_steps=120",
+            "--set", "train.warmup_steps=10", "--set", "train.checkpoint_every=50",
+            "--set", "train.log_every=40"]
+
+
 @pytest.fixture(scope="session")
-def data_run(tmp_path_factory, corpus, session_capsys):
+def shared_home(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("home"))
+
+
+@pytest.fixture(scope="session")
+def data_run(shared_home, corpus, session_capsys):
+    """The first full run (every stage executes; the model is blessed and pushed)."""
     root, quarantined = corpus
-    home = str(tmp_path_factory.mktemp("home"))
-    run = run_cli(session_capsys, home, "--set", f"data.input={root}",
-                  "--set", "data.eval_fraction=0.3", "--set", "data.seq_len=64",
-                  "--set", "train.train_steps=120", "--set", "train.warmup_steps=10",
-                  "--set", "train.checkpoint_every=50", "--set", "train.log_every=40")
+    run = run_cli(session_capsys, shared_home, *base_args(root))
     run.quarantined = quarantined
     run.corpus = root
+    run.served_after = run.serving_versions()
+    return run
+
+
+@pytest.fixture(scope="session")
+def identical_run(data_run, corpus, session_capsys):
+    """The same command again, in the same home."""
+    run = run_cli(session_capsys, data_run.home, *base_args(corpus[0]))
+    run.served_after = run.serving_versions()
+    return run
+
+
+@pytest.fixture(scope="session")
+def changed_lr_run(identical_run, corpus, session_capsys):
+    """One training hyper-parameter changed."""
+    run = run_cli(session_capsys, identical_run.home, *base_args(corpus[0]),
+                  "--set", "train.learning_rate=2e-3")
+    run.served_after = run.serving_versions()
+    return run
+
+
+@pytest.fixture(scope="session")
+def impossible_threshold_run(changed_lr_run, corpus, session_capsys):
+    """A threshold no model can meet: the push is blocked."""
+    run = run_cli(session_capsys, changed_lr_run.home, *base_args(corpus[0]),
+                  "--set", "train.learning_rate=2e-3", "--set", "eval.max_loss=0.01")
+    run.served_after = run.serving_versions()
     return run

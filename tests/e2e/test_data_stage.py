@@ -15,7 +15,7 @@ from tests.e2e.conftest import run_cli
 pytestmark = pytest.mark.slow
 
 STAGES = {"TextExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomaliesGate",
-          "Trainer"}
+          "Trainer", "latest_blessed_model_resolver", "LanguageModelEvaluator", "Pusher"}
 
 
 def examples_artifact(store):
@@ -26,11 +26,11 @@ def examples_artifact(store):
 def test_every_stage_completes(data_run):
     assert data_run.exit_code == 0, data_run.stderr
     store = data_run.store()
-    executions = store.get_executions()
+    (run_context,) = [c for c in store.get_contexts_by_type("pipeline_run") if c.name == data_run.run_id]
+    executions = store.get_executions_by_context(run_context.id)
     assert len(executions) == len(STAGES)
     assert all(e.last_known_state == metadata_store_pb2.Execution.COMPLETE for e in executions)
-    node_names = {c.name.split(".", 1)[1] for c in store.get_contexts_by_type("node")}
-    assert node_names == STAGES
+    assert set(data_run.states()) == STAGES
     assert "run COMPLETE" in data_run.stdout
 
 

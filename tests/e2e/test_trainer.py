@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def model_artifact(data_run):
     assert data_run.exit_code == 0, data_run.stderr
-    (model,) = data_run.store().get_artifacts_by_type("Model")
+    model_id = data_run.report().stage("Trainer").outputs["Model"]["id"]
+    (model,) = data_run.store().get_artifacts_by_id([model_id])
     return model
 
 
@@ -36,7 +37,8 @@ def test_training_figures_are_mlmd_properties(model_artifact, data_run):
 
 def test_tensorboard_and_checkpoints_written(model_artifact, data_run):
     store = data_run.store()
-    (model_run,) = store.get_artifacts_by_type("ModelRun")
+    model_run_id = data_run.report().stage("Trainer").outputs["ModelRun"]["id"]
+    (model_run,) = store.get_artifacts_by_id([model_run_id])
     events = [f for _, _, files in os.walk(model_run.uri) for f in files if "tfevents" in f]
     assert events
     checkpoint_dir = custom_properties(model_artifact)["checkpoint_dir"]
@@ -71,7 +73,7 @@ def test_saved_model_generates_in_a_fresh_process(model_artifact):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["signatures"] == ["generate", "sample", "serving_default"]
+    assert result["signatures"] == ["generate", "sample", "serving_default", "token_logits"]
     assert result["logits_shape"] == [2, 259] and result["logits_dtype"] == "float32"
     assert result["prompt_tokens"] == [10, 10]  # BOS + 9 bytes each
     assert result["generated"] > 0

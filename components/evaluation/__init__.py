@@ -1,0 +1,1 @@
+"""Evaluation of the exported SavedModel and the blessing decision (plain functions + component)."""

@@ -1,0 +1,136 @@
+"""LanguageModelEvaluator: measures the exported SavedModel (what will be served) on the eval split,
+compares it with the latest blessed model, and emits standard ModelEvaluation and ModelBlessing
+artifacts (the `blessed` / `current_model_id` properties TFX's Pusher and
+LatestBlessedModelStrategy read)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from pipeline import config as config_lib
+
+METRICS_FILE = "metrics.json"
+LOGGER = logging.getLogger("bigtrain.eval")
+
+
+@dataclass(frozen=True)
+class Decision:
+    blessed: bool
+    reason: str
+
+
+def decide_blessing(candidate: dict, baseline: dict | None, eval_config) -> Decision:
+    """Blessed iff every absolute threshold holds AND the loss is not worse than the baseline's
+    by more than eval.max_loss_regression. The reason names the threshold, value and baseline."""
+    failures = []
+    if candidate["loss"] > eval_config.max_loss:
+        failures.append(f"loss {candidate['loss']:.4f} > eval.max_loss {eval_config.max_loss:.4f}")
+    if candidate["accuracy"] < eval_config.min_accuracy:
+        failures.append(f"accuracy {candidate['accuracy']:.4f} < eval.min_accuracy "
+                        f"{eval_config.min_accuracy:.4f}")
+    if baseline is not None:
+        allowed = baseline["loss"] + eval_config.max_loss_regression
+        if candidate["loss"] > allowed:
+            failures.append(f"loss {candidate['loss']:.4f} > baseline loss {baseline['loss']:.4f} "
+                            f"+ eval.max_loss_regression {eval_config.max_loss_regression:.4f}")
+    if failures:
+        return Decision(False, "not blessed: " + "; ".join(failures))
+    versus = (f"baseline loss {baseline['loss']:.4f} (+{eval_config.max_loss_regression:g} allowed)"
+              if baseline is not None else "no blessed baseline yet")
+    return Decision(True, f"blessed: loss {candidate['loss']:.4f} <= eval.max_loss "
+                          f"{eval_config.max_loss:.4f}, accuracy {candidate['accuracy']:.4f} >= "
+                          f"{eval_config.min_accuracy:.4f}, {versus}")
+
+
+def evaluate_saved_model(serving_dir: str, eval_files, eval_config) -> dict:
+    import tensorflow as tf
+    from components.evaluation.metrics import evaluate_logits_fn
+    loaded = tf.saved_model.load(serving_dir)
+    with tf.io.gfile.GFile(os.path.join(serving_dir, "assets.extra", "bigtrain_model.json")) as fh:
+        seq_len = json.load(fh)["context_length"]
+    signature = loaded.signatures["token_logits"]
+    return evaluate_logits_fn(lambda ids: signature(input_ids=ids)["logits"], eval_files, seq_len,
+                              eval_config.batch_size, eval_config.max_batches)
+
+
+class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        from tfx.utils import path_utils
+        eval_config = config_lib.from_dict(config_lib.EvalConfig,
+                                           json.loads(exec_properties["eval_config"]))
+        examples = artifact_utils.get_single_instance(input_dict["examples"])
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        baselines = input_dict.get("baseline_model") or []
+        baseline = baselines[0] if baselines else None
+        eval_files = [os.path.join(examples.uri, "Split-eval", "*")]
+
+        candidate = evaluate_saved_model(path_utils.serving_model_path(model.uri), eval_files, eval_config)
+        baseline_metrics = None
+        if baseline is not None:
+            baseline_metrics = candidate if baseline.id == model.id else evaluate_saved_model(
+                path_utils.serving_model_path(baseline.uri), eval_files, eval_config)
+        decision = decide_blessing(candidate, baseline_metrics, eval_config)
+        LOGGER.info("evaluation: loss %.4f, perplexity %.2f, accuracy %.4f on %d tokens; %s",
+                    candidate["loss"], candidate["perplexity"], candidate["accuracy"],
+                    candidate["tokens"], decision.reason)
+
+        evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
+        blessing = artifact_utils.get_single_instance(output_dict["blessing"])
+        record = {"candidate": candidate, "baseline": baseline_metrics,
+                  "baseline_model_id": baseline.id if baseline else None,
+                  "thresholds": config_lib.to_dict(eval_config),
+                  "blessed": decision.blessed, "reason": decision.reason}
+        os.makedirs(evaluation.uri, exist_ok=True)
+        with open(os.path.join(evaluation.uri, METRICS_FILE), "w", encoding="utf-8") as fh:
+            json.dump(record, fh, indent=2, sort_keys=True)
+        for name in ("loss", "perplexity", "accuracy"):
+            evaluation.set_float_custom_property(name, float(candidate[name]))
+        evaluation.set_int_custom_property("examples", candidate["examples"])
+        evaluation.set_int_custom_property("tokens", candidate["tokens"])
+        if baseline_metrics is not None:
+            evaluation.set_float_custom_property("baseline_loss", float(baseline_metrics["loss"]))
+
+        # Standard ModelBlessing: the properties TFX's Pusher and LatestBlessedModelStrategy read,
+        # plus the file TFMA's Evaluator writes.
+        os.makedirs(blessing.uri, exist_ok=True)
+        open(os.path.join(blessing.uri, "BLESSED" if decision.blessed else "NOT_BLESSED"), "w").close()
+        blessing.set_int_custom_property("blessed", int(decision.blessed))
+        blessing.set_string_custom_property("current_model", model.uri)
+        blessing.set_int_custom_property("current_model_id", model.id)
+        blessing.set_string_custom_property("reason", decision.reason)
+        if baseline is not None:
+            blessing.set_string_custom_property("baseline_model", baseline.uri)
+            blessing.set_int_custom_property("baseline_model_id", baseline.id)
+
+
+class LanguageModelEvaluatorSpec(ComponentSpec):
+    PARAMETERS = {"eval_config": ExecutionParameter(type=str)}
+    INPUTS = {
+        "examples": ChannelParameter(type=standard_artifacts.Examples),
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
+    }
+    OUTPUTS = {
+        "evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
+        "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+    }
+
+
+class LanguageModelEvaluator(base_component.BaseComponent):
+    SPEC_CLASS = LanguageModelEvaluatorSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(LanguageModelEvaluatorExecutor)
+
+    def __init__(self, examples, model, eval_config, baseline_model=None):
+        super().__init__(spec=LanguageModelEvaluatorSpec(
+            examples=examples, model=model, baseline_model=baseline_model,
+            eval_config=config_lib.section_json(eval_config),
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing)))

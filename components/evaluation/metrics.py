@@ -1,0 +1,43 @@
+"""Language-model metrics over the eval split, for any logits function (an in-memory Keras model
+during training, the exported SavedModel's `token_logits` signature in the Evaluator)."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import tensorflow as tf
+
+from components.text_example_gen.tokenizer import PAD_ID
+from components.training import input as input_lib
+
+
+def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size: int,
+                       max_batches: int) -> dict:
+    """Loss (nats/token), perplexity and next-token accuracy over non-pad targets, plus example
+    and token counts, on the first max_batches batches of the eval split (no shuffling: every
+    model is measured on the same sequences)."""
+    dataset = input_lib.make_dataset(eval_files, seq_len, batch_size, repeat=False)
+    if max_batches > 0:
+        dataset = dataset.take(max_batches)
+
+    @tf.function
+    def batch_stats(inputs, targets):
+        logits = tf.cast(logits_fn(inputs), tf.float32)                          # (B, T, V)
+        mask = tf.cast(tf.not_equal(targets, PAD_ID), tf.float32)                 # (B, T)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
+        hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets), tf.float32)
+        return tf.reduce_sum(ce * mask), tf.reduce_sum(hit * mask), tf.reduce_sum(mask)
+
+    loss_sum = correct = tokens = 0.0
+    examples = 0
+    for inputs, targets in dataset:
+        l, c, n = batch_stats(inputs, targets)
+        loss_sum, correct, tokens = loss_sum + float(l), correct + float(c), tokens + float(n)
+        examples += int(inputs.shape[0])
+    if not tokens:
+        raise ValueError(f"no eval tokens in {eval_files!r} (eval split smaller than one batch of "
+                         f"{batch_size}?)")
+    loss = loss_sum / tokens
+    return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "accuracy": correct / tokens,
+            "examples": examples, "tokens": int(tokens)}

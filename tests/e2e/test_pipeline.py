@@ -1,0 +1,115 @@
+"""The whole pipeline, one shared home, four runs: first run (push), identical re-run (cached, no
+second push), one training hyper-parameter changed (only Trainer and what follows re-run), an
+impossible threshold (push blocked, serving untouched). Asserted through MLMD."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.report import OUTPUT_EVENTS, custom_properties, input_ids
+
+pytestmark = pytest.mark.slow
+
+UPSTREAM_OF_TRAINER = ("ImportSchemaGen", "TextExampleGen", "StatisticsGen", "ExampleValidator",
+                       "AnomaliesGate")
+
+
+def producer_of(store, artifact_id):
+    """(execution id, node) that output the artifact."""
+    from pipeline.report import node_executions
+    nodes = node_executions(store)
+    for event in store.get_events_by_artifact_ids([artifact_id]):
+        if event.type in OUTPUT_EVENTS:
+            return event.execution_id, nodes[event.execution_id]
+    raise AssertionError(f"no producer for artifact {artifact_id}")
+
+
+def test_first_run_pushes_a_blessed_model(data_run):
+    assert data_run.exit_code == 0, data_run.stderr
+    report = data_run.report()
+    assert all(s.state == "ran" for s in report.stages), [(s.node, s.state) for s in report.stages]
+    blessing = report.stage("LanguageModelEvaluator").outputs["ModelBlessing"]
+    assert blessing["blessed"] == 1 and blessing["reason"].startswith("blessed:")
+    pushed = report.stage("Pusher").outputs["PushedModel"]
+    assert pushed["pushed"] == 1
+    assert list(data_run.served_after) == [int(pushed["pushed_version"])]
+    version_dir = pushed["pushed_destination"]
+    assert os.path.exists(os.path.join(version_dir, "saved_model.pb"))
+    assert not [n for n in os.listdir(os.path.dirname(version_dir)) if n.startswith(".incoming")]
+    evaluation = report.stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
+    for metric in ("loss", "perplexity", "accuracy", "examples", "tokens"):
+        assert metric in evaluation
+    assert evaluation["perplexity"] > 1 and 0 < evaluation["accuracy"] < 1
+    for text in ("key outputs", "blessed: loss", "pushed version", "eval_loss", "decision"):
+        assert text in data_run.stdout
+
+
+def test_lineage_examples_model_evaluation_blessing_pushed(data_run):
+    store, report = data_run.store(), data_run.report()
+    pushed_id = report.stage("Pusher").outputs["PushedModel"]["id"]
+    pusher_execution, node = producer_of(store, pushed_id)
+    assert node == "Pusher"
+    pusher_inputs = input_ids(store, pusher_execution)
+    (blessing_id,) = pusher_inputs["model_blessing"]
+    (model_id,) = pusher_inputs["model"]
+    evaluator_execution, node = producer_of(store, blessing_id)
+    assert node == "LanguageModelEvaluator"
+    evaluator_inputs = input_ids(store, evaluator_execution)
+    assert evaluator_inputs["model"] == [model_id]
+    trainer_execution, node = producer_of(store, model_id)
+    assert node == "Trainer"
+    (examples_id,) = input_ids(store, trainer_execution)["examples"]
+    assert evaluator_inputs["examples"] == [examples_id]
+    assert producer_of(store, examples_id)[1] == "TextExampleGen"
+    (blessing,) = store.get_artifacts_by_id([blessing_id])
+    assert custom_properties(blessing)["current_model_id"] == model_id
+
+
+def test_identical_rerun_is_cached_and_pushes_nothing(identical_run, data_run):
+    assert identical_run.exit_code == 0, identical_run.stderr
+    states = identical_run.states()
+    for node in UPSTREAM_OF_TRAINER + ("Trainer",):
+        assert states[node] == "cached", (node, states)
+    # Evaluation may re-run against the new baseline (the same model), but nothing is pushed twice.
+    assert identical_run.served_after == data_run.served_after
+    pushed = identical_run.report().stage("Pusher").outputs["PushedModel"]
+    assert pushed["pushed"] == 0 and pushed["reason"].startswith("already served as version")
+    assert "baseline model: none ->" in identical_run.stdout
+
+
+def test_changed_hyper_parameter_reruns_only_trainer_and_after(changed_lr_run):
+    assert changed_lr_run.exit_code == 0, changed_lr_run.stderr
+    states = changed_lr_run.states()
+    for node in UPSTREAM_OF_TRAINER:
+        assert states[node] == "cached", (node, states)
+    assert states["Trainer"] == "ran" and states["LanguageModelEvaluator"] == "ran"
+    why = changed_lr_run.report().stage("Trainer").why
+    assert "train.learning_rate: 0.003 -> 0.002" in why
+    assert "Trainer: custom_config.bigtrain.train.learning_rate" in changed_lr_run.stdout
+
+
+def test_impossible_threshold_blocks_push_and_leaves_serving_untouched(impossible_threshold_run,
+                                                                      changed_lr_run):
+    run = impossible_threshold_run
+    assert run.exit_code == 0, run.stderr
+    assert run.states()["Trainer"] == "cached"
+    blessing = run.report().stage("LanguageModelEvaluator").outputs["ModelBlessing"]
+    assert blessing["blessed"] == 0
+    assert "> eval.max_loss 0.0100" in blessing["reason"]
+    assert run.served_after == changed_lr_run.served_after  # same versions, same bytes
+    assert "nothing pushed (not blessed: loss" in run.stdout
+
+
+def test_generate_uses_the_newest_pushed_version(impossible_threshold_run):
+    """`bigtrain generate` in a fresh process loads the newest version and continues the prompt."""
+    run = impossible_threshold_run
+    newest = max(run.served_after)
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "bigtrain"), "generate", "import ",
+         "--home", run.home, "--max-new-tokens", "30", "--seed", "7"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("import ") and len(proc.stdout) > len("import \n")
+    assert f"serving/gpt/{newest}]" in proc.stderr

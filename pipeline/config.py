@@ -72,7 +72,7 @@ class TrainConfig:
     # Sequences per optimizer step, summed over replicas and micro-batches.
     global_batch_size: int = 32
     accumulation_steps: int = 1
-    train_steps: int = 300
+    train_steps: int = 500
     learning_rate: float = 3e-3
     min_learning_rate: float = 3e-4
     warmup_steps: int = 30

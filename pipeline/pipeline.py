@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import os
 
-from tfx import v1 as tfx
-
+# Component modules, not `tfx.v1`: the v1 facade also imports the Google Cloud extensions
+# (about 7 s per process, paid by every cached re-run).
+from tfx.components import (ExampleValidator, ImportExampleGen, Pusher, StatisticsGen, Trainer)
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import \
+    LatestBlessedModelStrategy
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
+from tfx.types import Channel, standard_artifacts
 
 from components import schema
 from components.evaluation.component import LanguageModelEvaluator
@@ -20,49 +28,49 @@ from pipeline.config import Config
 def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
                     metadata_connection_config=None,
                     beam_pipeline_args: list[str] | None = None,
-                    enable_cache: bool = True) -> tfx.dsl.Pipeline:
+                    enable_cache: bool = True) -> Pipeline:
     data = config.data
     if data.format == "text":
         # Raw text files -> byte-tokenized, packed, gzip TFRecord shards (train / eval).
         example_gen = TextExampleGen(data=data)
     else:
         # Already tokenized shards, imported as they are (and validated like any other).
-        example_gen = tfx.components.ImportExampleGen(
+        example_gen = ImportExampleGen(
             input_base=data.input,
-            input_config=tfx.proto.Input(splits=[
-                tfx.proto.Input.Split(name="train", pattern="train/*"),
-                tfx.proto.Input.Split(name="eval", pattern="eval/*")]))
+            input_config=example_gen_pb2.Input(splits=[
+                example_gen_pb2.Input.Split(name="train", pattern="train/*"),
+                example_gen_pb2.Input.Split(name="eval", pattern="eval/*")]))
 
     # Per-split statistics of the shards.
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
 
     # The curated schema from schemas/, resolved for this sequence length.
-    schema_gen = tfx.components.ImportSchemaGen(
+    schema_gen = ImportSchemaGen(
         schema_file=schema.write_resolved_schema(data.seq_len, os.path.join(pipeline_root, "schemas")))
 
     # Statistics checked against the schema.
-    example_validator = tfx.components.ExampleValidator(
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
 
     # Stops the run here, naming every anomaly, before anything trains on bad data.
     gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
 
     # The GPT language model: MirroredStrategy, mixed precision, accumulation, checkpoints, export.
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn="components.training.run_fn.run_fn",
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=config.train.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=config.train.eval_batches),
+        train_args=trainer_pb2.TrainArgs(num_steps=config.train.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.train.eval_batches),
         custom_config=trainer_custom_config(config, os.path.join(pipeline_root, "checkpoints")),
         custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor))
     trainer.add_upstream_node(gate)
 
     # The latest blessed model (through MLMD): the baseline a new model must not be worse than.
-    latest_blessed = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    latest_blessed = Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
 
     # Metrics of the exported SavedModel on the eval split; blessed against thresholds + baseline.
@@ -71,14 +79,14 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
         baseline_model=latest_blessed.outputs["model"], eval_config=config.eval)
 
     # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_dir, config.model.name))),
         custom_executor_spec=executor_spec.ExecutorClassSpec(AtomicPusherExecutor))
 
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=config.paths.pipeline_name,
         pipeline_root=pipeline_root,
         components=[example_gen, statistics_gen, schema_gen, example_validator, gate, trainer,

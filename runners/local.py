@@ -31,7 +31,9 @@ def run_local(config: Config) -> tuple[LocalPaths, str]:
     """Run the pipeline once; returns the paths and this run's folder (resolved config inside).
 
     Raises whatever the failing component raised (after TFX has recorded it in MLMD)."""
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
     from pipeline.pipeline import create_pipeline
 
     paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
@@ -42,8 +44,7 @@ def run_local(config: Config) -> tuple[LocalPaths, str]:
         config,
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            paths.metadata_path),
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(paths.metadata_path),
         beam_pipeline_args=list(config.runtime.beam_args))
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+    LocalDagRunner().run(pipeline)
     return paths, run_dir

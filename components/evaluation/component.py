@@ -5,6 +5,7 @@ LatestBlessedModelStrategy read)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -61,6 +62,24 @@ def evaluate_saved_model(serving_dir: str, eval_files, eval_config) -> dict:
                               eval_config.batch_size, eval_config.max_batches)
 
 
+def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_config, compute) -> dict:
+    """Metrics of (model, eval split, eval config), computed once. Evaluation is deterministic
+    (unshuffled batches, fixed weights), so re-evaluating the same model against a new baseline
+    on a cached re-run costs a file read instead of a pass over the eval split."""
+    key = hashlib.sha256("|".join([model_uri, examples_uri, config_lib.section_json(eval_config)])
+                         .encode()).hexdigest()[:24]
+    path = os.path.join(cache_dir, f"{key}.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    metrics = compute()
+    os.makedirs(cache_dir, exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(metrics, fh)
+    os.replace(path + ".tmp", path)
+    return metrics
+
+
 class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         from tfx.utils import path_utils
@@ -72,17 +91,20 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         baseline = baselines[0] if baselines else None
         eval_files = [os.path.join(examples.uri, "Split-eval", "*")]
 
-        candidate = evaluate_saved_model(path_utils.serving_model_path(model.uri), eval_files, eval_config)
-        baseline_metrics = None
-        if baseline is not None:
-            baseline_metrics = candidate if baseline.id == model.id else evaluate_saved_model(
-                path_utils.serving_model_path(baseline.uri), eval_files, eval_config)
+        evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
+        cache_dir = os.path.join(os.path.dirname(os.path.dirname(evaluation.uri)), ".metrics_cache")
+
+        def metrics_of(m):
+            return memoized_metrics(cache_dir, m.uri, examples.uri, eval_config, lambda: evaluate_saved_model(
+                path_utils.serving_model_path(m.uri), eval_files, eval_config))
+
+        candidate = metrics_of(model)
+        baseline_metrics = metrics_of(baseline) if baseline is not None else None
         decision = decide_blessing(candidate, baseline_metrics, eval_config)
         LOGGER.info("evaluation: loss %.4f, perplexity %.2f, accuracy %.4f on %d tokens; %s",
                     candidate["loss"], candidate["perplexity"], candidate["accuracy"],
                     candidate["tokens"], decision.reason)
 
-        evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         blessing = artifact_utils.get_single_instance(output_dict["blessing"])
         record = {"candidate": candidate, "baseline": baseline_metrics,
                   "baseline_model_id": baseline.id if baseline else None,

@@ -1,0 +1,16 @@
+"""The machine a benchmark ran on, printed with every figure."""
+
+import os
+import platform
+
+
+def describe() -> str:
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next(l.split(":", 1)[1].strip() for l in fh if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, "
+            f"{platform.platform()}, Python {platform.python_version()}")

@@ -34,7 +34,9 @@ def resolve_config(args: argparse.Namespace) -> config_lib.Config:
     return config
 
 
-def _quiet_libraries(verbose: bool) -> None:
+def _quiet_libraries(verbose: bool, log_path: str | None = None) -> None:
+    """Console: bigtrain's own progress lines (plus everything with -v). Log file: everything at
+    INFO, TFX and Beam included, for `bigtrain lineage why`."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1" if verbose else "3")
     import logging
     import warnings
@@ -42,19 +44,26 @@ def _quiet_libraries(verbose: bool) -> None:
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=UserWarning)
     from absl import logging as absl_logging
-    level = logging.INFO if verbose else logging.ERROR
-    absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.ERROR)
-    logging.getLogger().setLevel(level)
-    for noisy in ("apache_beam", "tensorflow", "absl"):
-        logging.getLogger(noisy).setLevel(level)
-    # bigtrain's own progress lines (training steps, evaluation) always show.
+    absl_logging.set_verbosity(absl_logging.INFO)
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in root.handlers:  # absl's console handler
+        handler.setLevel(logging.INFO if verbose else logging.ERROR)
+    for name in ("apache_beam", "tensorflow", "absl"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    formatter = logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S")
+    if log_path:
+        file_handler = logging.FileHandler(log_path, encoding="utf-8")
+        file_handler.setLevel(logging.INFO)
+        file_handler.setFormatter(formatter)
+        root.addHandler(file_handler)
     ours = logging.getLogger("bigtrain")
-    if not ours.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
-        ours.addHandler(handler)
-    ours.setLevel(logging.INFO)
-    ours.propagate = False
+    if not any(getattr(h, "_bigtrain_console", False) for h in ours.handlers):
+        console = logging.StreamHandler(sys.stdout)
+        console._bigtrain_console = True
+        console.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        ours.addHandler(console)
+    ours.setLevel(logging.INFO)  # propagates to the root logger's file handler too
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -65,31 +74,40 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import time
     config = resolve_config(args)
-    _quiet_libraries(args.verbose)
-    from components.validation_gate import AnomaliesGate, AnomaliesFoundError  # noqa: F401
+    from runners.local import LocalPaths, new_run_dir, run_local
+    paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
+    run_dir = new_run_dir(paths, config)
+    log_path = os.path.join(run_dir, "run.log")
+    _quiet_libraries(args.verbose, log_path)
+    from components.lineage.record import record_run
+    from components.anomalies import AnomaliesFoundError
     from pipeline import report as report_lib
-    from runners.local import LocalPaths, run_local
 
     if config.runtime.strategy == "mirrored":
         # Before any TensorFlow op: on a machine without GPUs, split the CPU into logical devices.
         from components.training.strategy import ensure_cpu_replicas
         ensure_cpu_replicas(config.runtime.cpu_replicas)
-    paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
-    print(f"bigtrain run: preset {config.preset}, home {paths.home}", flush=True)
-    failure = None
+    print(f"bigtrain run: preset {config.preset}, home {paths.home}\n"
+          f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}", flush=True)
+    started_ms, failure, error = time.time() * 1000, None, None
     try:
-        _, run_dir = run_local(config)
-        print(f"resolved config: {os.path.join(run_dir, 'config.yaml')}")
+        run_local(config, paths, run_dir)
     except AnomaliesFoundError as err:
-        failure = (EXIT_GATE, str(err))
-    except Exception as err:  # reported below with the stage states, then exit non-zero
-        failure = (EXIT_FAILED, f"{type(err).__name__}: {err}")
+        failure, error = (EXIT_GATE, str(err)), err
+    except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
+        import logging
+        logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
+        failure, error = (EXIT_FAILED, f"{type(err).__name__}: {err}"), err
     if os.path.exists(paths.metadata_path):
-        store = report_lib.open_store(paths.metadata_path)
-        print(report_lib.format_report(report_lib.run_report(store, config.paths.pipeline_name)))
+        store = report_lib.open_store(paths.metadata_path, read_only=False)
+        run = record_run(store, started_ms, run_dir, log_path, config_lib.digest(config), error)
+        if run is not None:
+            print(report_lib.format_report(report_lib.run_report(store, run_id=run.name)))
     if failure:
-        print(f"\nrun FAILED: {failure[1]}", file=sys.stderr)
+        print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
+              file=sys.stderr)
         return failure[0]
     print("\nrun COMPLETE")
     return 0
@@ -123,6 +141,56 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lineage(args: argparse.Namespace) -> int:
+    import json
+    from components.lineage import queries, render
+    from components.lineage.store import Lineage, connect
+    home = os.path.abspath(args.home or config_lib.PathsConfig().home)
+    store = connect(args.metadata or os.path.join(home, "metadata.sqlite"),
+                    mysql_host=args.mysql_host, mysql_port=args.mysql_port,
+                    mysql_database=args.mysql_database, mysql_user=args.mysql_user,
+                    mysql_password=args.mysql_password)
+    lin = Lineage(store)
+    what = args.lineage_command
+    if what == "runs":
+        result, text = queries.list_runs(lin), render.runs_text
+    elif what == "trace":
+        result, text = queries.trace(lin, args.target, down=args.down), render.trace_text
+    elif what == "diff":
+        result, text = queries.diff(lin, args.run_a, args.run_b), render.diff_text
+    elif what == "why":
+        result, text = queries.why(lin, args.run), render.why_text
+    else:  # graph
+        result = queries.graph(lin, args.run)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            written = {}
+            for ext, make in (("dot", render.to_dot), ("mmd", render.to_mermaid), ("svg", render.to_svg)):
+                written[ext] = os.path.join(args.out, f"graph.{ext}")
+                with open(written[ext], "w", encoding="utf-8") as fh:
+                    fh.write(make(result))
+            written["png"] = os.path.join(args.out, "graph.png")
+            render.to_png(result, written["png"])
+            result = dict(result, files=written)
+            text = lambda r: "\n".join(f"{k}: {v}" for k, v in r["files"].items())
+        else:
+            text = {"dot": render.to_dot, "mermaid": render.to_mermaid, "svg": render.to_svg}[args.format]
+    print(json.dumps(result, indent=2, default=str) if args.json else text(result))
+    return 0
+
+
+def _add_store_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", help="run state directory (default ./bigtrain_home); the "
+                                       "database is <home>/metadata.sqlite")
+    parser.add_argument("--metadata", metavar="SQLITE", help="an MLMD sqlite file instead of --home's")
+    parser.add_argument("--mysql-host", help="MLMD in MySQL (shared deployments) instead of sqlite")
+    parser.add_argument("--mysql-port", type=int, default=3306)
+    parser.add_argument("--mysql-database", default="metadb")
+    parser.add_argument("--mysql-user", default="root")
+    parser.add_argument("--mysql-password", default=None)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bigtrain", description="Train large TensorFlow models with a validated, "
@@ -151,6 +219,41 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     gen.set_defaults(func=cmd_generate)
 
+    lineage = sub.add_parser("lineage", help="answer lineage questions from ML Metadata",
+                             description="Runs, traces, diffs, graphs and failures, read from MLMD "
+                                         "by ids and events. RUN is a run id, a unique prefix, "
+                                         "'latest' or 'latest~N'.")
+    lsub = lineage.add_subparsers(dest="lineage_command", metavar="QUESTION", required=True)
+    p = lsub.add_parser("runs", help="pipeline runs, newest first, with per-stage states",
+                        description="Pipeline runs, newest first: id, start, duration, state, "
+                                    "per-stage state, pushed version.")
+    _add_store_args(p)
+    p = lsub.add_parser("trace", help="walk from a pushed model / artifact to its raw data",
+                        description="TARGET: a pushed model directory, an artifact URI or id. Walks "
+                                    "upstream (default) or downstream (--down).")
+    p.add_argument("target")
+    p.add_argument("--down", action="store_true", help="walk downstream (what was made from it)")
+    _add_store_args(p)
+    p = lsub.add_parser("diff", help="what changed between two runs",
+                        description="Input fingerprints, config values, code digest, metrics, and "
+                                    "which stages ran or were cached, for two runs.")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    _add_store_args(p)
+    p = lsub.add_parser("graph", help="a run's artifact/execution graph (DOT, Mermaid, SVG, PNG)",
+                        description="Print the graph (--format) or write graph.dot, graph.mmd, "
+                                    "graph.svg and graph.png into --out DIR.")
+    p.add_argument("run", nargs="?", default="latest")
+    p.add_argument("--format", choices=["dot", "mermaid", "svg"], default="dot")
+    p.add_argument("--out", metavar="DIR", help="write every format into DIR")
+    _add_store_args(p)
+    p = lsub.add_parser("why", help="why a run failed: stage, root cause, log, inputs",
+                        description="For a failed run: the failed stage, the root-cause error, the "
+                                    "log location and the stage's input artifacts.")
+    p.add_argument("run", nargs="?", default="latest")
+    _add_store_args(p)
+    lineage.set_defaults(func=cmd_lineage)
+
     show = sub.add_parser("config", help="print the resolved config (preset + YAML + overrides)",
                           description="Print the resolved, validated config as YAML.")
     _add_config_args(show)
@@ -165,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     except config_lib.ConfigError as err:
         print(f"bigtrain: config error: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    except (LookupError, FileNotFoundError) as err:
+        print(f"bigtrain: {err.args[0] if err.args else err}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -27,8 +27,15 @@ class LocalPaths:
                    runs_dir=os.path.join(home, "runs"))
 
 
-def run_local(config: Config) -> tuple[LocalPaths, str]:
-    """Run the pipeline once; returns the paths and this run's folder (resolved config inside).
+def new_run_dir(paths: LocalPaths, config: Config) -> str:
+    """<home>/runs/<timestamp>/ with the resolved config.yaml (and later run.log) inside."""
+    run_dir = os.path.join(paths.runs_dir, datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f"))
+    save_config(config, run_dir)
+    return run_dir
+
+
+def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | None = None) -> str:
+    """Run the pipeline once; returns this run's folder (resolved config inside).
 
     Raises whatever the failing component raised (after TFX has recorded it in MLMD)."""
     from tfx.orchestration import metadata
@@ -36,9 +43,8 @@ def run_local(config: Config) -> tuple[LocalPaths, str]:
 
     from pipeline.pipeline import create_pipeline
 
-    paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
-    run_dir = os.path.join(paths.runs_dir, datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f"))
-    save_config(config, run_dir)
+    paths = paths or LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
+    run_dir = run_dir or new_run_dir(paths, config)
     os.makedirs(paths.pipeline_root, exist_ok=True)
     pipeline = create_pipeline(
         config,
@@ -47,4 +53,4 @@ def run_local(config: Config) -> tuple[LocalPaths, str]:
         metadata_connection_config=metadata.sqlite_metadata_connection_config(paths.metadata_path),
         beam_pipeline_args=list(config.runtime.beam_args))
     LocalDagRunner().run(pipeline)
-    return paths, run_dir
+    return run_dir

@@ -109,3 +109,10 @@ def impossible_threshold_run(changed_lr_run, corpus, session_capsys):
                   "--set", "train.learning_rate=2e-3", "--set", "eval.max_loss=0.01")
     run.served_after = run.serving_versions()
     return run
+
+
+@pytest.fixture(scope="session")
+def failed_run(impossible_threshold_run, corpus, session_capsys):
+    """A run that fails in a stage (the Evaluator: eval batch larger than the eval split)."""
+    return run_cli(session_capsys, impossible_threshold_run.home, *base_args(corpus[0]),
+                   "--set", "train.learning_rate=2e-3", "--set", "eval.batch_size=100000")

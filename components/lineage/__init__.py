@@ -1,0 +1,1 @@
+"""Lineage from ML Metadata: id- and event-based traversal, queries, rendering."""

@@ -1,0 +1,263 @@
+"""The everyday lineage questions, answered as plain data (dicts and lists, JSON-ready)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from components.lineage import record
+from components.lineage.store import Lineage, properties
+
+# Properties worth showing per artifact type in a trace (others stay in --json).
+KEY_PROPERTIES = {
+    "PushedModel": ("pushed", "pushed_version", "pushed_destination", "reason"),
+    "ModelBlessing": ("blessed", "reason", "current_model_id", "baseline_model_id"),
+    "ModelEvaluation": ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss"),
+    "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "unigram_baseline_loss",
+              "parameter_count", "tokens_per_second", "precision", "num_replicas",
+              "config_digest", "code_digest"),
+    "ModelRun": (),
+    "Examples": ("files_listed", "files_packed", "sequences_train", "sequences_eval",
+                 "tokens_real", "bytes_quarantined", "quarantine_manifest"),
+    "Schema": (),
+    "ExampleStatistics": (),
+    "ExampleAnomalies": (),
+}
+
+
+def _duration_s(executions) -> float:
+    if not executions:
+        return 0.0
+    return (max(e.last_update_time_since_epoch for e in executions)
+            - min(e.create_time_since_epoch for e in executions)) / 1000.0
+
+
+def artifact_record(lin: Lineage, artifact_id: int, full: bool = False) -> dict:
+    artifact = lin.artifact(artifact_id)
+    kind = lin.artifact_type(artifact)
+    props = properties(artifact)
+    shown = props if full else {k: props[k] for k in KEY_PROPERTIES.get(kind, ()) if k in props}
+    return {"artifact_id": artifact.id, "type": kind, "uri": artifact.uri, "properties": shown}
+
+
+def list_runs(lin: Lineage) -> list[dict]:
+    out = []
+    for run in lin.runs():
+        executions = lin.executions_of(run)
+        stages = {lin.node_of.get(e.id, str(e.id)): lin.state(e) for e in executions
+                  if not lin.node_of.get(e.id, "").endswith("resolver")}
+        states = set(stages.values())
+        state = "failed" if "failed" in states else ("running" if states & {"running", "new"}
+                                                      else "complete")
+        pushed = None
+        for execution in executions:
+            if lin.node_of.get(execution.id) == "Pusher" and lin.state(execution) == "complete":
+                for ids in lin.outputs(execution.id).values():
+                    props = properties(lin.artifact(ids[0]))
+                    if props.get("pushed") == 1:
+                        pushed = props.get("pushed_version")
+        start = min((e.create_time_since_epoch for e in executions), default=run.create_time_since_epoch)
+        out.append({"run_id": run.name, "start_ms": start, "duration_s": _duration_s(executions),
+                    "state": state, "stages": stages, "pushed_version": pushed,
+                    "run_dir": properties(run).get(record.RUN_DIR)})
+    return out
+
+
+def _execution_record(lin: Lineage, execution_id: int) -> dict:
+    execution = lin.execution(execution_id)
+    return {"execution_id": execution_id, "node": lin.node_of.get(execution_id, execution.name),
+            "state": lin.state(execution), "runs": lin.runs_of_execution(execution_id)}
+
+
+def raw_input(lin: Lineage, examples_id: int) -> dict:
+    """The raw data behind an Examples artifact: path/glob, file count, content fingerprint."""
+    props = properties(lin.artifact(examples_id))
+    if "input_fingerprint" in props:  # TextExampleGen
+        return {"input": props.get("input"), "root": props.get("input_root"),
+                "files": props.get("files_listed"), "fingerprint": props.get("input_fingerprint")}
+    producer = lin.producer(examples_id)  # TFX's file-based ExampleGens keep it on the execution
+    exec_props = properties(lin.execution(producer)) if producer else {}
+    return {"input": exec_props.get("input_base"), "root": exec_props.get("input_base"),
+            "files": None, "fingerprint": exec_props.get("input_fingerprint")}
+
+
+def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
+    """Examples -> StatisticsGen -> statistics -> ExampleValidator -> anomalies (by events)."""
+    found = []
+    for stats_exec in lin.consumers(examples_id):
+        if lin.node_of.get(stats_exec) != "StatisticsGen":
+            continue
+        for stats_id in sum(lin.outputs(stats_exec).values(), []):
+            for validator in lin.consumers(stats_id):
+                for anomalies_id in lin.outputs(validator).get("anomalies", []):
+                    rec = artifact_record(lin, anomalies_id)
+                    blessed = properties(lin.artifact(anomalies_id)).get("blessed")
+                    rec["properties"]["anomalies_found"] = _anomalies_summary(rec["uri"], blessed)
+                    if rec not in found:
+                        found.append(rec)
+    return found
+
+
+def _anomalies_summary(uri: str, blessed) -> str:
+    try:
+        from components.anomalies import read_anomalies
+        splits = sorted(n[len("Split-"):] for n in os.listdir(uri) if n.startswith("Split-"))
+        anomalies = read_anomalies(uri, splits)
+        return "none" if not anomalies else "; ".join(str(a) for a in anomalies)
+    except OSError:
+        return f"unreadable (blessed={blessed})"
+
+
+def trace(lin: Lineage, target: str, down: bool = False) -> dict:
+    """Walk from TARGET upstream (producers and their inputs) or downstream (consumers and their
+    outputs). Each step: the artifact and the execution that made (or used) it."""
+    start = lin.find_artifact(target)
+    steps, seen = [], set()
+    frontier = [(start.id, 0)]
+    while frontier:
+        artifact_id, depth = frontier.pop(0)
+        if artifact_id in seen:
+            continue
+        seen.add(artifact_id)
+        rec = artifact_record(lin, artifact_id)
+        rec["depth"] = depth
+        if down:
+            rec["used_by"] = [_execution_record(lin, e) for e in lin.consumers(artifact_id)]
+            for execution in rec["used_by"]:
+                for ids in lin.outputs(execution["execution_id"]).values():
+                    frontier += [(i, depth + 1) for i in ids]
+        else:
+            producer = lin.producer(artifact_id)
+            rec["made_by"] = _execution_record(lin, producer) if producer else None
+            if producer:
+                inputs = lin.inputs(producer)
+                rec["made_by"]["inputs"] = inputs
+                for key in sorted(inputs):
+                    frontier += [(i, depth + 1) for i in inputs[key]]
+                if rec["type"] == "ModelBlessing":  # the evaluation written beside the blessing
+                    for other in lin.outputs(producer).get("evaluation", []):
+                        rec["evaluation"] = artifact_record(lin, other)
+        if rec["type"] == "Examples":
+            rec["raw_input"] = raw_input(lin, artifact_id)
+            rec["anomalies"] = anomalies_for(lin, artifact_id)
+        steps.append(rec)
+    result = {"target": target, "direction": "down" if down else "up", "steps": steps}
+    if down:
+        result["models"] = [s["artifact_id"] for s in steps if s["type"] == "Model"]
+    return result
+
+
+def _run_artifacts(lin: Lineage, run) -> dict[str, dict]:
+    """node -> {"state", "properties" (execution), "outputs": {type: properties}} for one run."""
+    out = {}
+    for execution in lin.executions_of(run):
+        node = lin.node_of.get(execution.id, str(execution.id))
+        outputs = {}
+        for ids in lin.outputs(execution.id).values():
+            for artifact_id in ids:
+                artifact = lin.artifact(artifact_id)
+                outputs[lin.artifact_type(artifact)] = dict(properties(artifact), id=artifact_id)
+        out[node] = {"state": lin.state(execution), "properties": properties(execution),
+                     "outputs": outputs}
+    return out
+
+
+def _flatten(value, prefix: str = "") -> dict:
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+IGNORED_PARAMETERS = (record.ERROR, record.ERROR_TYPE, record.TRACEBACK, record.RUN_LOG)
+
+
+def diff(lin: Lineage, ref_a: str, ref_b: str) -> dict:
+    run_a, run_b = lin.run(ref_a), lin.run(ref_b)
+    a, b = _run_artifacts(lin, run_a), _run_artifacts(lin, run_b)
+    nodes = sorted(set(a) | set(b))
+    stages = [{"node": n, "a": a.get(n, {}).get("state"), "b": b.get(n, {}).get("state")} for n in nodes]
+    config = []
+    for node in nodes:
+        pa = _flatten({k: v for k, v in a.get(node, {}).get("properties", {}).items()
+                       if k not in IGNORED_PARAMETERS and not k.startswith("__")})
+        pb = _flatten({k: v for k, v in b.get(node, {}).get("properties", {}).items()
+                       if k not in IGNORED_PARAMETERS and not k.startswith("__")})
+        for key in sorted(set(pa) | set(pb)):
+            if pa.get(key) != pb.get(key) and node in a and node in b:
+                config.append({"node": node, "key": key, "a": pa.get(key), "b": pb.get(key)})
+
+    def output(side, type_name, name):
+        for node in side.values():
+            if type_name in node["outputs"]:
+                return node["outputs"][type_name].get(name)
+        return None
+
+    inputs = [{"name": n, "a": output(a, "Examples", n), "b": output(b, "Examples", n)}
+              for n in ("input", "input_fingerprint", "files_listed")]
+    code = [{"name": "code_digest", "a": output(a, "Model", "code_digest"),
+             "b": output(b, "Model", "code_digest")}]
+    metrics = [{"name": f"{t}.{n}", "a": output(a, t, n), "b": output(b, t, n)}
+               for t, names in (("ModelEvaluation", ("loss", "perplexity", "accuracy")),
+                                ("Model", ("final_loss", "eval_loss", "tokens_per_second")),
+                                ("ModelBlessing", ("blessed",)),
+                                ("PushedModel", ("pushed", "pushed_version")))
+               for n in names]
+    return {"a": run_a.name, "b": run_b.name, "stages": stages, "config": config,
+            "inputs": inputs, "code": code, "metrics": metrics,
+            "data_changed": inputs[1]["a"] != inputs[1]["b"],
+            "code_changed": code[0]["a"] != code[0]["b"]}
+
+
+def graph(lin: Lineage, ref: str) -> dict:
+    """Nodes (executions and artifacts) and edges (artifact -> execution for inputs, execution ->
+    artifact for outputs) of one run."""
+    run = lin.run(ref)
+    nodes, edges, seen = [], [], set()
+
+    def add_artifact(artifact_id):
+        key = f"a{artifact_id}"
+        if key not in seen:
+            seen.add(key)
+            artifact = lin.artifact(artifact_id)
+            nodes.append({"id": key, "kind": "artifact", "label": f"{lin.artifact_type(artifact)} #{artifact_id}"})
+        return key
+
+    for execution in lin.executions_of(run):
+        key = f"e{execution.id}"
+        seen.add(key)
+        nodes.append({"id": key, "kind": "execution", "state": lin.state(execution),
+                      "label": f"{lin.node_of.get(execution.id, execution.id)} ({lin.state(execution)})"})
+        for name, ids in lin.inputs(execution.id).items():
+            for artifact_id in ids:
+                edges.append({"from": add_artifact(artifact_id), "to": key, "label": name})
+        for name, ids in lin.outputs(execution.id).items():
+            for artifact_id in ids:
+                edges.append({"from": key, "to": add_artifact(artifact_id), "label": name})
+    return {"run_id": run.name, "nodes": nodes, "edges": edges}
+
+
+def why(lin: Lineage, ref: str | None) -> dict:
+    """The failed stage of a run: root-cause message, log location, its input artifacts."""
+    run = lin.run(ref)
+    failed = [e for e in lin.executions_of(run) if lin.state(e) == "failed"]
+    run_props = properties(run)
+    result = {"run_id": run.name, "log": run_props.get(record.RUN_LOG),
+              "run_dir": run_props.get(record.RUN_DIR), "failed": []}
+    for execution in failed:
+        props = properties(execution)
+        result["failed"].append({
+            "node": lin.node_of.get(execution.id, execution.name), "execution_id": execution.id,
+            "error_type": props.get(record.ERROR_TYPE),
+            "error": props.get(record.ERROR) or "(no error recorded: the run was not started by "
+                                                 "`bigtrain run`; see the orchestrator's logs)",
+            "log": props.get(record.RUN_LOG) or result["log"],
+            "inputs": [artifact_record(lin, i) for ids in lin.inputs(execution.id).values() for i in ids]})
+    return result

@@ -1,0 +1,168 @@
+"""MLMD connection and id/event-based traversal. No filter queries: MLMD's ZetaSQL filter backend
+is being removed upstream, so everything here walks contexts, executions and events by id."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+Event = metadata_store_pb2.Event
+Execution = metadata_store_pb2.Execution
+INPUTS = (Event.INPUT, Event.DECLARED_INPUT, Event.INTERNAL_INPUT)
+OUTPUTS = (Event.OUTPUT, Event.DECLARED_OUTPUT, Event.INTERNAL_OUTPUT)
+STATE_WORDS = {Execution.COMPLETE: "complete", Execution.CACHED: "cached", Execution.FAILED: "failed",
+               Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
+
+
+def connect(sqlite_path: str | None = None, *, mysql_host: str | None = None, mysql_port: int = 3306,
+            mysql_database: str | None = None, mysql_user: str | None = None,
+            mysql_password: str | None = None) -> metadata_store.MetadataStore:
+    """A read-only sqlite store, or a MySQL one (shared deployments, e.g. Kubeflow's)."""
+    config = metadata_store_pb2.ConnectionConfig()
+    if mysql_host:
+        config.mysql.host, config.mysql.port = mysql_host, mysql_port
+        config.mysql.database = mysql_database or "metadb"
+        config.mysql.user = mysql_user or "root"
+        if mysql_password:
+            config.mysql.password = mysql_password
+    else:
+        if not sqlite_path or not os.path.exists(sqlite_path):
+            raise FileNotFoundError(f"no metadata database at {sqlite_path} (run `bigtrain run` first, "
+                                    "or pass --home / --metadata / --mysql-host)")
+        config.sqlite.filename_uri = sqlite_path
+        config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(config)
+
+
+def value_of(value: metadata_store_pb2.Value):
+    kind = value.WhichOneof("value")
+    if kind in ("int_value", "double_value", "string_value", "bool_value"):
+        return getattr(value, kind)
+    return str(getattr(value, kind)) if kind else None
+
+
+def properties(obj) -> dict:
+    out = {key: value_of(v) for key, v in obj.properties.items()}
+    out.update({key: value_of(v) for key, v in obj.custom_properties.items()})
+    return out
+
+
+class Lineage:
+    """Cached reads of one store, keyed by ids."""
+
+    def __init__(self, store: metadata_store.MetadataStore):
+        self.store = store
+
+    # -- runs and nodes -----------------------------------------------------------------------
+    @functools.cached_property
+    def node_of(self) -> dict[int, str]:
+        """execution id -> node id (e.g. 'Trainer'), through the node contexts."""
+        out = {}
+        for ctx in self.store.get_contexts_by_type("node"):
+            for execution in self.store.get_executions_by_context(ctx.id):
+                out[execution.id] = ctx.name.split(".", 1)[-1]
+        return out
+
+    def runs(self) -> list:
+        """pipeline_run contexts, newest first."""
+        return sorted(self.store.get_contexts_by_type("pipeline_run"),
+                      key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
+
+    def run(self, ref: str | None):
+        """A run by id, unique id prefix, 'latest' or 'latest~N' (N runs before the newest)."""
+        runs = self.runs()
+        if not runs:
+            raise LookupError("no pipeline runs recorded in this metadata store")
+        ref = ref or "latest"
+        if ref == "latest" or ref.startswith("latest~"):
+            back = int(ref.split("~", 1)[1]) if "~" in ref else 0
+            if back >= len(runs):
+                raise LookupError(f"{ref}: only {len(runs)} runs recorded")
+            return runs[back]
+        exact = [r for r in runs if r.name == ref]
+        matches = exact or [r for r in runs if r.name.startswith(ref)]
+        if len(matches) != 1:
+            raise LookupError(f"run {ref!r} {'is ambiguous' if matches else 'not found'}; "
+                              f"see `bigtrain lineage runs`")
+        return matches[0]
+
+    def executions_of(self, run) -> list:
+        return sorted(self.store.get_executions_by_context(run.id), key=lambda e: e.id)
+
+    def runs_of_execution(self, execution_id: int) -> list[str]:
+        return [c.name for c in self.store.get_contexts_by_execution(execution_id)
+                if c.type_id == self._run_type_id]
+
+    @functools.cached_property
+    def _run_type_id(self) -> int:
+        return self.store.get_context_type("pipeline_run").id
+
+    # -- artifacts, executions, events --------------------------------------------------------
+    @functools.lru_cache(maxsize=None)
+    def artifact(self, artifact_id: int):
+        found = self.store.get_artifacts_by_id([artifact_id])
+        if not found:
+            raise LookupError(f"no artifact with id {artifact_id}")
+        return found[0]
+
+    @functools.lru_cache(maxsize=None)
+    def execution(self, execution_id: int):
+        return self.store.get_executions_by_id([execution_id])[0]
+
+    @functools.lru_cache(maxsize=None)
+    def type_name(self, type_id: int) -> str:
+        return self.store.get_artifact_types_by_id([type_id])[0].name
+
+    def artifact_type(self, artifact) -> str:
+        return self.type_name(artifact.type_id)
+
+    @functools.lru_cache(maxsize=None)
+    def _events_of_execution(self, execution_id: int) -> tuple:
+        return tuple(self.store.get_events_by_execution_ids([execution_id]))
+
+    @functools.lru_cache(maxsize=None)
+    def _events_of_artifact(self, artifact_id: int) -> tuple:
+        return tuple(self.store.get_events_by_artifact_ids([artifact_id]))
+
+    def _keyed(self, execution_id: int, types) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for event in self._events_of_execution(execution_id):
+            if event.type in types:
+                key = event.path.steps[0].key if event.path.steps else "?"
+                out.setdefault(key, []).append(event.artifact_id)
+        return {k: sorted(v) for k, v in out.items()}
+
+    def inputs(self, execution_id: int) -> dict[str, list[int]]:
+        return self._keyed(execution_id, INPUTS)
+
+    def outputs(self, execution_id: int) -> dict[str, list[int]]:
+        return self._keyed(execution_id, OUTPUTS)
+
+    def producer(self, artifact_id: int) -> int | None:
+        """The execution that created the artifact (cached executions re-emit it; the first wins)."""
+        ids = sorted(e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in OUTPUTS)
+        return ids[0] if ids else None
+
+    def consumers(self, artifact_id: int) -> list[int]:
+        return sorted({e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in INPUTS})
+
+    def state(self, execution) -> str:
+        return STATE_WORDS.get(execution.last_known_state, "unknown")
+
+    def find_artifact(self, target: str):
+        """An artifact by id, by URI, or a pushed model version directory."""
+        if target.isdigit():
+            return self.artifact(int(target))
+        path = os.path.abspath(target) if os.path.exists(target) else target
+        found = self.store.get_artifacts_by_uri(path) or self.store.get_artifacts_by_uri(target)
+        if found:
+            return sorted(found, key=lambda a: a.id)[0]
+        for pushed in self.store.get_artifacts_by_type("PushedModel"):
+            destination = properties(pushed).get("pushed_destination", "")
+            if destination and os.path.normpath(destination) == os.path.normpath(path):
+                return pushed
+        raise LookupError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "
+                          "directory known to this metadata store")

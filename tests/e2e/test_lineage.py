@@ -1,0 +1,113 @@
+"""`bigtrain lineage` on the shared home's real MLMD store: complete, cached and failed runs."""
+
+import json
+import os
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from pipeline import cli
+
+pytestmark = pytest.mark.slow
+
+
+def lineage(capsys, home, *args):
+    capsys.readouterr()
+    code = cli.main(["lineage", *args, "--home", home])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def lineage_json(capsys, home, *args):
+    return json.loads(lineage(capsys, home, *args, "--json"))
+
+
+def test_failed_run_is_recorded(failed_run):
+    assert failed_run.exit_code == 1
+    assert failed_run.states()["LanguageModelEvaluator"] == "failed"
+    assert "bigtrain lineage why" in failed_run.stderr
+
+
+def test_runs_newest_first_with_states(failed_run, data_run, capsys):
+    runs = lineage_json(capsys, failed_run.home, "runs")
+    assert [r["run_id"] for r in runs][:1] == [failed_run.run_id]
+    assert len(runs) == 5 and runs[-1]["run_id"] == data_run.run_id
+    assert runs[0]["state"] == "failed" and runs[0]["stages"]["LanguageModelEvaluator"] == "failed"
+    assert runs[-1]["state"] == "complete" and runs[-1]["pushed_version"] == str(max(data_run.served_after))
+    assert runs[-2]["stages"]["Trainer"] == "cached"  # the identical re-run
+    text = lineage(capsys, failed_run.home, "runs")
+    assert text.splitlines()[0].split()[:5] == ["run", "start", "duration", "state", "pushed"]
+    assert "Trainer:cached" in text and "LanguageModelEvaluator:FAILED" in text
+
+
+def test_trace_from_serving_dir_reaches_raw_input(failed_run, data_run, capsys):
+    version_dir = os.path.join(data_run.home, "serving", "gpt", str(max(data_run.served_after)))
+    result = lineage_json(capsys, failed_run.home, "trace", version_dir)
+    types = [s["type"] for s in result["steps"]]
+    for kind in ("PushedModel", "Model", "ModelBlessing", "Examples", "Schema"):
+        assert kind in types, types
+    blessing = next(s for s in result["steps"] if s["type"] == "ModelBlessing")
+    assert blessing["evaluation"]["properties"]["loss"] > 0
+    examples = next(s for s in result["steps"] if s["type"] == "Examples")
+    assert examples["raw_input"]["input"] == data_run.corpus
+    assert len(examples["raw_input"]["fingerprint"]) == 64
+    assert examples["anomalies"][0]["properties"]["anomalies_found"] == "none"
+    model = next(s for s in result["steps"] if s["type"] == "Model")
+    assert model["made_by"]["node"] == "Trainer" and "code_digest" in model["properties"]
+    text = lineage(capsys, failed_run.home, "trace", version_dir)
+    assert "raw input: " + data_run.corpus in text and "<- Trainer" in text
+
+
+def test_trace_down_lists_models_trained_on_examples(failed_run, capsys):
+    result = lineage_json(capsys, failed_run.home, "trace", "--down", _examples_id(failed_run))
+    assert len(result["models"]) == 2  # the first run's model and the changed learning rate's
+    text = lineage(capsys, failed_run.home, "trace", "--down", _examples_id(failed_run))
+    assert "used by Trainer" in text and "models trained on it: #" in text
+
+
+def _examples_id(run):
+    return str(run.report().stage("TextExampleGen").outputs["Examples"]["id"])
+
+
+def test_diff_names_the_changed_hyper_parameter(changed_lr_run, data_run, failed_run, capsys):
+    result = lineage_json(capsys, failed_run.home, "diff", data_run.run_id, changed_lr_run.run_id)
+    changed = {(c["node"], c["key"]): (c["a"], c["b"]) for c in result["config"]}
+    assert changed[("Trainer", "custom_config.bigtrain.train.learning_rate")] == (0.003, 0.002)
+    assert not result["data_changed"] and not result["code_changed"]
+    stages = {s["node"]: (s["a"], s["b"]) for s in result["stages"]}
+    assert stages["TextExampleGen"] == ("complete", "cached") and stages["Trainer"] == ("complete", "complete")
+    text = lineage(capsys, failed_run.home, "diff", data_run.run_id, changed_lr_run.run_id)
+    assert "custom_config.bigtrain.train.learning_rate" in text and "data changed: no" in text
+
+
+def test_graph_writes_dot_mermaid_svg_png(failed_run, data_run, capsys, tmp_path):
+    import pydot
+    from PIL import Image
+    result = lineage_json(capsys, failed_run.home, "graph", data_run.run_id, "--out", str(tmp_path))
+    files = result["files"]
+    (dot,) = pydot.graph_from_dot_file(files["dot"])
+    assert len(dot.get_nodes()) >= 9 + 10 and len(dot.get_edges()) >= 15
+    svg = ElementTree.parse(files["svg"]).getroot()
+    assert svg.tag.endswith("svg") and len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) == len(result["nodes"])
+    with Image.open(files["png"]) as image:
+        assert image.size[0] > 800 and image.size[1] > 50
+        assert len(set(image.getdata())) > 3  # not a blank picture
+    assert open(files["mmd"]).read().startswith("flowchart LR")
+    assert "digraph" in lineage(capsys, failed_run.home, "graph", data_run.run_id)
+
+
+def test_why_names_the_failing_stage_and_root_cause(failed_run, capsys):
+    result = lineage_json(capsys, failed_run.home, "why", failed_run.run_id)
+    (failure,) = result["failed"]
+    assert failure["node"] == "LanguageModelEvaluator"
+    assert failure["error_type"] == "ValueError"
+    assert failure["error"].startswith("no eval tokens in")
+    assert os.path.exists(failure["log"]) and os.path.getsize(failure["log"]) > 0
+    assert {i["type"] for i in failure["inputs"]} >= {"Model", "Examples"}
+    assert "stage:  LanguageModelEvaluator" in lineage(capsys, failed_run.home, "why")
+
+
+def test_unknown_run_is_a_clear_error(failed_run, capsys):
+    assert cli.main(["lineage", "why", "no-such-run", "--home", failed_run.home]) == cli.EXIT_FAILED
+    assert "run 'no-such-run' not found" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -18,6 +19,8 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="dotted override, e.g. --set train.learning_rate=3e-4 (repeatable)")
     parser.add_argument("--home", help="directory holding all run state (default ./bigtrain_home)")
+    parser.add_argument("--runner", help="Beam runner for the data and validation stages, e.g. "
+                                         "DirectRunner (default), FlinkRunner, SparkRunner, DataflowRunner")
     parser.add_argument("--beam-arg", dest="beam_args", action="append", default=[], metavar="ARG",
                         help="extra Beam pipeline option, e.g. "
                              "--beam-arg=--direct_running_mode=multi_processing (repeatable)")
@@ -28,9 +31,10 @@ def resolve_config(args: argparse.Namespace) -> config_lib.Config:
     if args.home:
         overrides.append(f"paths.home={args.home}")
     config = config_lib.build_config(args.preset, args.config, overrides)
-    if args.beam_args:
+    extra = ([f"--runner={args.runner}"] if args.runner else []) + list(args.beam_args)
+    if extra:
         config = config_lib._merge(config, {"runtime": {
-            "beam_args": list(config.runtime.beam_args) + list(args.beam_args)}})
+            "beam_args": list(config.runtime.beam_args) + extra}})
     return config
 
 
@@ -141,6 +145,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_worker(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    _quiet_libraries(args.verbose)
+    from components.training.worker import train_worker
+    summary = train_worker(config, args.examples, args.out, args.weights_out)
+    print(json.dumps(summary))
+    return 0
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     import json
     from components.lineage import queries, render
@@ -218,6 +231,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampling temperature; 0 = greedy (default 0.8)")
     gen.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     gen.set_defaults(func=cmd_generate)
+
+    worker = sub.add_parser(
+        "train-worker", help="train outside the pipeline: one worker of a multi-worker job",
+        description="Train on an Examples artifact's shards (DIR/Split-train/*) with the config's "
+                    "strategy. For multi-worker training set runtime.strategy=multi_worker_mirrored "
+                    "and start one process per worker, each with its TF_CONFIG; only the chief "
+                    "writes OUT/serving_model.")
+    _add_config_args(worker)
+    worker.add_argument("--examples", required=True, metavar="DIR", help="Examples artifact folder")
+    worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
+    worker.add_argument("-v", "--verbose", action="store_true")
+    worker.set_defaults(func=cmd_train_worker)
 
     lineage = sub.add_parser("lineage", help="answer lineage questions from ML Metadata",
                              description="Runs, traces, diffs, graphs and failures, read from MLMD "

@@ -41,6 +41,7 @@ class TrainResult:
     flops_per_token: int
     num_replicas: int
     loss_scale: float
+    is_chief: bool = True
 
 
 def _value(variable):
@@ -49,6 +50,17 @@ def _value(variable):
 
 
 LOGGER = logging.getLogger("bigtrain.train")
+
+
+def is_chief(strategy) -> bool:
+    """True unless this process is a non-chief worker of a multi-worker cluster (TF_CONFIG)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    cluster = resolver.cluster_spec().as_dict()
+    if "chief" in cluster:
+        return resolver.task_type == "chief"
+    return resolver.task_type == "worker" and resolver.task_id == 0
 
 
 def _log(message: str, *args) -> None:
@@ -71,6 +83,12 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
         optimizer = make_optimizer(t, schedule)
         optimizer.build(model.trainable_variables)
         state = TrainState()
+    chief, shared_checkpoint_dir = is_chief(strategy), checkpoint_dir
+    if not chief:
+        # Every worker must take part in saving (collectives), but only the chief's files count.
+        task = strategy.cluster_resolver.task_id
+        checkpoint_dir = os.path.join(checkpoint_dir, f".worker-{task}")
+        model_run_dir = os.path.join(model_run_dir, f".worker-{task}")
     n_params = parameter_count(model)
     flops = flops_per_token(config.model, data.seq_len, n_params)
     _log("model %s: %s parameters, %.3g training FLOPs/token, %d replica(s), precision %s, "
@@ -85,9 +103,10 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state,
                                      iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        _log("resumed from %s (step %d)", manager.latest_checkpoint, _value(state.step))
+    latest = tf.train.latest_checkpoint(shared_checkpoint_dir)  # the chief's, on every worker
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        _log("resumed from %s (step %d)", latest, _value(state.step))
     resumed_from = _value(state.step)
 
     step_fn = make_train_step(model, optimizer, strategy, state,
@@ -135,7 +154,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
         tokens_seen=_value(state.step) * tokens_per_step,
         tokens_per_second=steps_run * tokens_per_step / max(elapsed, 1e-9),
         parameter_count=n_params, flops_per_token=flops, num_replicas=replicas,
-        loss_scale=_value(state.loss_scale))
+        loss_scale=_value(state.loss_scale), is_chief=chief)
 
 
 def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,

@@ -88,11 +88,11 @@ def test_pack_sequences_is_lossless_per_bucket():
         assert_that(packed, equal_to([(s, b, n, t) for (s, b), (n, t) in expected.items()]))
 
 
-def run_stage(files, out_dir, **overrides):
+def run_stage(files, out_dir, beam_args=BEAM_ARGS, **overrides):
     params = dict(seq_len=64, eval_fraction=0.3, split_salt="", pack_buckets=4,
                   max_file_bytes=10**7, train_shards=3, eval_shards=2)
     params.update(overrides)
-    p = TestPipeline(argv=BEAM_ARGS, blocking=True)
+    p = TestPipeline(argv=beam_args, blocking=True)
     _ = p | transforms.TextToTFRecordShards(files, out_dir, **params)
     result = p.run()
     result.wait_until_finish()
@@ -150,3 +150,15 @@ def test_shards_counters_manifest_and_determinism(corpus, tmp_path):
     # Identical input gives byte-identical output.
     run_stage(files, str(tmp_path / "b"))
     assert digest_tree(str(tmp_path / "b")) == tree
+
+
+@pytest.mark.slow
+def test_multi_processing_gives_the_same_records_as_in_memory(corpus, tmp_path):
+    """DirectRunner with 2 worker processes writes byte-identical shards, and counts the same."""
+    root, _ = corpus
+    _, files = transforms.list_input_files(root)
+    in_memory = run_stage(files, str(tmp_path / "in_memory"))
+    parallel = run_stage(files, str(tmp_path / "parallel"), beam_args=[
+        "--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    assert parallel == in_memory
+    assert digest_tree(str(tmp_path / "parallel")) == digest_tree(str(tmp_path / "in_memory"))

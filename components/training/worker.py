@@ -1,0 +1,33 @@
+"""Training outside TFX: one process of a (possibly multi-worker) training job.
+
+`bigtrain train-worker --examples DIR --out DIR` trains on an Examples artifact's shards with the
+config's strategy. With runtime.strategy=multi_worker_mirrored, start one such process per machine
+with its own TF_CONFIG; every worker computes, only the chief writes the SavedModel."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+
+def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | None = None) -> dict:
+    from components.training import loop
+    from components.training.export import export_saved_model
+    from components.training.strategy import make_strategy
+
+    strategy = make_strategy(config.runtime)  # first: collectives must start before other TF ops
+    result = loop.train(config, [os.path.join(examples_dir, "Split-train", "*")],
+                        os.path.join(out_dir, "model_run"), os.path.join(out_dir, "checkpoints"),
+                        strategy=strategy)
+    summary = {"steps": result.steps, "final_loss": result.final_loss,
+               "num_replicas": result.num_replicas, "is_chief": result.is_chief}
+    if weights_out:
+        np.savez(weights_out, *result.model.get_weights())
+    if result.is_chief:
+        export_saved_model(result.model, config.model, config.data.seq_len,
+                           os.path.join(out_dir, "serving_model"), metadata={"training": summary})
+        with open(os.path.join(out_dir, "training_summary.json"), "w", encoding="utf-8") as fh:
+            json.dump(summary, fh, indent=2)
+    return summary

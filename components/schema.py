@@ -27,17 +27,3 @@ def resolve_text_lm_schema(seq_len: int) -> schema_pb2.Schema:
     feature.int_domain.min = 0
     feature.int_domain.max = tokenizer.VOCAB_SIZE - 1
     return schema
-
-
-def write_resolved_schema(seq_len: int, directory: str) -> str:
-    """Write the resolved schema as <directory>/text_lm-seq<N>/schema.pbtxt (a path per content,
-    so ImportSchemaGen's cache key changes exactly when the schema does)."""
-    import tensorflow as tf
-    out_dir = os.path.join(directory, f"text_lm-seq{seq_len}")
-    path = os.path.join(out_dir, "schema.pbtxt")
-    text = text_format.MessageToString(resolve_text_lm_schema(seq_len))
-    tf.io.gfile.makedirs(out_dir)
-    if not tf.io.gfile.exists(path) or tf.io.gfile.GFile(path).read() != text:
-        with tf.io.gfile.GFile(path, "w") as fh:
-            fh.write(text)
-    return path

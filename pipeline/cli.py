@@ -51,7 +51,8 @@ def _quiet_libraries(verbose: bool, log_path: str | None = None) -> None:
     absl_logging.set_verbosity(absl_logging.INFO)
     root = logging.getLogger()
     root.setLevel(logging.INFO)
-    for handler in root.handlers:  # absl's console handler
+    absl_logging.use_absl_handler()
+    for handler in root.handlers + [absl_logging.get_absl_handler()]:  # console handlers
         handler.setLevel(logging.INFO if verbose else logging.ERROR)
     for name in ("apache_beam", "tensorflow", "absl"):
         logging.getLogger(name).setLevel(logging.INFO)
@@ -154,6 +155,21 @@ def cmd_train_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compile(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    _quiet_libraries(False)
+    if args.target == "kubeflow":
+        from runners.kubeflow import compile_kubeflow
+        path = compile_kubeflow(config, args.out)
+        print(f"KFP v2 pipeline spec: {path} (image {config.orchestrator.image}, pipeline root "
+              f"{config.orchestrator.pipeline_root})")
+    else:
+        from runners.airflow import write_dag_file
+        path = write_dag_file(config, args.out)
+        print(f"Airflow DAG file: {path} (copy it into your dags folder)")
+    return 0
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     import json
     from components.lineage import queries, render
@@ -244,6 +260,16 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
     worker.add_argument("-v", "--verbose", action="store_true")
     worker.set_defaults(func=cmd_train_worker)
+
+    comp = sub.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines or Airflow",
+                          description="kubeflow: a KFP v2 pipeline spec (JSON) from TFX's "
+                                      "KubeflowV2DagRunner. airflow: a DAG file for AirflowDagRunner "
+                                      "with the resolved config embedded. Image, pipeline root, "
+                                      "schedule etc. come from the orchestrator.* config keys.")
+    comp.add_argument("target", choices=["kubeflow", "airflow"])
+    _add_config_args(comp)
+    comp.add_argument("--out", required=True, metavar="FILE", help="file to write")
+    comp.set_defaults(func=cmd_compile)
 
     lineage = sub.add_parser("lineage", help="answer lineage questions from ML Metadata",
                              description="Runs, traces, diffs, graphs and failures, read from MLMD "

@@ -1,6 +1,6 @@
 """The one typed config tree of bigtrain.
 
-A run is described by a frozen `Config` (data, model, train, eval, runtime, paths). It is built from a
+A run is described by a frozen `Config` (data, model, train, eval, runtime, orchestrator, paths). It is built from a
 preset (`tiny`, `small`, `base`, `large`: plain functions below), then an optional YAML file, then
 dotted overrides (`train.learning_rate=3e-4`). Unknown keys and wrong types are rejected with a
 message naming the key; cross-field rules are checked before anything runs. The resolved config is
@@ -113,6 +113,23 @@ class RuntimeConfig:
 
 
 @dataclass(frozen=True)
+class OrchestratorConfig:
+    """Where a scheduled pipeline runs (Kubeflow Pipelines, Airflow); local runs ignore this."""
+    # Container image with bigtrain installed (see Dockerfile); every Kubeflow step runs in it.
+    image: str = "bigtrain:0.1.0"
+    # Artifacts of scheduled runs: an object-store URI (gs://, s3://) or a mounted volume path.
+    pipeline_root: str = "/mnt/bigtrain/pipelines"
+    # Pushed models of scheduled runs (<serving_dir>/<model name>/<version>/).
+    serving_dir: str = "/mnt/bigtrain/serving"
+    # Airflow: cron expression or preset, first logical date (YYYY-MM-DD), task retries.
+    schedule: str = "@daily"
+    start_date: str = "2026-01-01"
+    retries: int = 1
+    # Airflow: the MLMD sqlite file of scheduled runs (Kubeflow brings its own metadata store).
+    metadata_path: str = "/mnt/bigtrain/metadata.sqlite"
+
+
+@dataclass(frozen=True)
 class PathsConfig:
     # All run state lives under home: pipeline artifacts, the MLMD database, the serving directory.
     home: str = "./bigtrain_home"
@@ -126,6 +143,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     preset: str = "tiny"
 
@@ -254,8 +272,8 @@ def parse_override(text: str) -> dict[str, Any]:
         raise ConfigError(f"override {text!r}: empty key")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{dotted}: cannot parse value {raw!r}: {err}") from None
+    except yaml.YAMLError:
+        value = raw  # not YAML (e.g. "@daily"): a plain string, type-checked like any value
     if value is None:
         value = raw
     nested: dict[str, Any] = {parts[-1]: value}
@@ -321,6 +339,14 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
                        ("train.shuffle_buffer", t.shuffle_buffer),
                        ("runtime.cpu_replicas", r.cpu_replicas)]:
         positive(key, value)
+    if config.orchestrator.retries < 0:
+        raise ConfigError(f"orchestrator.retries: must be >= 0, got {config.orchestrator.retries}")
+    import datetime
+    try:
+        datetime.date.fromisoformat(config.orchestrator.start_date)
+    except ValueError:
+        raise ConfigError(f"orchestrator.start_date: {config.orchestrator.start_date!r} is not "
+                          "YYYY-MM-DD") from None
     e = config.eval
     for key, value in [("eval.batch_size", e.batch_size), ("eval.max_batches", e.max_batches),
                        ("eval.max_loss", e.max_loss)]:

@@ -7,7 +7,6 @@ import os
 # Component modules, not `tfx.v1`: the v1 facade also imports the Google Cloud extensions
 # (about 7 s per process, paid by every cached re-run).
 from tfx.components import (ExampleValidator, ImportExampleGen, Pusher, StatisticsGen, Trainer)
-from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import \
@@ -16,13 +15,23 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from components import schema
+from components.schema_gen import CuratedSchemaGen
 from components.evaluation.component import LanguageModelEvaluator
 from components.push_executor import AtomicPusherExecutor
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
 from components.validation_gate import AnomaliesGate
 from pipeline.config import Config
+
+
+class BigtrainTrainer(Trainer):
+    """TFX's Trainer whose executor also records the training figures in MLMD."""
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(TrainerExecutor)
+
+
+class AtomicPusher(Pusher):
+    """TFX's Pusher (same spec, blessing check and PushedModel) with an atomic, idempotent copy."""
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
 
 
 def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
@@ -45,8 +54,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
 
     # The curated schema from schemas/, resolved for this sequence length.
-    schema_gen = ImportSchemaGen(
-        schema_file=schema.write_resolved_schema(data.seq_len, os.path.join(pipeline_root, "schemas")))
+    schema_gen = CuratedSchemaGen(seq_len=data.seq_len)
 
     # Statistics checked against the schema.
     example_validator = ExampleValidator(
@@ -56,14 +64,14 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
 
     # The GPT language model: MirroredStrategy, mixed precision, accumulation, checkpoints, export.
-    trainer = Trainer(
+    trainer = BigtrainTrainer(
         run_fn="components.training.run_fn.run_fn",
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         train_args=trainer_pb2.TrainArgs(num_steps=config.train.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.train.eval_batches),
-        custom_config=trainer_custom_config(config, os.path.join(pipeline_root, "checkpoints")),
-        custom_executor_spec=executor_spec.ExecutorClassSpec(TrainerExecutor))
+        custom_config=trainer_custom_config(config, os.path.join(pipeline_root, "checkpoints")))
+    trainer = trainer.with_id("Trainer")
     trainer.add_upstream_node(gate)
 
     # The latest blessed model (through MLMD): the baseline a new model must not be worse than.
@@ -79,12 +87,11 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
         baseline_model=latest_blessed.outputs["model"], eval_config=config.eval)
 
     # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
-    pusher = Pusher(
+    pusher = AtomicPusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=os.path.join(serving_dir, config.model.name))),
-        custom_executor_spec=executor_spec.ExecutorClassSpec(AtomicPusherExecutor))
+                base_directory=os.path.join(serving_dir, config.model.name)))).with_id("Pusher")
 
     return Pipeline(
         pipeline_name=config.paths.pipeline_name,

@@ -59,17 +59,21 @@ class Lineage:
     # -- runs and nodes -----------------------------------------------------------------------
     @functools.cached_property
     def node_of(self) -> dict[int, str]:
-        """execution id -> node id (e.g. 'Trainer'), through the node contexts."""
+        """execution id -> node id (e.g. 'Trainer'), through the node contexts (IR-based runners:
+        local, Kubeflow) or the component_run contexts (TFX's Airflow runner)."""
         out = {}
-        for ctx in self.store.get_contexts_by_type("node"):
+        for ctx in self.store.get_contexts_by_type("node"):          # "<pipeline>.<node>"
             for execution in self.store.get_executions_by_context(ctx.id):
                 out[execution.id] = ctx.name.split(".", 1)[-1]
+        for ctx in self.store.get_contexts_by_type("component_run"):  # "<pipeline>.<run>.<node>"
+            for execution in self.store.get_executions_by_context(ctx.id):
+                out.setdefault(execution.id, ctx.name.rsplit(".", 1)[-1])
         return out
 
     def runs(self) -> list:
-        """pipeline_run contexts, newest first."""
-        return sorted(self.store.get_contexts_by_type("pipeline_run"),
-                      key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
+        """Pipeline run contexts ('pipeline_run', or 'run' from TFX's Airflow runner), newest first."""
+        runs = self.store.get_contexts_by_type("pipeline_run") + self.store.get_contexts_by_type("run")
+        return sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
 
     def run(self, ref: str | None):
         """A run by id, unique id prefix, 'latest' or 'latest~N' (N runs before the newest)."""
@@ -94,11 +98,11 @@ class Lineage:
 
     def runs_of_execution(self, execution_id: int) -> list[str]:
         return [c.name for c in self.store.get_contexts_by_execution(execution_id)
-                if c.type_id == self._run_type_id]
+                if c.type_id in self._run_type_ids]
 
     @functools.cached_property
-    def _run_type_id(self) -> int:
-        return self.store.get_context_type("pipeline_run").id
+    def _run_type_ids(self) -> set[int]:
+        return {t.id for t in self.store.get_context_types() if t.name in ("pipeline_run", "run")}
 
     # -- artifacts, executions, events --------------------------------------------------------
     @functools.lru_cache(maxsize=None)

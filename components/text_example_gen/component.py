@@ -144,7 +144,13 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
 
     def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None):
         if input_fingerprint is None:
-            input_fingerprint = fingerprint_input(data)
+            try:
+                input_fingerprint = fingerprint_input(data)
+            except FileNotFoundError:
+                # Not visible where the pipeline is compiled (e.g. a volume mounted only in the
+                # cluster): the executor still records the real fingerprint on the artifact, but
+                # the cache cannot notice edited input files; see README (Scheduling).
+                input_fingerprint = "unresolved-at-compile-time"
         super().__init__(spec=TextExampleGenSpec(
             data_config=config_lib.section_json(data),
             input_fingerprint=input_fingerprint,

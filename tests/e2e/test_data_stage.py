@@ -1,4 +1,4 @@
-"""End to end: ExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> gate, asserted
+"""End to end: ExampleGen -> StatisticsGen -> CuratedSchemaGen -> ExampleValidator -> gate, asserted
 through MLMD. Both runs are real LocalDagRunner runs into temporary homes."""
 
 import glob
@@ -14,7 +14,7 @@ from tests.e2e.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 
-STAGES = {"TextExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomaliesGate",
+STAGES = {"TextExampleGen", "StatisticsGen", "CuratedSchemaGen", "ExampleValidator", "AnomaliesGate",
           "Trainer", "latest_blessed_model_resolver", "LanguageModelEvaluator", "Pusher"}
 
 

@@ -12,7 +12,7 @@ from pipeline.report import OUTPUT_EVENTS, custom_properties, input_ids
 
 pytestmark = pytest.mark.slow
 
-UPSTREAM_OF_TRAINER = ("ImportSchemaGen", "TextExampleGen", "StatisticsGen", "ExampleValidator",
+UPSTREAM_OF_TRAINER = ("CuratedSchemaGen", "TextExampleGen", "StatisticsGen", "ExampleValidator",
                        "AnomaliesGate")
 
 

@@ -1,0 +1,42 @@
+"""CuratedSchemaGen: like TFX's ImportSchemaGen, for a curated schema from schemas/ resolved for
+the configured sequence length at execution time (in whatever process or container runs it), so
+compiling the pipeline for Kubeflow or Airflow writes nothing anywhere. Output: a standard Schema
+artifact (schema.pbtxt), read by ExampleValidator and Trainer as usual."""
+
+import os
+
+from google.protobuf import text_format
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from components.schema import TEXT_LM, resolve_text_lm_schema
+
+
+class CuratedSchemaGenExecutor(base_executor.BaseExecutor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        artifact = artifact_utils.get_single_instance(output_dict["schema"])
+        schema = resolve_text_lm_schema(exec_properties["seq_len"])
+        os.makedirs(artifact.uri, exist_ok=True)
+        with open(os.path.join(artifact.uri, "schema.pbtxt"), "w", encoding="utf-8") as fh:
+            fh.write(text_format.MessageToString(schema))
+        artifact.set_string_custom_property("curated_schema", exec_properties["schema_name"])
+        artifact.set_int_custom_property("seq_len", exec_properties["seq_len"])
+
+
+class CuratedSchemaGenSpec(ComponentSpec):
+    PARAMETERS = {"schema_name": ExecutionParameter(type=str),
+                  "seq_len": ExecutionParameter(type=int)}
+    INPUTS = {}
+    OUTPUTS = {"schema": ChannelParameter(type=standard_artifacts.Schema)}
+
+
+class CuratedSchemaGen(base_component.BaseComponent):
+    SPEC_CLASS = CuratedSchemaGenSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(CuratedSchemaGenExecutor)
+
+    def __init__(self, seq_len: int, schema_name: str = TEXT_LM):
+        super().__init__(spec=CuratedSchemaGenSpec(
+            schema_name=schema_name, seq_len=seq_len,
+            schema=types.Channel(type=standard_artifacts.Schema)))

@@ -1,0 +1,27 @@
+"""Kubeflow Pipelines runner: the same create_pipeline(config) compiled by TFX's
+KubeflowV2DagRunner into a KFP v2 pipeline spec (PipelineJob JSON). Environment only: image,
+pipeline root, serving directory and Beam arguments come from the config."""
+
+from __future__ import annotations
+
+import os
+
+from pipeline.config import Config
+
+
+def compile_kubeflow(config: Config, out_file: str) -> str:
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+
+    from pipeline.pipeline import create_pipeline
+
+    orchestrator = config.orchestrator
+    pipeline = create_pipeline(config, pipeline_root=orchestrator.pipeline_root,
+                               serving_dir=orchestrator.serving_dir,
+                               beam_pipeline_args=list(config.runtime.beam_args))
+    runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
+            display_name=config.paths.pipeline_name, default_image=orchestrator.image),
+        output_dir=os.path.dirname(os.path.abspath(out_file)),
+        output_filename=os.path.basename(out_file))
+    runner.run(pipeline)
+    return os.path.abspath(out_file)

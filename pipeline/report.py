@@ -6,11 +6,12 @@ changed). Traversal uses ids, contexts and events only (no MLMD filter queries).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+
+from components.lineage.store import flatten, value_of
 
 Execution = metadata_store_pb2.Execution
 STATE_WORDS = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",
@@ -52,34 +53,12 @@ def open_store(metadata_path: str, read_only: bool = True) -> metadata_store.Met
     return metadata_store.MetadataStore(cfg)
 
 
-def _value(value: metadata_store_pb2.Value):
-    kind = value.WhichOneof("value")
-    if kind in ("int_value", "double_value", "string_value", "bool_value"):
-        return getattr(value, kind)
-    return str(getattr(value, kind)) if kind else None
-
-
 def custom_properties(obj) -> dict:
-    return {key: _value(value) for key, value in obj.custom_properties.items()}
-
-
-def _flatten(value, prefix: str = "") -> dict:
-    """Nested dicts and JSON strings -> {dotted.key: scalar}, to name exactly what changed."""
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            value = json.loads(value)
-        except ValueError:
-            pass
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: value}
+    return {key: value_of(value) for key, value in obj.custom_properties.items()}
 
 
 def changed_parameters(before: dict, after: dict) -> list[str]:
-    flat_before, flat_after = _flatten(before), _flatten(after)
+    flat_before, flat_after = flatten(before), flatten(after)
     return [f"{k}: {flat_before.get(k)!r} -> {flat_after.get(k)!r}"
             for k in sorted(set(flat_before) | set(flat_after))
             if not k.startswith("__") and flat_before.get(k) != flat_after.get(k)]

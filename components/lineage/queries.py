@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from components.lineage import record
-from components.lineage.store import Lineage, properties
+from components.lineage.store import Lineage, flatten as _flatten, properties
 
 # Properties worth showing per artifact type in a trace (others stay in --json).
 KEY_PROPERTIES = {
@@ -160,20 +159,6 @@ def _run_artifacts(lin: Lineage, run) -> dict[str, dict]:
         out[node] = {"state": lin.state(execution), "properties": properties(execution),
                      "outputs": outputs}
     return out
-
-
-def _flatten(value, prefix: str = "") -> dict:
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            value = json.loads(value)
-        except ValueError:
-            pass
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: value}
 
 
 IGNORED_PARAMETERS = (record.ERROR, record.ERROR_TYPE, record.TRACEBACK, record.RUN_LOG)

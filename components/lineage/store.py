@@ -4,6 +4,7 @@ is being removed upstream, so everything here walks contexts, executions and eve
 from __future__ import annotations
 
 import functools
+import json
 import os
 
 from ml_metadata import metadata_store
@@ -42,6 +43,21 @@ def value_of(value: metadata_store_pb2.Value):
     if kind in ("int_value", "double_value", "string_value", "bool_value"):
         return getattr(value, kind)
     return str(getattr(value, kind)) if kind else None
+
+
+def flatten(value, prefix: str = "") -> dict:
+    """Nested dicts and JSON strings -> {dotted.key: scalar}, to name exactly what changed."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
 
 
 def properties(obj) -> dict:

@@ -45,3 +45,17 @@ def test_console_script_is_installed():
     script = os.path.join(os.path.dirname(sys.executable), "bigtrain")
     out = subprocess.run([script, "--help"], capture_output=True, text=True, check=True).stdout
     assert "usage: bigtrain" in out
+
+
+@pytest.mark.parametrize("question", ["runs", "trace", "diff", "graph", "why"])
+def test_every_lineage_question_has_help(question, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["lineage", question, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert f"usage: bigtrain lineage {question}" in out and "--json" in out
+
+
+def test_lineage_without_a_store_is_a_clear_error(tmp_path, capsys):
+    assert cli.main(["lineage", "runs", "--home", str(tmp_path)]) == cli.EXIT_FAILED
+    assert "no metadata database at" in capsys.readouterr().err

@@ -1,0 +1,84 @@
+import os
+import threading
+
+import pytest
+
+from components import push
+from components.evaluation.component import decide_blessing
+from pipeline.config import EvalConfig
+
+
+def fake_saved_model(path, content: bytes):
+    os.makedirs(os.path.join(path, "variables"))
+    with open(os.path.join(path, "saved_model.pb"), "wb") as fh:
+        fh.write(content)
+    with open(os.path.join(path, "variables", "variables.data-00000-of-00001"), "wb") as fh:
+        fh.write(content * 100)
+
+
+def test_push_is_idempotent_and_versions_increase(tmp_path):
+    fake_saved_model(tmp_path / "a", b"model a")
+    fake_saved_model(tmp_path / "b", b"model b")
+    base = str(tmp_path / "serving" / "gpt")
+    first = push.push_model(str(tmp_path / "a"), base, record={"model_id": 1})
+    assert first.pushed and os.path.exists(os.path.join(first.path, "saved_model.pb"))
+    again = push.push_model(str(tmp_path / "a"), base)
+    assert not again.pushed and again.version == first.version
+    assert again.reason == f"already served as version {first.version}"
+    second = push.push_model(str(tmp_path / "b"), base)
+    assert second.pushed and second.version > first.version
+    assert push.served_versions(base) == [first.version, second.version]
+    assert sorted(os.listdir(base)) == sorted(str(v) for v in (first.version, second.version))
+    assert push.latest_version_dir(base) == second.path
+
+
+def test_readers_never_see_a_partial_version(tmp_path):
+    """While pushes run, every all-digit folder that exists is complete (saved_model.pb and its
+    push record): the copy happens under a hidden name, then one rename publishes it."""
+    base = str(tmp_path / "serving" / "gpt")
+    models = []
+    for i in range(4):
+        fake_saved_model(tmp_path / f"m{i}", f"model {i}".encode() * 5000)
+        models.append(str(tmp_path / f"m{i}"))
+    done, partial = threading.Event(), []
+
+    def reader():
+        while not done.is_set():
+            for version in push.served_versions(base):
+                folder = os.path.join(base, str(version))
+                if not (os.path.exists(os.path.join(folder, "saved_model.pb"))
+                        and os.path.exists(os.path.join(folder, push.PUSH_RECORD))):
+                    partial.append(version)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        results = [push.push_model(m, base) for m in models]
+    finally:
+        done.set()
+        thread.join()
+    assert all(r.pushed for r in results) and not partial
+    assert len(set(r.version for r in results)) == 4
+
+
+def test_push_refuses_a_folder_without_a_saved_model(tmp_path):
+    os.makedirs(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="no saved_model.pb"):
+        push.push_model(str(tmp_path / "empty"), str(tmp_path / "serving"))
+    assert not os.path.exists(tmp_path / "serving" / "0")
+
+
+@pytest.mark.parametrize("candidate, baseline, blessed, reason", [
+    ({"loss": 2.0, "accuracy": 0.4}, None, True, "no blessed baseline yet"),
+    ({"loss": 3.5, "accuracy": 0.4}, None, False, "loss 3.5000 > eval.max_loss 3.0000"),
+    ({"loss": 2.0, "accuracy": 0.1}, None, False, "accuracy 0.1000 < eval.min_accuracy 0.2000"),
+    ({"loss": 2.01, "accuracy": 0.4}, {"loss": 2.0}, True, "baseline loss 2.0000"),
+    ({"loss": 2.05, "accuracy": 0.4}, {"loss": 2.0}, False,
+     "loss 2.0500 > baseline loss 2.0000 + eval.max_loss_regression 0.0200"),
+])
+def test_blessing_decision_names_threshold_value_and_baseline(candidate, baseline, blessed, reason):
+    decision = decide_blessing(candidate, baseline, EvalConfig(max_loss=3.0, min_accuracy=0.2,
+                                                               max_loss_regression=0.02))
+    assert decision.blessed is blessed
+    assert reason in decision.reason
+    assert decision.reason.startswith("blessed:" if blessed else "not blessed:")

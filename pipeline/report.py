@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.lineage.store import flatten, value_of
+from components.lineage.store import flatten, properties, value_of
 
 Execution = metadata_store_pb2.Execution
 STATE_WORDS = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",
@@ -139,7 +139,7 @@ def run_report(store, pipeline_name: str | None = None, run_id: str | None = Non
         out_ids = [e.artifact_id for e in events if e.type in OUTPUT_EVENTS]
         for artifact in store.get_artifacts_by_id(out_ids):
             type_name = store.get_artifact_types_by_id([artifact.type_id])[0].name
-            stage.outputs[type_name] = dict(custom_properties(artifact), uri=artifact.uri,
+            stage.outputs[type_name] = dict(properties(artifact), uri=artifact.uri,
                                             id=artifact.id)
         stages.append(stage)
     return RunReport(run_id=run.name, stages=stages)
@@ -153,6 +153,11 @@ def summarize(stage: StageReport) -> str:
         skipped = e["files_listed"] - e["files_packed"]
         return (f"{e['files_packed']} files -> {e['sequences_train']} train / {e['sequences_eval']} "
                 f"eval sequences, {skipped} quarantined, {e['real_token_fraction']:.2%} real tokens")
+    if "Schema" in o and "curated_schema" in o["Schema"]:
+        return f"curated schema {o['Schema']['curated_schema']} for seq_len {o['Schema'].get('seq_len')}"
+    if "ExampleStatistics" in o:
+        splits = str(o["ExampleStatistics"].get("split_names", "")).strip("[]").replace('"', "")
+        return f"statistics of the {splits} splits"
     if "ExampleAnomalies" in o:
         return "anomalies checked (see gate)"
     if stage.node == "AnomaliesGate":

@@ -193,7 +193,10 @@ def _section(title: str, props: dict, names) -> list[str]:
     for name in names:
         if name in props:
             value = props[name]
-            lines.append(f"  {name:<26} {value:.4f}" if isinstance(value, float) else f"  {name:<26} {value}")
+            if name.endswith("_fraction"):
+                lines.append(f"  {name:<26} {value:.4%}")
+            else:
+                lines.append(f"  {name:<26} {value:.4f}" if isinstance(value, float) else f"  {name:<26} {value}")
     return lines
 
 

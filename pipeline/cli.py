@@ -87,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     log_path = os.path.join(run_dir, "run.log")
     _quiet_libraries(args.verbose, log_path)
     from components.lineage.record import record_run
+    from components.lineage.store import connect
     from components.anomalies import AnomaliesFoundError
     from pipeline import report as report_lib
 
@@ -106,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
         failure, error = (EXIT_FAILED, f"{type(err).__name__}: {err}"), err
     if os.path.exists(paths.metadata_path):
-        store = report_lib.open_store(paths.metadata_path, read_only=False)
+        store = connect(paths.metadata_path, read_only=False)
         run = record_run(store, started_ms, run_dir, log_path, config_lib.digest(config), error)
         if run is not None:
             print(report_lib.format_report(report_lib.run_report(store, run_id=run.name)))
@@ -171,7 +172,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    import json
     from components.lineage import queries, render
     from components.lineage.store import Lineage, connect
     home = os.path.abspath(args.home or config_lib.PathsConfig().home)

@@ -1,8 +1,8 @@
 """The one typed config tree of bigtrain.
 
-A run is described by a frozen `Config` (data, model, train, eval, runtime, orchestrator, paths). It is built from a
-preset (`tiny`, `small`, `base`, `large`: plain functions below), then an optional YAML file, then
-dotted overrides (`train.learning_rate=3e-4`). Unknown keys and wrong types are rejected with a
+A run is described by a frozen `Config` (data, model, train, eval, runtime, orchestrator, paths).
+It is built from a preset (`tiny`, `small`, `base`, `large`: plain functions below), then an
+optional YAML file, then dotted overrides (`train.learning_rate=3e-4`). Unknown keys and wrong types are rejected with a
 message naming the key; cross-field rules are checked before anything runs. The resolved config is
 written next to the run's artifacts (`save_config`).
 
@@ -12,6 +12,7 @@ This module imports nothing heavier than PyYAML: the CLI validates a config in m
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import hashlib
 import json
@@ -337,20 +338,19 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
                        ("train.checkpoint_every", t.checkpoint_every),
                        ("train.log_every", t.log_every), ("train.eval_batches", t.eval_batches),
                        ("train.shuffle_buffer", t.shuffle_buffer),
-                       ("runtime.cpu_replicas", r.cpu_replicas)]:
+                       ("runtime.cpu_replicas", r.cpu_replicas),
+                       ("eval.batch_size", config.eval.batch_size),
+                       ("eval.max_batches", config.eval.max_batches),
+                       ("eval.max_loss", config.eval.max_loss)]:
         positive(key, value)
     if config.orchestrator.retries < 0:
         raise ConfigError(f"orchestrator.retries: must be >= 0, got {config.orchestrator.retries}")
-    import datetime
     try:
         datetime.date.fromisoformat(config.orchestrator.start_date)
     except ValueError:
         raise ConfigError(f"orchestrator.start_date: {config.orchestrator.start_date!r} is not "
                           "YYYY-MM-DD") from None
     e = config.eval
-    for key, value in [("eval.batch_size", e.batch_size), ("eval.max_batches", e.max_batches),
-                       ("eval.max_loss", e.max_loss)]:
-        positive(key, value)
     if not 0.0 <= e.min_accuracy <= 1.0:
         raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
     if e.max_loss_regression < 0:

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.lineage.store import flatten, properties, value_of
+from components.lineage.store import Lineage, changed_parameters, properties, value_of
 
 Execution = metadata_store_pb2.Execution
 STATE_WORDS = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",
                Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
-OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
-INPUT_EVENTS = (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
 
 
 @dataclass
@@ -45,64 +42,32 @@ class RunReport:
         return {}
 
 
-def open_store(metadata_path: str, read_only: bool = True) -> metadata_store.MetadataStore:
-    cfg = metadata_store_pb2.ConnectionConfig()
-    cfg.sqlite.filename_uri = metadata_path
-    cfg.sqlite.connection_mode = (metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-                                  if read_only else metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE)
-    return metadata_store.MetadataStore(cfg)
-
-
 def custom_properties(obj) -> dict:
     return {key: value_of(value) for key, value in obj.custom_properties.items()}
 
 
-def changed_parameters(before: dict, after: dict) -> list[str]:
-    flat_before, flat_after = flatten(before), flatten(after)
-    return [f"{k}: {flat_before.get(k)!r} -> {flat_after.get(k)!r}"
-            for k in sorted(set(flat_before) | set(flat_after))
-            if not k.startswith("__") and flat_before.get(k) != flat_after.get(k)]
-
-
-def node_executions(store) -> dict[int, str]:
-    """execution id -> node id, through the node contexts."""
-    out = {}
-    for ctx in store.get_contexts_by_type("node"):
-        for execution in store.get_executions_by_context(ctx.id):
-            out[execution.id] = ctx.name.split(".", 1)[-1]
-    return out
-
-
-def input_ids(store, execution_id: int) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for event in store.get_events_by_execution_ids([execution_id]):
-        if event.type in INPUT_EVENTS:
-            key = event.path.steps[0].key if event.path.steps else "?"
-            out.setdefault(key, []).append(event.artifact_id)
-    return {k: sorted(v) for k, v in out.items()}
-
-
-def _baseline_id(store, execution_id: int):
-    ids = [e.artifact_id for e in store.get_events_by_execution_ids([execution_id])
-           if e.type in OUTPUT_EVENTS]
-    for artifact in store.get_artifacts_by_id(ids):
-        if "baseline_model_id" in artifact.custom_properties:
-            return artifact.custom_properties["baseline_model_id"].int_value
+def _baseline_id(lin: Lineage, execution_id: int):
+    for ids in lin.outputs(execution_id).values():
+        for artifact_id in ids:
+            artifact = lin.artifact(artifact_id)
+            if "baseline_model_id" in artifact.custom_properties:
+                return artifact.custom_properties["baseline_model_id"].int_value
     return None
 
 
-def why_ran(store, execution, previous) -> str:
+def why_ran(lin: Lineage, execution, previous) -> str:
     """Why this execution was not served from the cache."""
     if previous is None:
         return "first execution of this stage"
-    reasons = changed_parameters(custom_properties(previous), custom_properties(execution))
-    before, after = input_ids(store, previous.id), input_ids(store, execution.id)
+    reasons = [f"{key}: {before!r} -> {after!r}" for key, before, after in
+               changed_parameters(custom_properties(previous), custom_properties(execution))]
+    before, after = lin.inputs(previous.id), lin.inputs(execution.id)
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
             reasons.append(f"input {key}: artifacts {before.get(key, [])} -> {after.get(key, [])}")
     # MLMD keeps one event per (artifact, type): a baseline that is the candidate itself leaves no
     # separate input event, so the baseline is read from the blessing the stage wrote.
-    baseline_before, baseline_after = _baseline_id(store, previous.id), _baseline_id(store, execution.id)
+    baseline_before, baseline_after = _baseline_id(lin, previous.id), _baseline_id(lin, execution.id)
     if baseline_before != baseline_after:
         reasons.append(f"baseline model: {baseline_before or 'none'} -> {baseline_after or 'none'}")
     if not reasons and previous.last_known_state == Execution.FAILED:
@@ -110,23 +75,17 @@ def why_ran(store, execution, previous) -> str:
     return "; ".join(reasons) or "same inputs and parameters (cache disabled or outputs gone)"
 
 
-def run_report(store, pipeline_name: str | None = None, run_id: str | None = None) -> RunReport:
+def run_report(store, run_id: str | None = None) -> RunReport:
     """The newest run (or run_id): stages in execution order, with outputs and why they ran."""
-    runs = store.get_contexts_by_type("pipeline_run")
-    if not runs:
-        raise LookupError("no pipeline run recorded in this metadata store")
-    run = next((c for c in runs if c.name == run_id), None) if run_id else \
-        max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
-    if run is None:
-        raise LookupError(f"no pipeline run {run_id!r}")
-    node_of = node_executions(store)
-    by_node: dict[str, list] = {}
-    for execution in sorted(store.get_executions_by_id(list(node_of)), key=lambda e: e.id):
-        by_node.setdefault(node_of[execution.id], []).append(execution)
+    lin = Lineage(store)
+    run = lin.run(run_id or "latest")
+    by_node: dict[str, list[int]] = {}
+    for execution_id, node in sorted(lin.node_of.items()):
+        by_node.setdefault(node, []).append(execution_id)
     stages = []
-    for execution in sorted(store.get_executions_by_context(run.id), key=lambda e: e.id):
-        node = node_of.get(execution.id, execution.name or str(execution.id))
-        earlier = [e for e in by_node.get(node, []) if e.id < execution.id]
+    for execution in lin.executions_of(run):
+        node = lin.node_of.get(execution.id, execution.name or str(execution.id))
+        earlier = [i for i in by_node.get(node, []) if i < execution.id]
         stage = StageReport(
             node=node, state=STATE_WORDS.get(execution.last_known_state, "unknown"),
             duration_s=(execution.last_update_time_since_epoch
@@ -134,13 +93,12 @@ def run_report(store, pipeline_name: str | None = None, run_id: str | None = Non
             execution_id=execution.id)
         if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
                 and not node.endswith("resolver"):
-            stage.why = why_ran(store, execution, earlier[-1] if earlier else None)
-        events = store.get_events_by_execution_ids([execution.id])
-        out_ids = [e.artifact_id for e in events if e.type in OUTPUT_EVENTS]
-        for artifact in store.get_artifacts_by_id(out_ids):
-            type_name = store.get_artifact_types_by_id([artifact.type_id])[0].name
-            stage.outputs[type_name] = dict(properties(artifact), uri=artifact.uri,
-                                            id=artifact.id)
+            stage.why = why_ran(lin, execution, lin.execution(earlier[-1]) if earlier else None)
+        for ids in lin.outputs(execution.id).values():
+            for artifact_id in ids:
+                artifact = lin.artifact(artifact_id)
+                stage.outputs[lin.artifact_type(artifact)] = dict(
+                    properties(artifact), uri=artifact.uri, id=artifact.id)
         stages.append(stage)
     return RunReport(run_id=run.name, stages=stages)
 

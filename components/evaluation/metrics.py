@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from components.text_example_gen.tokenizer import PAD_ID
 from components.training import input as input_lib
+from components.training.train_step import masked_token_loss_sum
 
 
 def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size: int,
@@ -25,9 +26,8 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
     def batch_stats(inputs, targets):
         logits = tf.cast(logits_fn(inputs), tf.float32)                          # (B, T, V)
         mask = tf.cast(tf.not_equal(targets, PAD_ID), tf.float32)                 # (B, T)
-        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
         hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets), tf.float32)
-        return tf.reduce_sum(ce * mask), tf.reduce_sum(hit * mask), tf.reduce_sum(mask)
+        return masked_token_loss_sum(targets, logits), tf.reduce_sum(hit * mask), tf.reduce_sum(mask)
 
     loss_sum = correct = tokens = 0.0
     examples = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from components.lineage import record
-from components.lineage.store import Lineage, flatten as _flatten, properties
+from components.lineage.store import Lineage, changed_parameters, properties
 
 # Properties worth showing per artifact type in a trace (others stay in --json).
 KEY_PROPERTIES = {
@@ -161,23 +161,15 @@ def _run_artifacts(lin: Lineage, run) -> dict[str, dict]:
     return out
 
 
-IGNORED_PARAMETERS = (record.ERROR, record.ERROR_TYPE, record.TRACEBACK, record.RUN_LOG)
-
-
 def diff(lin: Lineage, ref_a: str, ref_b: str) -> dict:
     run_a, run_b = lin.run(ref_a), lin.run(ref_b)
     a, b = _run_artifacts(lin, run_a), _run_artifacts(lin, run_b)
     nodes = sorted(set(a) | set(b))
     stages = [{"node": n, "a": a.get(n, {}).get("state"), "b": b.get(n, {}).get("state")} for n in nodes]
-    config = []
-    for node in nodes:
-        pa = _flatten({k: v for k, v in a.get(node, {}).get("properties", {}).items()
-                       if k not in IGNORED_PARAMETERS and not k.startswith("__")})
-        pb = _flatten({k: v for k, v in b.get(node, {}).get("properties", {}).items()
-                       if k not in IGNORED_PARAMETERS and not k.startswith("__")})
-        for key in sorted(set(pa) | set(pb)):
-            if pa.get(key) != pb.get(key) and node in a and node in b:
-                config.append({"node": node, "key": key, "a": pa.get(key), "b": pb.get(key)})
+    config = [{"node": node, "key": key, "a": before, "b": after}
+              for node in nodes if node in a and node in b
+              for key, before, after in changed_parameters(a[node]["properties"],
+                                                           b[node]["properties"])]
 
     def output(side, type_name, name):
         for node in side.values():

@@ -10,6 +10,8 @@ from ml_metadata.proto import metadata_store_pb2
 
 RUN_DIR, RUN_LOG, CONFIG_DIGEST = "bigtrain_run_dir", "bigtrain_log", "bigtrain_config_digest"
 ERROR, ERROR_TYPE, TRACEBACK = "bigtrain_error", "bigtrain_error_type", "bigtrain_traceback"
+# What record_run writes on a failed execution: information about the run, not its parameters.
+EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG)
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")
 
 
@@ -39,10 +41,11 @@ def error_message(exc: BaseException) -> tuple[str, str]:
     return name, message
 
 
-def newest_run(store, started_ms: float | None = None):
-    runs = [c for c in store.get_contexts_by_type("pipeline_run")
-            if started_ms is None or c.create_time_since_epoch >= started_ms - 1000]
-    return max(runs, key=lambda c: (c.create_time_since_epoch, c.id)) if runs else None
+def newest_run(store, started_ms: float):
+    """The newest run context, if it was created after started_ms (i.e. by this invocation)."""
+    from components.lineage.store import Lineage
+    runs = Lineage(store).runs()
+    return runs[0] if runs and runs[0].create_time_since_epoch >= started_ms - 1000 else None
 
 
 def record_run(store, started_ms: float, run_dir: str, log_path: str, config_digest: str,

@@ -10,6 +10,8 @@ import os
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.lineage import record
+
 Event = metadata_store_pb2.Event
 Execution = metadata_store_pb2.Execution
 INPUTS = (Event.INPUT, Event.DECLARED_INPUT, Event.INTERNAL_INPUT)
@@ -18,10 +20,11 @@ STATE_WORDS = {Execution.COMPLETE: "complete", Execution.CACHED: "cached", Execu
                Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
 
 
-def connect(sqlite_path: str | None = None, *, mysql_host: str | None = None, mysql_port: int = 3306,
-            mysql_database: str | None = None, mysql_user: str | None = None,
+def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
+            mysql_port: int = 3306, mysql_database: str | None = None,
+            mysql_user: str | None = None,
             mysql_password: str | None = None) -> metadata_store.MetadataStore:
-    """A read-only sqlite store, or a MySQL one (shared deployments, e.g. Kubeflow's)."""
+    """An existing sqlite store (read-only unless asked), or a MySQL one (shared deployments)."""
     config = metadata_store_pb2.ConnectionConfig()
     if mysql_host:
         config.mysql.host, config.mysql.port = mysql_host, mysql_port
@@ -34,7 +37,8 @@ def connect(sqlite_path: str | None = None, *, mysql_host: str | None = None, my
             raise FileNotFoundError(f"no metadata database at {sqlite_path} (run `bigtrain run` first, "
                                     "or pass --home / --metadata / --mysql-host)")
         config.sqlite.filename_uri = sqlite_path
-        config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+        modes = metadata_store_pb2.SqliteMetadataSourceConfig
+        config.sqlite.connection_mode = modes.READONLY if read_only else modes.READWRITE
     return metadata_store.MetadataStore(config)
 
 
@@ -58,6 +62,19 @@ def flatten(value, prefix: str = "") -> dict:
             out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: value}
+
+
+def changed_parameters(before: dict, after: dict) -> list[tuple[str, object, object]]:
+    """(dotted key, before, after) for every execution parameter that differs, flattened into
+    JSON-encoded configs. TFX's internal keys (`__*`) and the failure record bigtrain adds after a
+    run (bigtrain_error, ...) are not parameters."""
+    def parameters(props):
+        return flatten({k: v for k, v in props.items()
+                        if not k.startswith("__") and k not in record.EXECUTION_RECORD_KEYS})
+    flat_before, flat_after = parameters(before), parameters(after)
+    return [(k, flat_before.get(k), flat_after.get(k))
+            for k in sorted(set(flat_before) | set(flat_after))
+            if flat_before.get(k) != flat_after.get(k)]
 
 
 def properties(obj) -> dict:

@@ -12,6 +12,8 @@ PAD_ID = 256  # fills the tail of the last sequence of a bucket; never a trainin
 BOS_ID = 257  # starts every document
 EOS_ID = 258  # ends every document
 VOCAB_SIZE = 259
+# The one tf.train.Example feature of a packed sequence: seq_len + 1 int64 ids.
+FEATURE = "input_ids"
 
 
 def encode(data: bytes) -> np.ndarray:

@@ -25,7 +25,7 @@ from apache_beam.metrics import Metrics
 from components.text_example_gen import packing, tokenizer
 
 NAMESPACE = "bigtrain.data"
-FEATURE = "input_ids"
+FEATURE = tokenizer.FEATURE
 QUARANTINE_MANIFEST = "quarantine.jsonl"
 
 

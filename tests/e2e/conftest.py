@@ -22,8 +22,8 @@ class PipelineRun:
         return os.path.join(self.home, "metadata.sqlite")
 
     def store(self):
-        from pipeline.report import open_store
-        return open_store(self.metadata_path)
+        from components.lineage.store import connect
+        return connect(self.metadata_path)
 
     def report(self):
         from pipeline.report import run_report

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from pipeline.report import OUTPUT_EVENTS, custom_properties, input_ids
+from components.lineage.store import Lineage
+from pipeline.report import custom_properties
 
 pytestmark = pytest.mark.slow
 
@@ -16,14 +17,11 @@ UPSTREAM_OF_TRAINER = ("CuratedSchemaGen", "TextExampleGen", "StatisticsGen", "E
                        "AnomaliesGate")
 
 
-def producer_of(store, artifact_id):
+def producer_of(lin, artifact_id):
     """(execution id, node) that output the artifact."""
-    from pipeline.report import node_executions
-    nodes = node_executions(store)
-    for event in store.get_events_by_artifact_ids([artifact_id]):
-        if event.type in OUTPUT_EVENTS:
-            return event.execution_id, nodes[event.execution_id]
-    raise AssertionError(f"no producer for artifact {artifact_id}")
+    execution_id = lin.producer(artifact_id)
+    assert execution_id is not None, f"no producer for artifact {artifact_id}"
+    return execution_id, lin.node_of[execution_id]
 
 
 def test_first_run_pushes_a_blessed_model(data_run):
@@ -48,21 +46,22 @@ def test_first_run_pushes_a_blessed_model(data_run):
 
 def test_lineage_examples_model_evaluation_blessing_pushed(data_run):
     store, report = data_run.store(), data_run.report()
+    lin = Lineage(store)
     pushed_id = report.stage("Pusher").outputs["PushedModel"]["id"]
-    pusher_execution, node = producer_of(store, pushed_id)
+    pusher_execution, node = producer_of(lin, pushed_id)
     assert node == "Pusher"
-    pusher_inputs = input_ids(store, pusher_execution)
+    pusher_inputs = lin.inputs(pusher_execution)
     (blessing_id,) = pusher_inputs["model_blessing"]
     (model_id,) = pusher_inputs["model"]
-    evaluator_execution, node = producer_of(store, blessing_id)
+    evaluator_execution, node = producer_of(lin, blessing_id)
     assert node == "LanguageModelEvaluator"
-    evaluator_inputs = input_ids(store, evaluator_execution)
+    evaluator_inputs = lin.inputs(evaluator_execution)
     assert evaluator_inputs["model"] == [model_id]
-    trainer_execution, node = producer_of(store, model_id)
+    trainer_execution, node = producer_of(lin, model_id)
     assert node == "Trainer"
-    (examples_id,) = input_ids(store, trainer_execution)["examples"]
+    (examples_id,) = lin.inputs(trainer_execution)["examples"]
     assert evaluator_inputs["examples"] == [examples_id]
-    assert producer_of(store, examples_id)[1] == "TextExampleGen"
+    assert producer_of(lin, examples_id)[1] == "TextExampleGen"
     (blessing,) = store.get_artifacts_by_id([blessing_id])
     assert custom_properties(blessing)["current_model_id"] == model_id
 

@@ -103,6 +103,11 @@ def run_report(store, run_id: str | None = None) -> RunReport:
     return RunReport(run_id=run.name, stages=stages)
 
 
+def _fmt(value, spec: str = ".4f") -> str:
+    """Floats formatted; non-finite figures arrive from MLMD as text ('nan') and pass through."""
+    return format(value, spec) if isinstance(value, float) else str(value)
+
+
 def summarize(stage: StageReport) -> str:
     """One line of key outputs per stage."""
     o = stage.outputs
@@ -122,8 +127,8 @@ def summarize(stage: StageReport) -> str:
         return {"ran": "no anomalies", "cached": "no anomalies", "failed": "anomalies found"}.get(stage.state, "")
     if "Model" in o and "steps" in o["Model"]:
         m = o["Model"]
-        return (f"{m['steps']} steps, eval loss {m['eval_loss']:.4f} (byte-unigram "
-                f"{m['unigram_baseline_loss']:.4f}), {m['tokens_per_second']:.0f} tokens/s")
+        return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])} (byte-unigram "
+                f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s")
     if "ModelBlessing" in o:
         return o["ModelBlessing"].get("reason", "")
     if "PushedModel" in o:

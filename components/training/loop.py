@@ -115,7 +115,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                               dynamic_loss_scale=runtime.precision == "mixed_float16")
     writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
     tokens_per_step = t.global_batch_size * data.seq_len
-    loss = float("nan")
+    loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
     while _value(state.step) < t.train_steps:
         loss_t, grad_norm, finite = step_fn(iterator)
@@ -142,6 +142,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                 tf.summary.scalar("skipped_steps", _value(state.skipped_steps))
             window_start, window_steps = time.perf_counter(), 0
         if step % t.checkpoint_every == 0 or step == t.train_steps:
+            state.last_loss.assign(loss)
             manager.save(checkpoint_number=step)
         if fault_at_step is not None and step == fault_at_step:
             raise InjectedFault(f"fault injected after step {step}")

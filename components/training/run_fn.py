@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 
 from tfx.components.trainer.executor import GenericExecutor
@@ -90,7 +91,8 @@ class TrainerExecutor(GenericExecutor):
         with open(os.path.join(model_run.uri, SUMMARY_FILE), encoding="utf-8") as fh:
             summary = json.load(fh)
         for name, value in summary.items():
-            if isinstance(value, bool) or isinstance(value, str):
+            # MLMD's sqlite store rejects NaN/inf doubles (a diverged loss): record those as text.
+            if isinstance(value, (bool, str)) or (isinstance(value, float) and not math.isfinite(value)):
                 model.set_string_custom_property(name, str(value))
             elif isinstance(value, int):
                 model.set_int_custom_property(name, value)

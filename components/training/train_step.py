@@ -58,6 +58,9 @@ class TrainState(tf.Module):
                                       aggregation=agg, name="loss_scale")
         self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=agg,
                                       name="good_steps")
+        # The loss of the last step before a checkpoint: what a run resumed at its end reports.
+        self.last_loss = tf.Variable(float("nan"), dtype=tf.float32, trainable=False,
+                                     aggregation=agg, name="last_loss")
 
 
 def masked_token_loss_sum(targets, logits):

@@ -67,6 +67,11 @@ def test_resume_after_crash_ends_with_identical_weights(tmp_path, shards):
     assert resumed.resumed_from_step == 3   # the last checkpoint before the crash
     assert resumed.steps == uninterrupted.steps == 8
     assert max_difference(resumed, uninterrupted) <= 1e-6
+    # Restarted once more after the last step: nothing left to train, the last loss still reported.
+    again = run(tmp_path, shards, "straight", *overrides)
+    assert again.resumed_from_step == 8 and again.steps == 8
+    assert again.final_loss == pytest.approx(uninterrupted.final_loss)
+    assert max_difference(again, uninterrupted) == 0.0
 
 
 @pytest.mark.slow

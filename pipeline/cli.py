@@ -86,10 +86,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = new_run_dir(paths, config)
     log_path = os.path.join(run_dir, "run.log")
     _quiet_libraries(args.verbose, log_path)
-    from components.lineage.record import record_run
-    from components.lineage.store import connect
-    from components.anomalies import AnomaliesFoundError
-    from pipeline import report as report_lib
+    from pipeline.lineage.record import record_run
+    from pipeline.lineage.store import connect
+    from components.validation.anomalies import AnomaliesFoundError
+    from pipeline.lineage import report as report_lib
 
     if config.runtime.strategy == "mirrored":
         # Before any TensorFlow op: on a machine without GPUs, split the CPU into logical devices.
@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from components.push import served_versions
+    from components.push.push import served_versions
     base = os.path.join(os.path.abspath(args.home or config_lib.PathsConfig().home), "serving", args.model)
     versions = served_versions(base)
     if not versions:
@@ -172,8 +172,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from components.lineage import queries, render
-    from components.lineage.store import Lineage, connect
+    from pipeline.lineage import queries, render
+    from pipeline.lineage.store import Lineage, connect
     home = os.path.abspath(args.home or config_lib.PathsConfig().home)
     store = connect(args.metadata or os.path.join(home, "metadata.sqlite"),
                     mysql_host=args.mysql_host, mysql_port=args.mysql_port,

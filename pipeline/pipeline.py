@@ -15,12 +15,12 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from components.schema_gen import CuratedSchemaGen
+from components.validation.schema_gen import CuratedSchemaGen
 from components.evaluation.component import LanguageModelEvaluator
-from components.push_executor import AtomicPusherExecutor
+from components.push.executor import AtomicPusherExecutor
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
-from components.validation_gate import AnomaliesGate
+from components.validation.gate import AnomaliesGate
 from pipeline.config import Config
 
 

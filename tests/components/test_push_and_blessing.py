@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from components import push
+from components.push import push
 from components.evaluation.component import decide_blessing
 from pipeline.config import EvalConfig
 

@@ -22,11 +22,11 @@ class PipelineRun:
         return os.path.join(self.home, "metadata.sqlite")
 
     def store(self):
-        from components.lineage.store import connect
+        from pipeline.lineage.store import connect
         return connect(self.metadata_path)
 
     def report(self):
-        from pipeline.report import run_report
+        from pipeline.lineage.report import run_report
         return run_report(self.store(), run_id=self.run_id)
 
     def states(self) -> dict[str, str]:
@@ -34,7 +34,7 @@ class PipelineRun:
 
     def serving_versions(self) -> dict[str, str]:
         """version -> content digest of everything under <home>/serving/gpt/."""
-        from components.push import model_digest, served_versions
+        from components.push.push import model_digest, served_versions
         base = os.path.join(self.home, "serving", "gpt")
         return {v: model_digest(os.path.join(base, str(v))) for v in served_versions(base)}
 

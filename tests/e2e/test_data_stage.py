@@ -9,7 +9,7 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 
 from components.text_example_gen import packing, transforms
-from pipeline.report import custom_properties
+from pipeline.lineage.report import custom_properties
 from tests.e2e.conftest import run_cli
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from components.lineage.store import Lineage
-from pipeline.report import custom_properties
+from pipeline.lineage.store import Lineage
+from pipeline.lineage.report import custom_properties
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pipeline.report import custom_properties
+from pipeline.lineage.report import custom_properties
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from components.lineage import queries
-from components.lineage.store import Lineage, connect
-from components.push import served_versions
+from pipeline.lineage import queries
+from pipeline.lineage.store import Lineage, connect
+from components.push.push import served_versions
 from pipeline import cli
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ml_metadata.proto import metadata_store_pb2
 
-from components.lineage.store import Lineage, changed_parameters, properties, value_of
+from pipeline.lineage.store import Lineage, changed_parameters, properties, value_of
 
 Execution = metadata_store_pb2.Execution
 STATE_WORDS = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from components.lineage import record
-from components.lineage.store import Lineage, changed_parameters, properties
+from pipeline.lineage import record
+from pipeline.lineage.store import Lineage, changed_parameters, properties
 
 # Properties worth showing per artifact type in a trace (others stay in --json).
 KEY_PROPERTIES = {
@@ -99,7 +99,7 @@ def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
 
 def _anomalies_summary(uri: str, blessed) -> str:
     try:
-        from components.anomalies import read_anomalies
+        from components.validation.anomalies import read_anomalies
         splits = sorted(n[len("Split-"):] for n in os.listdir(uri) if n.startswith("Split-"))
         anomalies = read_anomalies(uri, splits)
         return "none" if not anomalies else "; ".join(str(a) for a in anomalies)

@@ -11,7 +11,7 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.schema import TEXT_LM, resolve_text_lm_schema
+from components.validation.schema import TEXT_LM, resolve_text_lm_schema
 
 
 class CuratedSchemaGenExecutor(base_executor.BaseExecutor):

@@ -10,7 +10,7 @@ import os
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.lineage import record
+from pipeline.lineage import record
 
 Event = metadata_store_pb2.Event
 Execution = metadata_store_pb2.Execution

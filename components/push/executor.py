@@ -7,7 +7,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
-from components.push import LOGGER, push_model
+from components.push.push import LOGGER, push_model
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):

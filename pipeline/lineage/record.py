@@ -43,7 +43,7 @@ def error_message(exc: BaseException) -> tuple[str, str]:
 
 def newest_run(store, started_ms: float):
     """The newest run context, if it was created after started_ms (i.e. by this invocation)."""
-    from components.lineage.store import Lineage
+    from pipeline.lineage.store import Lineage
     runs = Lineage(store).runs()
     return runs[0] if runs and runs[0].create_time_since_epoch >= started_ms - 1000 else None
 

@@ -1,0 +1,1 @@
+"""Push: atomic, idempotent copy of a blessed SavedModel into a TF Serving layout."""

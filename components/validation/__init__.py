@@ -1,0 +1,1 @@
+"""Validation: the curated schema, its TFX component, reading anomalies and the gate."""

@@ -40,7 +40,7 @@ def main() -> int:
         first, _ = timed_run(bigtrain, home, extra)
         second, report = timed_run(bigtrain, home, extra)
     stages = [l.split()[:2] for l in report.splitlines() if l.startswith("  ") and
-              len(l.split()) >= 2 and l.split()[1] in ("ran", "cached", "failed")]
+              len(l.split()) >= 2 and l.split()[1] in ("complete", "cached", "failed")]
     ratio = second / first
     print(f"machine: {describe()}")
     print(f"first run  {first:8.1f} s")

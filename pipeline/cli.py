@@ -8,8 +8,10 @@ import os
 import sys
 
 from pipeline import config as config_lib
-
-EXIT_CONFIG, EXIT_GATE, EXIT_FAILED = 2, 3, 1
+from pipeline.errors import (EXIT_CONFIG, EXIT_DISK_FULL, EXIT_FAILED, EXIT_GATE,  # noqa: F401
+                             EXIT_HOME, EXIT_INTERRUPTED, EXIT_LOCKED, EXIT_STORE, BigtrainError,
+                             HomeError)
+from pipeline.logs import configure_logging
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -38,39 +40,6 @@ def resolve_config(args: argparse.Namespace) -> config_lib.Config:
     return config
 
 
-def _quiet_libraries(verbose: bool, log_path: str | None = None) -> None:
-    """Console: bigtrain's own progress lines (plus everything with -v). Log file: everything at
-    INFO, TFX and Beam included, for `bigtrain lineage why`."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1" if verbose else "3")
-    import logging
-    import warnings
-    if not verbose:
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        warnings.filterwarnings("ignore", category=UserWarning)
-    from absl import logging as absl_logging
-    absl_logging.set_verbosity(absl_logging.INFO)
-    root = logging.getLogger()
-    root.setLevel(logging.INFO)
-    absl_logging.use_absl_handler()
-    for handler in root.handlers + [absl_logging.get_absl_handler()]:  # console handlers
-        handler.setLevel(logging.INFO if verbose else logging.ERROR)
-    for name in ("apache_beam", "tensorflow", "absl"):
-        logging.getLogger(name).setLevel(logging.INFO)
-    formatter = logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S")
-    if log_path:
-        file_handler = logging.FileHandler(log_path, encoding="utf-8")
-        file_handler.setLevel(logging.INFO)
-        file_handler.setFormatter(formatter)
-        root.addHandler(file_handler)
-    ours = logging.getLogger("bigtrain")
-    if not any(getattr(h, "_bigtrain_console", False) for h in ours.handlers):
-        console = logging.StreamHandler(sys.stdout)
-        console._bigtrain_console = True
-        console.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
-        ours.addHandler(console)
-    ours.setLevel(logging.INFO)  # propagates to the root logger's file handler too
-
-
 def cmd_config(args: argparse.Namespace) -> int:
     import yaml
     config = resolve_config(args)
@@ -79,44 +48,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import time
-    config = resolve_config(args)
-    from runners.local import LocalPaths, new_run_dir, run_local
-    paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
-    run_dir = new_run_dir(paths, config)
-    log_path = os.path.join(run_dir, "run.log")
-    _quiet_libraries(args.verbose, log_path)
-    from pipeline.lineage.record import record_run
-    from pipeline.lineage.store import connect
-    from components.validation.anomalies import AnomaliesFoundError
-    from pipeline.lineage import report as report_lib
-
-    if config.runtime.strategy == "mirrored":
-        # Before any TensorFlow op: on a machine without GPUs, split the CPU into logical devices.
-        from components.training.strategy import ensure_cpu_replicas
-        ensure_cpu_replicas(config.runtime.cpu_replicas)
-    print(f"bigtrain run: preset {config.preset}, home {paths.home}\n"
-          f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}", flush=True)
-    started_ms, failure, error = time.time() * 1000, None, None
-    try:
-        run_local(config, paths, run_dir)
-    except AnomaliesFoundError as err:
-        failure, error = (EXIT_GATE, str(err)), err
-    except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
-        import logging
-        logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
-        failure, error = (EXIT_FAILED, f"{type(err).__name__}: {err}"), err
-    if os.path.exists(paths.metadata_path):
-        store = connect(paths.metadata_path, read_only=False)
-        run = record_run(store, started_ms, run_dir, log_path, config_lib.digest(config), error)
-        if run is not None:
-            print(report_lib.format_report(report_lib.run_report(store, run_id=run.name)))
-    if failure:
-        print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
-              file=sys.stderr)
-        return failure[0]
-    print("\nrun COMPLETE")
-    return 0
+    from runners.local import run_command
+    return run_command(resolve_config(args), verbose=args.verbose, force=args.force)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -131,7 +64,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if version not in versions:
         print(f"bigtrain generate: version {version} not in {base} (have {versions})", file=sys.stderr)
         return EXIT_FAILED
-    _quiet_libraries(False)
+    configure_logging(False)
     import tensorflow as tf
     path = os.path.join(base, str(version))
     model = tf.saved_model.load(path)
@@ -149,7 +82,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_train_worker(args: argparse.Namespace) -> int:
     config = resolve_config(args)
-    _quiet_libraries(args.verbose)
+    configure_logging(args.verbose)
     from components.training.worker import train_worker
     summary = train_worker(config, args.examples, args.out, args.weights_out)
     print(json.dumps(summary))
@@ -158,7 +91,7 @@ def cmd_train_worker(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     config = resolve_config(args)
-    _quiet_libraries(False)
+    configure_logging(False)
     if args.target == "kubeflow":
         from runners.kubeflow import compile_kubeflow
         path = compile_kubeflow(config, args.out)
@@ -174,12 +107,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_lineage(args: argparse.Namespace) -> int:
     from pipeline.lineage import queries, render
     from pipeline.lineage.store import Lineage, connect
+    from runners.lock import live_writer
     home = os.path.abspath(args.home or config_lib.PathsConfig().home)
+    if not (args.metadata or args.mysql_host) and not os.path.isdir(home):
+        raise HomeError(f"home {home} does not exist (pass --home, or run `bigtrain run` first)")
     store = connect(args.metadata or os.path.join(home, "metadata.sqlite"),
                     mysql_host=args.mysql_host, mysql_port=args.mysql_port,
                     mysql_database=args.mysql_database, mysql_user=args.mysql_user,
-                    mysql_password=args.mysql_password)
-    lin = Lineage(store)
+                    mysql_password=args.mysql_password or os.environ.get("BIGTRAIN_MYSQL_PASSWORD"))
+    # Never waits on a run: reads the lock file's record, takes no lock (runners/lock.py).
+    lin = Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
     what = args.lineage_command
     if what == "runs":
         result, text = queries.list_runs(lin), render.runs_text
@@ -216,7 +153,8 @@ def _add_store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mysql-port", type=int, default=3306)
     parser.add_argument("--mysql-database", default="metadb")
     parser.add_argument("--mysql-user", default="root")
-    parser.add_argument("--mysql-password", default=None)
+    parser.add_argument("--mysql-password", default=None,
+                        help="default: $BIGTRAIN_MYSQL_PASSWORD")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -229,10 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the whole pipeline locally (data, validation, training, "
                                      "evaluation, push) and print the run report",
                          description="Run the pipeline with LocalDagRunner and Beam's DirectRunner; "
-                                     "state under --home. Exit 3 when the validation gate stops "
-                                     "the run, 2 for a bad config, 1 for any other failure.")
+                                     "state under --home (one run at a time per home). When "
+                                     "nothing changed since the last complete run, print its "
+                                     "report instead. Exit codes: 1 a stage failed, 2 bad config, "
+                                     "3 validation gate, 4 home in use, 5 metadata store, "
+                                     "6 home not usable, 7 disk full.")
     _add_config_args(run)
-    run.add_argument("-v", "--verbose", action="store_true", help="show TFX and Beam logs")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="show TFX and Beam logs (and tracebacks of errors)")
+    run.add_argument("--force", action="store_true",
+                     help="run the pipeline even when up to date (TFX's per-stage cache still applies)")
     run.set_defaults(func=cmd_run)
 
     gen = sub.add_parser("generate", help="generate text with the newest pushed model",
@@ -314,15 +258,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Dispatch; every named error is one line on stderr and its exit code (README: exit codes),
+    with the traceback only under -v."""
     args = build_parser().parse_args(argv)
+    verbose = getattr(args, "verbose", False)
     try:
         return args.func(args)
     except config_lib.ConfigError as err:
-        print(f"bigtrain: config error: {err}", file=sys.stderr)
-        return EXIT_CONFIG
-    except (LookupError, FileNotFoundError) as err:
-        print(f"bigtrain: {err.args[0] if err.args else err}", file=sys.stderr)
-        return EXIT_FAILED
+        code, message = EXIT_CONFIG, f"config error: {err}"
+    except BigtrainError as err:
+        code, message = err.exit_code, str(err)
+    except LookupError as err:  # an unknown run or artifact named on the command line
+        code, message = EXIT_FAILED, str(err.args[0] if err.args else err)
+    except KeyboardInterrupt:
+        code, message = EXIT_INTERRUPTED, "interrupted"
+    if verbose:
+        import traceback
+        traceback.print_exc()
+    print(f"bigtrain: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -138,6 +138,19 @@ class PathsConfig:
 
 
 @dataclass(frozen=True)
+class MetadataConfig:
+    """Where `bigtrain run` records lineage: `sqlite` (<home>/metadata.sqlite) or `mysql` (a
+    MySQL/MariaDB server, for shared deployments; MLMD's own C++ client, no Python driver)."""
+    backend: str = "sqlite"
+    mysql_host: str = "127.0.0.1"
+    mysql_port: int = 3306
+    mysql_database: str = "metadb"
+    mysql_user: str = "root"
+    # The password is read from this environment variable (never from config files or MLMD).
+    mysql_password_env: str = "BIGTRAIN_MYSQL_PASSWORD"
+
+
+@dataclass(frozen=True)
 class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -146,6 +159,7 @@ class Config:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
+    metadata: MetadataConfig = field(default_factory=MetadataConfig)
     preset: str = "tiny"
 
 
@@ -284,14 +298,40 @@ def parse_override(text: str) -> dict[str, Any]:
 
 
 def load_yaml(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        try:
-            loaded = yaml.safe_load(fh) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else f"not UTF-8 text ({err.reason})"
+        raise ConfigError(f"--config {path}: cannot read the file: {reason}") from None
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
     if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+        raise ConfigError(f"{path}:1: expected a mapping of config sections at the top level")
     return loaded
+
+
+def yaml_key_lines(path: str) -> dict[str, int]:
+    """{dotted.key: line number} of a YAML file's mapping keys, to point errors at their line."""
+    lines: dict[str, int] = {}
+
+    def walk(node, prefix):
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                dotted = f"{prefix}{key.value}"
+                lines[dotted] = key.start_mark.line + 1
+                walk(value, dotted + ".")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            walk(yaml.compose(fh), "")
+    except (OSError, yaml.YAMLError):
+        pass
+    return lines
 
 
 def build_config(preset: str = "tiny", yaml_path: str | None = None,
@@ -304,7 +344,14 @@ def build_config(preset: str = "tiny", yaml_path: str | None = None,
     if yaml_path:
         loaded = load_yaml(yaml_path)
         loaded.pop("preset", None)
-        config = _merge(config, loaded)
+        try:
+            config = _merge(config, loaded)
+        except ConfigError as err:  # name the file and line of the offending key
+            lines = yaml_key_lines(yaml_path)
+            key = next((k for k in sorted(lines, key=len, reverse=True) if repr(k) in str(err)
+                        or str(err).startswith(k + ":")), None)
+            where = f"{yaml_path}:{lines[key]}" if key else yaml_path
+            raise ConfigError(f"{where}: {err}") from None
     for text in overrides:
         config = _merge(config, parse_override(text))
     validate(config, num_replicas=num_replicas)
@@ -373,6 +420,8 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
     if t.warmup_steps < 0 or t.warmup_steps >= t.train_steps:
         raise ConfigError(f"train.warmup_steps ({t.warmup_steps}) must be in [0, train.train_steps "
                           f"= {t.train_steps})")
+    if config.metadata.backend not in ("sqlite", "mysql"):
+        raise ConfigError(f"metadata.backend: {config.metadata.backend!r} is not one of ('sqlite', 'mysql')")
     replicas = num_replicas if num_replicas is not None else expected_replicas(config)
     per_step = replicas * t.accumulation_steps
     if t.global_batch_size % per_step:

@@ -1,12 +1,22 @@
-"""Local runner: TFX LocalDagRunner + Beam DirectRunner, MLMD sqlite, all under the run's home."""
+"""Local runner: TFX LocalDagRunner + Beam DirectRunner, all run state under the run's home, MLMD
+in <home>/metadata.sqlite or a MySQL server (config `metadata`). `run_command` is `bigtrain run`:
+lock the home, record runs a dead process left behind, skip the pipeline when up to date, run,
+record, report, and turn what went wrong into a named error with its exit code."""
 
 from __future__ import annotations
 
 import datetime
+import errno
+import json
 import os
+import sys
+import time
 from dataclasses import dataclass
 
+from pipeline import config as config_lib
 from pipeline.config import Config, save_config
+from pipeline.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, BigtrainError, DiskFullError,
+                             HomeError)
 
 
 @dataclass(frozen=True)
@@ -28,18 +38,33 @@ class LocalPaths:
 
 
 def new_run_dir(paths: LocalPaths, config: Config) -> str:
-    """<home>/runs/<timestamp>/ with the resolved config.yaml (and later run.log) inside."""
+    """<home>/runs/<timestamp>/ with the resolved config.yaml (and later run.log) inside. Its name
+    is also the run's id in MLMD."""
     run_dir = os.path.join(paths.runs_dir, datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f"))
     save_config(config, run_dir)
     return run_dir
 
 
-def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | None = None) -> str:
-    """Run the pipeline once; returns this run's folder (resolved config inside).
+def metadata_connection(config: Config, paths: LocalPaths, read_only: bool = False):
+    """MLMD ConnectionConfig from the config's `metadata` section (password from the environment
+    variable it names, never from files)."""
+    from pipeline.lineage.store import connection_config
+    m = config.metadata
+    if m.backend == "mysql":
+        return connection_config(mysql_host=m.mysql_host, mysql_port=m.mysql_port,
+                                 mysql_database=m.mysql_database, mysql_user=m.mysql_user,
+                                 mysql_password=os.environ.get(m.mysql_password_env))
+    return connection_config(paths.metadata_path, read_only=read_only)
+
+
+def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | None = None,
+              run_options=None) -> str:
+    """Run the pipeline once with run id = the run folder's name; returns the run folder.
 
     Raises whatever the failing component raised (after TFX has recorded it in MLMD)."""
-    from tfx.orchestration import metadata
+    from tfx.dsl.compiler import constants
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+    from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
     from pipeline.pipeline import create_pipeline
 
@@ -50,7 +75,176 @@ def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | No
         config,
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
-        metadata_connection_config=metadata.sqlite_metadata_connection_config(paths.metadata_path),
+        metadata_connection_config=metadata_connection(config, paths),
         beam_pipeline_args=list(config.runtime.beam_args))
-    LocalDagRunner().run(pipeline)
+    # Our run id instead of LocalDagRunner's timestamp: the report then reads exactly this run.
+    pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
+    runtime_parameter_utils.substitute_runtime_parameter(
+        pipeline_ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: os.path.basename(run_dir)})
+    options = tfx_runner._run_opts_to_proto(run_options) if run_options else None
+    LocalDagRunner().run_with_ir(pipeline_ir, run_options=options)
     return run_dir
+
+
+def check_home(home: str) -> None:
+    """The home exists (or is created) and is writable: a named error otherwise."""
+    try:
+        os.makedirs(home, exist_ok=True)
+    except OSError as err:
+        raise HomeError(f"cannot create home {home}: {err.strerror}"
+                        + (" (a parent is a file)" if err.errno == errno.ENOTDIR else "")) from None
+    if not os.path.isdir(home):
+        raise HomeError(f"home {home} is not a directory")
+    probe = os.path.join(home, f".write-test-{os.getpid()}")
+    try:
+        with open(probe, "w") as fh:
+            fh.write("ok")
+        os.remove(probe)
+    except OSError as err:
+        raise HomeError(f"home {home} is not writable: {err.strerror}") from None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
+    """Remove checkpoint files a failed save left behind (not listed in their folder's
+    `checkpoint` state file, which TF replaces atomically) and save-temp folders: resume and
+    readers only ever see complete checkpoints. Returns what was removed."""
+    import re
+    import shutil
+    removed = []
+    if not os.path.isdir(checkpoint_root):
+        return removed
+    for root, dirs, files in os.walk(checkpoint_root):
+        for name in list(dirs):
+            if name.endswith("_temp") or "_temp_" in name:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+                removed.append(os.path.join(root, name))
+                dirs.remove(name)
+        state = os.path.join(root, "checkpoint")
+        listed = set()
+        if os.path.exists(state):
+            with open(state, encoding="utf-8") as fh:
+                listed = {os.path.basename(m) for m in re.findall(r'"([^"]+)"', fh.read())}
+        for name in files:
+            match = re.match(r"^(ckpt-\d+)\.(index|data-\d+-of-\d+)$", name)
+            if match and match.group(1) not in listed:
+                os.remove(os.path.join(root, name))
+                removed.append(os.path.join(root, name))
+    return removed
+
+
+def _print_report(store, run_id: str, **kwargs) -> None:
+    from pipeline.lineage import report as report_lib
+    print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs)), flush=True)
+
+
+def run_command(config: Config, verbose: bool = False, force: bool = False) -> int:
+    """`bigtrain run`: returns the exit code; raises BigtrainError for named errors."""
+    from pipeline.lineage import record
+    from pipeline.lineage.store import Lineage, open_store
+    from pipeline.logs import configure_logging, remove_file_handlers
+    from runners import uptodate
+    from runners.lock import HomeLock
+
+    paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
+    check_home(paths.home)
+    run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
+    run_dir = os.path.join(paths.runs_dir, run_id)
+    log_path = os.path.join(run_dir, "run.log")
+    with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
+        if lock.stale:
+            print(f"note: {lock.stale_note()}", flush=True)
+            pruned = prune_partial_checkpoints(os.path.join(paths.pipeline_root, "checkpoints"))
+            if pruned:
+                print(f"note: removed {len(pruned)} partial checkpoint file(s) it left", flush=True)
+        connection = metadata_connection(config, paths)
+        store = open_store(connection) if (config.metadata.backend == "mysql"
+                                           or os.path.exists(paths.metadata_path)) else None
+        if store is not None:
+            # We hold the lock: whatever is still RUNNING here was left by a dead process.
+            note = (f"abandoned: left running by a process that died; recorded by run {run_id} at "
+                    f"{datetime.datetime.now().isoformat(timespec='seconds')}"
+                    + (f" (dead holder: pid {lock.stale.get('pid')} on {lock.stale.get('host')}, "
+                       f"started {lock.stale.get('started')})" if lock.stale else ""))
+            left = record.mark_abandoned(store, config.paths.pipeline_name, note, lock.stale)
+            if left:
+                print(f"note: {len(left)} execution(s) left running by a dead process recorded as "
+                      f"abandoned (see `bigtrain lineage runs`)", flush=True)
+        key = uptodate.inputs_key(config)
+        reasons = ["forced (--force)"]
+        if store is not None and not force:
+            last, reasons = uptodate.check(Lineage(store), config, key)
+            if not reasons:
+                print(f"bigtrain run: up to date (nothing the stages depend on changed since run "
+                      f"{last.name}: config, input files, code); the pipeline was not started. "
+                      f"The last report follows (--force runs it anyway).\n", flush=True)
+                _print_report(store, last.name)
+                print("\nrun UP TO DATE")
+                return EXIT_OK
+        elif store is None:
+            reasons = ["first run in this home"]
+        save_config(config, run_dir)
+        configure_logging(verbose, log_path)
+        try:
+            return _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons)
+        finally:
+            remove_file_handlers(log_path)
+
+
+def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons) -> int:
+    from pipeline.lineage import record
+    from pipeline.lineage.store import open_store
+    from components.validation.anomalies import AnomaliesFoundError
+
+    if config.runtime.strategy == "mirrored":
+        # Before any TensorFlow op: on a machine without GPUs, split the CPU into logical devices.
+        from components.training.strategy import ensure_cpu_replicas
+        ensure_cpu_replicas(config.runtime.cpu_replicas)
+    print(f"bigtrain run: preset {config.preset}, home {paths.home}, run {run_id}\n"
+          f"why it runs: {'; '.join(reasons)}\n"
+          f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}", flush=True)
+    failure, error = None, None
+    try:
+        run_local(config, paths, run_dir)
+    except AnomaliesFoundError as err:
+        failure, error = (EXIT_GATE, str(err)), err
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
+        import logging
+        logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
+        name, message = record.error_message(err)
+        failure, error = (EXIT_FAILED, f"{name}: {message}"), err
+    connection = metadata_connection(config, paths)
+    if config.metadata.backend == "mysql" or os.path.exists(paths.metadata_path):
+        store = open_store(connection)
+        run = record.record_run(store, run_id, run_dir, log_path, config_lib.digest(config), error,
+                                inputs_key=None if error else json.dumps(key, sort_keys=True))
+        if run is not None:
+            run.custom_properties[record.RUN_WHY].string_value = "; ".join(reasons)
+            store.put_contexts([run])
+            _print_report(store, run_id)
+    if error is not None and is_disk_full(error):
+        removed = prune_partial_checkpoints(os.path.join(paths.pipeline_root, "checkpoints"))
+        raise DiskFullError(
+            f"no space left on device while writing under {paths.home} ({failure[1]}); the failed "
+            f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "
+            f"file(s) pruned; earlier artifacts, checkpoints and pushed models are intact. Free "
+            f"space and run again (training resumes from its last complete checkpoint)")
+    if failure:
+        print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
+              file=sys.stderr)
+        return failure[0]
+    print("\nrun COMPLETE")
+    return EXIT_OK

@@ -46,8 +46,8 @@ def list_runs(lin: Lineage) -> list[dict]:
         stages = {lin.node_of.get(e.id, str(e.id)): lin.state(e) for e in executions
                   if not lin.node_of.get(e.id, "").endswith("resolver")}
         states = set(stages.values())
-        state = "failed" if "failed" in states else ("running" if states & {"running", "new"}
-                                                      else "complete")
+        state = ("failed" if "failed" in states else "abandoned" if "abandoned" in states
+                 else "running" if states & {"running", "new"} else "complete")
         pushed = None
         for execution in executions:
             if lin.node_of.get(execution.id) == "Pusher" and lin.state(execution) == "complete":
@@ -222,19 +222,24 @@ def graph(lin: Lineage, ref: str) -> dict:
 
 
 def why(lin: Lineage, ref: str | None) -> dict:
-    """The failed stage of a run: root-cause message, log location, its input artifacts."""
+    """The failed (or abandoned) stage of a run: root-cause message, log location, its inputs."""
     run = lin.run(ref)
-    failed = [e for e in lin.executions_of(run) if lin.state(e) == "failed"]
+    failed = [e for e in lin.executions_of(run) if lin.state(e) in ("failed", "abandoned")]
     run_props = properties(run)
     result = {"run_id": run.name, "log": run_props.get(record.RUN_LOG),
               "run_dir": run_props.get(record.RUN_DIR), "failed": []}
     for execution in failed:
         props = properties(execution)
+        abandoned = lin.state(execution) == "abandoned"
         result["failed"].append({
             "node": lin.node_of.get(execution.id, execution.name), "execution_id": execution.id,
-            "error_type": props.get(record.ERROR_TYPE),
-            "error": props.get(record.ERROR) or "(no error recorded: the run was not started by "
-                                                 "`bigtrain run`; see the orchestrator's logs)",
+            "state": lin.state(execution),
+            "error_type": "abandoned" if abandoned else props.get(record.ERROR_TYPE),
+            "error": (props.get(record.ABANDONED_BY, "left running by a process that is no longer "
+                                                     "alive (killed, or the machine went down)")
+                      if abandoned else props.get(record.ERROR)
+                      or "(no error recorded: the run was not started by `bigtrain run`; see the "
+                         "orchestrator's logs)"),
             "log": props.get(record.RUN_LOG) or result["log"],
             "inputs": [artifact_record(lin, i) for ids in lin.inputs(execution.id).values() for i in ids]})
     return result

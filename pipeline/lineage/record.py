@@ -10,8 +10,14 @@ from ml_metadata.proto import metadata_store_pb2
 
 RUN_DIR, RUN_LOG, CONFIG_DIGEST = "bigtrain_run_dir", "bigtrain_log", "bigtrain_config_digest"
 ERROR, ERROR_TYPE, TRACEBACK = "bigtrain_error", "bigtrain_error_type", "bigtrain_traceback"
+# On an execution a dead process left RUNNING: who found it and when (see mark_abandoned).
+ABANDONED_BY = "bigtrain_abandoned"
+# On a complete run: what it depended on (config, input files, code), for the up-to-date check.
+INPUTS_KEY = "bigtrain_inputs"
+# On a run: why it ran at all (what changed since the last complete run, or --force).
+RUN_WHY = "bigtrain_why"
 # What record_run writes on a failed execution: information about the run, not its parameters.
-EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG)
+EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY)
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")
 
 
@@ -41,23 +47,24 @@ def error_message(exc: BaseException) -> tuple[str, str]:
     return name, message
 
 
-def newest_run(store, started_ms: float):
-    """The newest run context, if it was created after started_ms (i.e. by this invocation)."""
-    from pipeline.lineage.store import Lineage
-    runs = Lineage(store).runs()
-    return runs[0] if runs and runs[0].create_time_since_epoch >= started_ms - 1000 else None
+def run_context(store, run_id: str):
+    """The pipeline_run context TFX created for run_id (the id runners/local.py gave the run)."""
+    return store.get_context_by_type_and_name("pipeline_run", run_id)
 
 
-def record_run(store, started_ms: float, run_dir: str, log_path: str, config_digest: str,
-               exc: BaseException | None = None):
-    """Attach run_dir / log / config digest to this invocation's pipeline_run context and, when
-    it failed, the root-cause error to its FAILED executions. Returns the run context."""
-    run = newest_run(store, started_ms)
+def record_run(store, run_id: str, run_dir: str, log_path: str, config_digest: str,
+               exc: BaseException | None = None, inputs_key: str | None = None):
+    """Attach run_dir / log / config digest (and, for a complete run, the up-to-date key of what it
+    depended on) to run_id's pipeline_run context and, when it failed, the root-cause error to its
+    FAILED executions. Returns the run context (None when the run never reached MLMD)."""
+    run = run_context(store, run_id)
     if run is None:
         return None
     run.custom_properties[RUN_DIR].string_value = run_dir
     run.custom_properties[RUN_LOG].string_value = log_path
     run.custom_properties[CONFIG_DIGEST].string_value = config_digest
+    if inputs_key is not None:
+        run.custom_properties[INPUTS_KEY].string_value = inputs_key
     store.put_contexts([run])
     if exc is not None:
         name, message = error_message(exc)
@@ -72,3 +79,35 @@ def record_run(store, started_ms: float, run_dir: str, log_path: str, config_dig
         if failed:
             store.put_executions(failed)
     return run
+
+
+def mark_abandoned(store, pipeline_name: str, note: str, previous: dict | None = None) -> list:
+    """Executions of this pipeline still RUNNING (or NEW) while we hold the home's lock were left by
+    a process that died (kill -9, power loss): record them as abandoned (state CANCELED plus
+    ABANDONED_BY = note) and their pending outputs as ABANDONED, so they never read as running
+    again. `previous`: the dead holder's lock record (its run folder and log go on its run)."""
+    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    if pipeline is None:
+        return []
+    Execution, Artifact = metadata_store_pb2.Execution, metadata_store_pb2.Artifact
+    left = [e for e in store.get_executions_by_context(pipeline.id)
+            if e.last_known_state in (Execution.RUNNING, Execution.NEW)]
+    for execution in left:
+        execution.last_known_state = Execution.CANCELED
+        execution.custom_properties[ABANDONED_BY].string_value = note
+    if left:
+        store.put_executions(left)
+        events = store.get_events_by_execution_ids([e.id for e in left])
+        outputs = [a for a in store.get_artifacts_by_id(sorted({ev.artifact_id for ev in events}))
+                   if a.state == Artifact.PENDING]
+        for artifact in outputs:
+            artifact.state = Artifact.ABANDONED
+        if outputs:
+            store.put_artifacts(outputs)
+        if previous and previous.get("run_id"):
+            run = run_context(store, previous["run_id"])
+            if run is not None and RUN_DIR not in run.custom_properties:
+                run.custom_properties[RUN_DIR].string_value = previous.get("run_dir", "")
+                run.custom_properties[RUN_LOG].string_value = previous.get("log", "")
+                store.put_contexts([run])
+    return left

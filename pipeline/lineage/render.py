@@ -20,7 +20,7 @@ def _when(ms: float) -> str:
 
 
 def runs_text(runs: list[dict]) -> str:
-    short = {"complete": "ok", "cached": "cached", "failed": "FAILED"}
+    short = {"complete": "ok", "cached": "cached", "failed": "FAILED", "abandoned": "ABANDONED"}
     rows = [[r["run_id"], _when(r["start_ms"]), f"{r['duration_s']:.1f}s", r["state"],
              r["pushed_version"] or "-",
              " ".join(f"{n}:{short.get(s, s)}" for n, s in r["stages"].items())] for r in runs]
@@ -79,7 +79,8 @@ def diff_text(result: dict) -> str:
 def why_text(result: dict) -> str:
     if not result["failed"]:
         return f"run {result['run_id']} has no failed stage"
-    out = [f"run {result['run_id']} failed"]
+    word = "failed" if any(f.get("state") != "abandoned" for f in result["failed"]) else "was abandoned"
+    out = [f"run {result['run_id']} {word}"]
     for f in result["failed"]:
         out += [f"  stage:  {f['node']} (execution {f['execution_id']})",
                 f"  error:  {f['error_type'] + ': ' if f['error_type'] else ''}{f['error']}",
@@ -91,7 +92,7 @@ def why_text(result: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 # The run graph.
 
-STATE_COLORS = {"complete": "#c8e6c9", "cached": "#e0e0e0", "failed": "#ffcdd2"}
+STATE_COLORS = {"complete": "#c8e6c9", "cached": "#e0e0e0", "failed": "#ffcdd2", "abandoned": "#ffe0b2"}
 
 
 def to_dot(g: dict) -> str:

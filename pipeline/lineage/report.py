@@ -1,8 +1,10 @@
 """The run report: what each stage of one pipeline run did, read back from ML Metadata.
 
-For every stage: its state (ran / cached / failed), duration and key outputs; for a stage that ran,
-why it could not be served from the cache (no earlier execution, which parameter or which input
-changed). Traversal uses ids, contexts and events only (no MLMD filter queries)."""
+For every stage: its state (complete / cached / failed / abandoned, the words of store.STATE_WORDS),
+duration and key outputs; for a stage that ran, why it could not be served from the cache (no
+earlier execution, which parameter or which input changed). Only the run's own executions and their
+events are read (by the run's context id), never "the newest" anything: a report is right even
+when it is written long after the run."""
 
 from __future__ import annotations
 
@@ -10,11 +12,10 @@ from dataclasses import dataclass, field
 
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.lineage.store import Lineage, changed_parameters, properties, value_of
+from pipeline.lineage import record
+from pipeline.lineage.store import ABANDONED, Lineage, changed_parameters, properties
 
 Execution = metadata_store_pb2.Execution
-STATE_WORDS = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",
-               Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
 
 
 @dataclass
@@ -25,12 +26,14 @@ class StageReport:
     execution_id: int
     outputs: dict[str, dict] = field(default_factory=dict)
     why: str = ""
+    note: str = ""  # e.g. who recorded the stage abandoned
 
 
 @dataclass
 class RunReport:
     run_id: str
     stages: list[StageReport]
+    why_run: str = ""  # what changed since the last complete run (recorded by `bigtrain run`)
 
     def stage(self, node: str) -> StageReport | None:
         return next((s for s in self.stages if s.node == node), None)
@@ -40,10 +43,6 @@ class RunReport:
             if type_name in stage.outputs:
                 return stage.outputs[type_name]
         return {}
-
-
-def custom_properties(obj) -> dict:
-    return {key: value_of(value) for key, value in obj.custom_properties.items()}
 
 
 def _baseline_id(lin: Lineage, execution_id: int):
@@ -60,7 +59,8 @@ def why_ran(lin: Lineage, execution, previous) -> str:
     if previous is None:
         return "first execution of this stage"
     reasons = [f"{key}: {before!r} -> {after!r}" for key, before, after in
-               changed_parameters(custom_properties(previous), custom_properties(execution))]
+               changed_parameters(properties(previous, custom_only=True),
+                                  properties(execution, custom_only=True))]
     before, after = lin.inputs(previous.id), lin.inputs(execution.id)
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
@@ -75,9 +75,9 @@ def why_ran(lin: Lineage, execution, previous) -> str:
     return "; ".join(reasons) or "same inputs and parameters (cache disabled or outputs gone)"
 
 
-def run_report(store, run_id: str | None = None) -> RunReport:
-    """The newest run (or run_id): stages in execution order, with outputs and why they ran."""
-    lin = Lineage(store)
+def run_report(store, run_id: str | None = None, live_writer: bool | None = None) -> RunReport:
+    """Run run_id (or the newest run): stages in execution order, with outputs and why they ran."""
+    lin = Lineage(store, live_writer=live_writer)
     run = lin.run(run_id or "latest")
     by_node: dict[str, list[int]] = {}
     for execution_id, node in sorted(lin.node_of.items()):
@@ -87,10 +87,13 @@ def run_report(store, run_id: str | None = None) -> RunReport:
         node = lin.node_of.get(execution.id, execution.name or str(execution.id))
         earlier = [i for i in by_node.get(node, []) if i < execution.id]
         stage = StageReport(
-            node=node, state=STATE_WORDS.get(execution.last_known_state, "unknown"),
+            node=node, state=lin.state(execution),
             duration_s=(execution.last_update_time_since_epoch
                         - execution.create_time_since_epoch) / 1000.0,
             execution_id=execution.id)
+        if stage.state == ABANDONED:
+            stage.note = properties(execution).get(
+                record.ABANDONED_BY, "left running by a process that is no longer alive")
         if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
                 and not node.endswith("resolver"):
             stage.why = why_ran(lin, execution, lin.execution(earlier[-1]) if earlier else None)
@@ -100,7 +103,8 @@ def run_report(store, run_id: str | None = None) -> RunReport:
                 stage.outputs[lin.artifact_type(artifact)] = dict(
                     properties(artifact), uri=artifact.uri, id=artifact.id)
         stages.append(stage)
-    return RunReport(run_id=run.name, stages=stages)
+    return RunReport(run_id=run.name, stages=stages,
+                     why_run=str(properties(run).get(record.RUN_WHY, "")))
 
 
 def _fmt(value, spec: str = ".4f") -> str:
@@ -123,8 +127,14 @@ def summarize(stage: StageReport) -> str:
         return f"statistics of the {splits} splits"
     if "ExampleAnomalies" in o:
         return "anomalies checked (see gate)"
+    if stage.state == ABANDONED:
+        return "abandoned: " + stage.note
     if stage.node == "AnomaliesGate":
-        return {"ran": "no anomalies", "cached": "no anomalies", "failed": "anomalies found"}.get(stage.state, "")
+        return {"complete": "no anomalies", "cached": "no anomalies", "failed": "anomalies found"}.get(stage.state, "")
+    if stage.node.endswith("resolver"):  # resolves an existing model: not the Trainer's figures
+        if "Model" not in o:
+            return "no blessed model yet (no baseline)"
+        return f"baseline: latest blessed model #{o['Model']['id']} ({o['Model']['uri']})"
     if "Model" in o and "steps" in o["Model"]:
         m = o["Model"]
         return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])} (byte-unigram "
@@ -165,10 +175,10 @@ def _section(title: str, props: dict, names) -> list[str]:
 
 def format_report(report: RunReport) -> str:
     width = max([len(s.node) for s in report.stages] + [5])
-    lines = [f"run {report.run_id}",
-             f"  {'stage':<{width}}  {'state':<7} {'seconds':>8}  key outputs"]
+    lines = [f"run {report.run_id}" + (f" (ran because: {report.why_run})" if report.why_run else ""),
+             f"  {'stage':<{width}}  {'state':<9} {'seconds':>8}  key outputs"]
     for stage in report.stages:
-        lines.append(f"  {stage.node:<{width}}  {stage.state:<7} {stage.duration_s:>8.1f}  {summarize(stage)}")
+        lines.append(f"  {stage.node:<{width}}  {stage.state:<9} {stage.duration_s:>8.1f}  {summarize(stage)}")
     reasons = [(s.node, s.why) for s in report.stages if s.why]
     if reasons:
         lines.append("why stages ran (instead of being cached):")
@@ -177,8 +187,8 @@ def format_report(report: RunReport) -> str:
     if "files_listed" in examples:
         lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
-    model = next((s.outputs["Model"] for s in report.stages
-                  if "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
+    model = next((s.outputs["Model"] for s in report.stages if "Model" in s.outputs
+                  and "steps" in s.outputs["Model"] and not s.node.endswith("resolver")), {})
     if model:
         lines += _section(f"training: {model['uri']}", model, TRAINING_FIGURES)
     evaluation = report.output("ModelEvaluation")

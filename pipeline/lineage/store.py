@@ -3,28 +3,33 @@ is being removed upstream, so everything here walks contexts, executions and eve
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 
-from ml_metadata import metadata_store
+from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from pipeline.errors import MetadataStoreError
 from pipeline.lineage import record
 
 Event = metadata_store_pb2.Event
 Execution = metadata_store_pb2.Execution
 INPUTS = (Event.INPUT, Event.DECLARED_INPUT, Event.INTERNAL_INPUT)
 OUTPUTS = (Event.OUTPUT, Event.DECLARED_OUTPUT, Event.INTERNAL_OUTPUT)
+# The one state vocabulary of `bigtrain lineage` and the run report. "abandoned": the execution was
+# left RUNNING by a process that died (recorded so by the next run on the home, see record.py).
 STATE_WORDS = {Execution.COMPLETE: "complete", Execution.CACHED: "cached", Execution.FAILED: "failed",
                Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
+ABANDONED = "abandoned"
 
 
-def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
-            mysql_port: int = 3306, mysql_database: str | None = None,
-            mysql_user: str | None = None,
-            mysql_password: str | None = None) -> metadata_store.MetadataStore:
-    """An existing sqlite store (read-only unless asked), or a MySQL one (shared deployments)."""
+def connection_config(sqlite_path: str | None = None, *, read_only: bool = True,
+                      mysql_host: str | None = None, mysql_port: int = 3306,
+                      mysql_database: str | None = None, mysql_user: str | None = None,
+                      mysql_password: str | None = None) -> metadata_store_pb2.ConnectionConfig:
+    """MLMD's connection to a sqlite file (read-only unless asked) or to a MySQL/MariaDB server."""
     config = metadata_store_pb2.ConnectionConfig()
     if mysql_host:
         config.mysql.host, config.mysql.port = mysql_host, mysql_port
@@ -33,13 +38,86 @@ def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_hos
         if mysql_password:
             config.mysql.password = mysql_password
     else:
-        if not sqlite_path or not os.path.exists(sqlite_path):
-            raise FileNotFoundError(f"no metadata database at {sqlite_path} (run `bigtrain run` first, "
-                                    "or pass --home / --metadata / --mysql-host)")
         config.sqlite.filename_uri = sqlite_path
         modes = metadata_store_pb2.SqliteMetadataSourceConfig
-        config.sqlite.connection_mode = modes.READONLY if read_only else modes.READWRITE
-    return metadata_store.MetadataStore(config)
+        config.sqlite.connection_mode = (modes.READONLY if read_only
+                                         else modes.READWRITE_OPENCREATE)
+    return config
+
+
+def describe(config: metadata_store_pb2.ConnectionConfig) -> str:
+    if config.HasField("mysql"):
+        return f"MySQL {config.mysql.user}@{config.mysql.host}:{config.mysql.port}/{config.mysql.database}"
+    return config.sqlite.filename_uri
+
+
+def check_sqlite(path: str, *, must_exist: bool = True) -> None:
+    """Named errors for a sqlite store that MLMD would only report as a raw query error: missing,
+    empty or truncated, not a database, damaged, or locked by another process. Reads only (a
+    read-only connection with a short busy timeout: never waits on a writer for long)."""
+    import sqlite3
+    if not os.path.exists(path):
+        if must_exist:
+            raise MetadataStoreError(f"no metadata database at {path} (run `bigtrain run` first, or "
+                                     "pass --home / --metadata / --mysql-host)")
+        return
+    size = os.path.getsize(path)
+    if size == 0:
+        raise MetadataStoreError(f"metadata store {path} is empty (0 bytes: truncated?); move it "
+                                 "aside to start a new lineage history, or restore it from a backup")
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(b"SQLite format 3\0"):
+        raise MetadataStoreError(f"metadata store {path} is not an SQLite database (corrupt or "
+                                 "overwritten); move it aside or restore it from a backup")
+    if len(header) == 100:  # header: page size at 16, database size in pages at 28
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        if pages and size < page_size * pages:
+            raise MetadataStoreError(
+                f"metadata store {path} is truncated ({size} bytes, its header says "
+                f"{page_size * pages}); move it aside or restore it from a backup")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)) as db:
+            result = db.execute("PRAGMA quick_check").fetchone()
+    except sqlite3.OperationalError as err:
+        if "locked" in str(err) or "busy" in str(err):
+            raise MetadataStoreError(
+                f"metadata store {path} is locked by another process ({err}); bigtrain runs take "
+                "<home>/.bigtrain.lock instead, so this is another program holding a write "
+                "transaction: close it and retry") from None
+        raise MetadataStoreError(f"metadata store {path} cannot be read: {err}") from None
+    except sqlite3.DatabaseError as err:
+        raise MetadataStoreError(f"metadata store {path} is damaged ({err}); move it aside or "
+                                 "restore it from a backup") from None
+    if result and result[0] != "ok":
+        raise MetadataStoreError(f"metadata store {path} is damaged (sqlite quick_check: "
+                                 f"{result[0]}); move it aside or restore it from a backup")
+
+
+def open_store(config: metadata_store_pb2.ConnectionConfig) -> metadata_store.MetadataStore:
+    """MetadataStore(config), its failures as named errors (exit code 5) instead of MLMD's raw
+    'Error when executing query' RuntimeErrors."""
+    if config.HasField("sqlite"):
+        check_sqlite(config.sqlite.filename_uri, must_exist=config.sqlite.connection_mode
+                     == metadata_store_pb2.SqliteMetadataSourceConfig.READONLY)
+    try:
+        store = metadata_store.MetadataStore(config)
+        store.get_context_types()  # MySQL connects lazily in places: fail here, named
+        return store
+    except (RuntimeError, errors.StatusError) as err:
+        raise MetadataStoreError(f"metadata store {describe(config)}: {err}") from None
+
+
+def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
+            mysql_port: int = 3306, mysql_database: str | None = None,
+            mysql_user: str | None = None,
+            mysql_password: str | None = None) -> metadata_store.MetadataStore:
+    """An existing sqlite store (read-only unless asked), or a MySQL one (shared deployments)."""
+    return open_store(connection_config(
+        sqlite_path, read_only=read_only, mysql_host=mysql_host, mysql_port=mysql_port,
+        mysql_database=mysql_database, mysql_user=mysql_user, mysql_password=mysql_password))
 
 
 def value_of(value: metadata_store_pb2.Value):
@@ -77,8 +155,10 @@ def changed_parameters(before: dict, after: dict) -> list[tuple[str, object, obj
             if flat_before.get(k) != flat_after.get(k)]
 
 
-def properties(obj) -> dict:
-    out = {key: value_of(v) for key, v in obj.properties.items()}
+def properties(obj, custom_only: bool = False) -> dict:
+    """An artifact's, execution's or context's properties and custom properties as plain values
+    (custom_only: just the custom ones, where TFX keeps execution parameters)."""
+    out = {} if custom_only else {key: value_of(v) for key, v in obj.properties.items()}
     out.update({key: value_of(v) for key, v in obj.custom_properties.items()})
     return out
 
@@ -86,8 +166,12 @@ def properties(obj) -> dict:
 class Lineage:
     """Cached reads of one store, keyed by ids."""
 
-    def __init__(self, store: metadata_store.MetadataStore):
+    def __init__(self, store: metadata_store.MetadataStore, live_writer: bool | None = None):
+        """live_writer: whether a live process holds the home (runners/lock.py). False: executions
+        still RUNNING were left by a dead process and read as abandoned; None: unknown (e.g. MySQL
+        without --home), they read as running until the next run records them abandoned."""
         self.store = store
+        self.live_writer = live_writer
 
     # -- runs and nodes -----------------------------------------------------------------------
     @functools.cached_property
@@ -187,6 +271,10 @@ class Lineage:
         return sorted({e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in INPUTS})
 
     def state(self, execution) -> str:
+        if record.ABANDONED_BY in execution.custom_properties:
+            return ABANDONED
+        if self.live_writer is False and execution.last_known_state in (Execution.RUNNING, Execution.NEW):
+            return ABANDONED
         return STATE_WORDS.get(execution.last_known_state, "unknown")
 
     def find_artifact(self, target: str):

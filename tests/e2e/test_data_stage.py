@@ -9,7 +9,7 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 
 from components.text_example_gen import packing, transforms
-from pipeline.lineage.report import custom_properties
+from pipeline.lineage.store import properties
 from tests.e2e.conftest import run_cli
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_shards_exist_for_both_splits(data_run):
 
 def test_counters_are_mlmd_properties_and_add_up(data_run):
     artifact = examples_artifact(data_run.store())
-    props = custom_properties(artifact)
+    props = properties(artifact, custom_only=True)
     on_disk = json.load(open(os.path.join(artifact.uri, "counters.json")))
     for name in ("files_listed", "files_packed", "bytes_read", "bytes_packed", "bytes_quarantined",
                  "sequences_train", "sequences_eval", "tokens_real", "tokens_padding"):

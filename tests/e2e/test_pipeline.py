@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from pipeline.lineage.store import Lineage
-from pipeline.lineage.report import custom_properties
+from pipeline.lineage.store import properties
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def producer_of(lin, artifact_id):
 def test_first_run_pushes_a_blessed_model(data_run):
     assert data_run.exit_code == 0, data_run.stderr
     report = data_run.report()
-    assert all(s.state == "ran" for s in report.stages), [(s.node, s.state) for s in report.stages]
+    assert all(s.state == "complete" for s in report.stages), [(s.node, s.state) for s in report.stages]
     blessing = report.stage("LanguageModelEvaluator").outputs["ModelBlessing"]
     assert blessing["blessed"] == 1 and blessing["reason"].startswith("blessed:")
     pushed = report.stage("Pusher").outputs["PushedModel"]
@@ -63,7 +63,7 @@ def test_lineage_examples_model_evaluation_blessing_pushed(data_run):
     assert evaluator_inputs["examples"] == [examples_id]
     assert producer_of(lin, examples_id)[1] == "TextExampleGen"
     (blessing,) = store.get_artifacts_by_id([blessing_id])
-    assert custom_properties(blessing)["current_model_id"] == model_id
+    assert properties(blessing, custom_only=True)["current_model_id"] == model_id
 
 
 def test_identical_rerun_is_cached_and_pushes_nothing(identical_run, data_run):
@@ -83,7 +83,7 @@ def test_changed_hyper_parameter_reruns_only_trainer_and_after(changed_lr_run):
     states = changed_lr_run.states()
     for node in UPSTREAM_OF_TRAINER:
         assert states[node] == "cached", (node, states)
-    assert states["Trainer"] == "ran" and states["LanguageModelEvaluator"] == "ran"
+    assert states["Trainer"] == "complete" and states["LanguageModelEvaluator"] == "complete"
     why = changed_lr_run.report().stage("Trainer").why
     assert "train.learning_rate: 0.003 -> 0.002" in why
     assert "Trainer: custom_config.bigtrain.train.learning_rate" in changed_lr_run.stdout

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pipeline.lineage.report import custom_properties
+from pipeline.lineage.store import properties
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def model_artifact(data_run):
 
 
 def test_training_figures_are_mlmd_properties(model_artifact, data_run):
-    props = custom_properties(model_artifact)
+    props = properties(model_artifact, custom_only=True)
     assert props["steps"] == 120 and props["resumed_from_step"] == 0
     assert props["tokens_seen"] == 120 * 32 * 64
     assert props["num_replicas"] == 2
@@ -41,7 +41,7 @@ def test_tensorboard_and_checkpoints_written(model_artifact, data_run):
     (model_run,) = store.get_artifacts_by_id([model_run_id])
     events = [f for _, _, files in os.walk(model_run.uri) for f in files if "tfevents" in f]
     assert events
-    checkpoint_dir = custom_properties(model_artifact)["checkpoint_dir"]
+    checkpoint_dir = properties(model_artifact, custom_only=True)["checkpoint_dir"]
     assert os.path.exists(os.path.join(checkpoint_dir, "checkpoint"))
 
 

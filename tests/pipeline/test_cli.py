@@ -57,5 +57,5 @@ def test_every_lineage_question_has_help(question, capsys):
 
 
 def test_lineage_without_a_store_is_a_clear_error(tmp_path, capsys):
-    assert cli.main(["lineage", "runs", "--home", str(tmp_path)]) == cli.EXIT_FAILED
+    assert cli.main(["lineage", "runs", "--home", str(tmp_path)]) == cli.EXIT_STORE
     assert "no metadata database at" in capsys.readouterr().err

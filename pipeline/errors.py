@@ -1,0 +1,37 @@
+"""Named errors and the exit codes `bigtrain` returns for them (the README lists them).
+
+Each error's message names what is wrong (the file, the setting, the process) and what to do; the
+CLI prints it on one line with no traceback unless -v."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1       # a stage failed (details: `bigtrain lineage why`)
+EXIT_CONFIG = 2       # bad config: unknown key, bad value, missing or malformed --config file
+EXIT_GATE = 3         # the validation gate stopped the run before training (data anomalies)
+EXIT_LOCKED = 4       # another run holds the home
+EXIT_STORE = 5        # the metadata store is missing, corrupt, truncated, locked or unreachable
+EXIT_HOME = 6         # the home is missing (reads), not a directory, or not writable
+EXIT_DISK_FULL = 7    # no space left while writing shards, checkpoints or models
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
+
+
+class BigtrainError(Exception):
+    """An error the user can act on: printed as `bigtrain: <message>`, exit `exit_code`."""
+    exit_code = EXIT_FAILED
+
+
+class HomeLockedError(BigtrainError):
+    exit_code = EXIT_LOCKED
+
+
+class MetadataStoreError(BigtrainError):
+    exit_code = EXIT_STORE
+
+
+class HomeError(BigtrainError):
+    exit_code = EXIT_HOME
+
+
+class DiskFullError(BigtrainError):
+    exit_code = EXIT_DISK_FULL

@@ -1,0 +1,121 @@
+"""One writer per home: `bigtrain run` holds an exclusive flock on <home>/.bigtrain.lock.
+
+The file holds the holder's record (pid, host, start time, command, run id) while it runs and is
+emptied on release. The kernel drops a flock when its process dies, so a dead holder never blocks
+anyone: a run that gets the lock and finds a record left in the file knows the previous holder died
+without releasing it (kill -9, power loss) and says so. Readers (`bigtrain lineage`) never take the
+lock: they read the record to tell a live run from an abandoned one and never wait.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+
+from pipeline.errors import HomeError, HomeLockedError
+
+LOCK_FILE = ".bigtrain.lock"
+
+
+def _describe(holder: dict) -> str:
+    return (f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}, "
+            f"command: {holder.get('command')}")
+
+
+def read_holder(home: str) -> dict | None:
+    """The record in the home's lock file (None when empty, absent or unreadable). No locking."""
+    try:
+        with open(os.path.join(home, LOCK_FILE), encoding="utf-8") as fh:
+            text = fh.read()
+        return json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None
+
+
+def process_alive(holder: dict) -> bool | None:
+    """True/False for a holder on this host; None when it ran on another host (cannot tell)."""
+    if holder.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, ValueError, TypeError):
+        return True
+    return True
+
+
+def live_writer(home: str) -> bool | None:
+    """Whether a live run holds the home: False when the record is empty or its process is dead on
+    this host, None when its host is another machine."""
+    holder = read_holder(home)
+    return False if holder is None else process_alive(holder)
+
+
+class HomeLock:
+    """`with HomeLock(home, record) as lock:` exclusive, non-blocking; lock.stale holds the record
+    of a dead previous holder (taken over), if any."""
+
+    def __init__(self, home: str, record: dict):
+        self.home, self.path = home, os.path.join(home, LOCK_FILE)
+        self.record = dict(record, pid=os.getpid(), host=socket.gethostname(),
+                           started=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                           command=" ".join(sys.argv))
+        self.fd: int | None = None
+        self.stale: dict | None = None
+
+    def acquire(self) -> "HomeLock":
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise HomeError(f"home {self.home} is not writable: cannot create {self.path}: "
+                            f"{err.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise HomeError(f"cannot lock {self.path}: {err.strerror}") from None
+            holder = read_holder(self.home) or {}
+            alive = process_alive(holder) if holder else None
+            extra = (" (that process is gone, but a child of it still holds the lock: end it)"
+                     if alive is False else "")
+            raise HomeLockedError(f"home {self.home} is in use by another run: {_describe(holder)}"
+                                  f"{extra}; wait for it to finish, or use another --home") from None
+        self.fd = fd
+        previous = os.read(fd, 1 << 16).decode("utf-8", "replace")
+        if previous.strip():
+            try:
+                self.stale = json.loads(previous)
+            except ValueError:
+                self.stale = {"pid": "?", "host": "?", "started": "?", "command": previous[:200]}
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(self.record).encode())
+        os.fsync(fd)
+        return self
+
+    def stale_note(self) -> str:
+        return (f"took over the lock of a run that died without releasing it ({_describe(self.stale)})"
+                if self.stale else "")
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.ftruncate(self.fd, 0)  # empty = released cleanly; the file itself stays (see above)
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "HomeLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

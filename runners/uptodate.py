@@ -1,0 +1,144 @@
+"""Up-to-date check for `bigtrain run`, in plain Python (no TFX, no TensorFlow, no Beam imports):
+a complete run records what it depended on (its config without the home, a signature of its
+input files, digests of bigtrain's code and the versions of the libraries that compute); when the
+home's last run is complete, recorded the same, and its outputs are still on disk, the run is up
+to date and the pipeline is not started. Anything else runs the pipeline (TFX's per-stage cache
+still applies) and the reasons are printed and kept on the run."""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import hashlib
+import json
+import os
+import sysconfig
+from importlib import metadata as importlib_metadata
+
+from pipeline import config as config_lib
+
+PACKAGES = ("pipeline", "components", "runners", "schemas")
+LIBRARIES = ("tfx", "tensorflow", "keras", "apache-beam", "ml-metadata", "tfx-bsl",
+             "tensorflow-data-validation")
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def input_signature(data: config_lib.DataConfig) -> str:
+    """sha256 over (relative path, size, mtime) of every input file, listed like the data stage
+    lists them (a directory means every file below it). Cheap: stats, no reads. A touched file
+    changes it, so the pipeline runs; the data stage's content fingerprint then keeps it cached."""
+    pattern = data.input.replace("<stdlib>", sysconfig.get_paths()["stdlib"])
+    if os.path.isdir(pattern):
+        pattern = os.path.join(os.path.abspath(pattern), "**", "*")
+    digest = hashlib.sha256(pattern.encode())
+    for path in sorted(glob.glob(pattern, recursive=True)):
+        if any(fnmatch.fnmatch(os.path.abspath(path), pat) for pat in data.exclude):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            digest.update(f"{path}\0missing\n".encode("utf-8", "surrogateescape"))
+            continue
+        if not os.path.isdir(path):
+            digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def code_digests() -> dict[str, str]:
+    """{relative path: sha256[:16]} of bigtrain's sources and schemas, plus library versions."""
+    out = {}
+    for package in PACKAGES:
+        for root, dirs, files in os.walk(os.path.join(_REPO_ROOT, package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".pbtxt")):
+                    path = os.path.join(root, name)
+                    with open(path, "rb") as fh:
+                        out[os.path.relpath(path, _REPO_ROOT)] = hashlib.sha256(fh.read()).hexdigest()[:16]
+    for library in LIBRARIES:
+        try:
+            out[f"library {library}"] = importlib_metadata.version(library)
+        except importlib_metadata.PackageNotFoundError:
+            out[f"library {library}"] = "absent"
+    return out
+
+
+def inputs_key(config: config_lib.Config) -> dict:
+    settings = config_lib.to_dict(config)
+    settings["paths"].pop("home", None)  # the home is where we look, not an input
+    return {"config": settings, "input": input_signature(config.data), "code": code_digests()}
+
+
+def _flat(value, prefix=""):
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}.{key}" if prefix else key))
+        return out
+    return {prefix: value}
+
+
+def changes(before: dict, after: dict) -> list[str]:
+    """What differs between two inputs keys, in words ([] = nothing)."""
+    reasons = []
+    a, b = _flat(before.get("config", {})), _flat(after.get("config", {}))
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            reasons.append(f"config {key}: {a.get(key)!r} -> {b.get(key)!r}")
+    if before.get("input") != after.get("input"):
+        reasons.append("input files changed (added, removed, resized or modified)")
+    code_a, code_b = before.get("code", {}), after.get("code", {})
+    changed = sorted(k for k in set(code_a) | set(code_b) if code_a.get(k) != code_b.get(k))
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        reasons.append(f"code changed: {shown}")
+    return reasons
+
+
+def last_run_of(lin, pipeline_name: str):
+    """The newest run context of this pipeline (a shared MySQL store holds other pipelines too)."""
+    for run in lin.runs():
+        executions = lin.executions_of(run)
+        if not executions:
+            continue
+        contexts = lin.store.get_contexts_by_execution(executions[0].id)
+        types = {t.id: t.name for t in lin.store.get_context_types()}
+        if any(types.get(c.type_id) == "pipeline" and c.name == pipeline_name for c in contexts):
+            return run
+    return None
+
+
+def outputs_missing(lin, run) -> list[str]:
+    """Outputs of the run's executions (and its pushed model) that are gone from disk."""
+    from pipeline.lineage.store import properties
+    missing = []
+    for execution in lin.executions_of(run):
+        for ids in lin.outputs(execution.id).values():
+            for artifact_id in ids:
+                artifact = lin.artifact(artifact_id)
+                paths = [artifact.uri]
+                destination = properties(artifact).get("pushed_destination")
+                if properties(artifact).get("pushed") == 1 and destination:
+                    paths.append(destination)
+                missing += [p for p in paths if p and "://" not in p and not os.path.exists(p)]
+    return missing
+
+
+def check(lin, config: config_lib.Config, key: dict):
+    """(last run or None, reasons to run). No reasons: up to date."""
+    from pipeline.lineage import record
+    from pipeline.lineage.store import properties
+    run = last_run_of(lin, config.paths.pipeline_name)
+    if run is None:
+        return None, ["no earlier run of this pipeline in this home"]
+    states = {lin.state(e) for e in lin.executions_of(run)}
+    if states - {"complete", "cached"}:
+        return run, [f"the last run {run.name} did not complete ({', '.join(sorted(states))})"]
+    recorded = properties(run).get(record.INPUTS_KEY)
+    if not recorded:
+        return run, [f"the last run {run.name} recorded no inputs key (older bigtrain or another runner)"]
+    reasons = changes(json.loads(recorded), key)
+    missing = outputs_missing(lin, run)
+    if missing:
+        reasons.append(f"outputs of the last run are gone: {', '.join(missing[:3])}")
+    return run, reasons

@@ -88,6 +88,8 @@ def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | No
 
 def check_home(home: str) -> None:
     """The home exists (or is created) and is writable: a named error otherwise."""
+    if os.path.exists(home) and not os.path.isdir(home):
+        raise HomeError(f"home {home} is not a directory")
     try:
         os.makedirs(home, exist_ok=True)
     except OSError as err:

@@ -87,8 +87,11 @@ def data_run(shared_home, corpus, session_capsys):
 
 @pytest.fixture(scope="session")
 def identical_run(data_run, corpus, session_capsys):
-    """The same command again, in the same home."""
-    run = run_cli(session_capsys, data_run.home, *base_args(corpus[0]))
+    """The same command again, in the same home: first as is (up to date: the pipeline does not
+    start, `up_to_date` below), then with --force (TFX's per-stage cache serves every stage)."""
+    up_to_date = run_cli(session_capsys, data_run.home, *base_args(corpus[0]))
+    run = run_cli(session_capsys, data_run.home, *base_args(corpus[0]), "--force")
+    run.up_to_date = up_to_date
     run.served_after = run.serving_versions()
     return run
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pipeline.lineage.store import Lineage
+from pipeline.lineage.store import Lineage, flatten
 from pipeline.lineage.store import properties
 
 pytestmark = pytest.mark.slow
@@ -112,3 +112,47 @@ def test_generate_uses_the_newest_pushed_version(impossible_threshold_run):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("import ") and len(proc.stdout) > len("import \n")
     assert f"serving/gpt/{newest}]" in proc.stderr
+
+
+def test_identical_rerun_is_up_to_date_without_starting_the_pipeline(identical_run, data_run):
+    """Issue 13 item 7: nothing changed -> no new MLMD run, the last report printed, exit 0."""
+    fast = identical_run.up_to_date
+    assert fast.exit_code == 0, fast.stderr
+    assert "up to date" in fast.stdout and f"since run {data_run.run_id}" in fast.stdout
+    assert fast.run_id == data_run.run_id  # no pipeline_run context was created
+    assert f"run {data_run.run_id}" in fast.stdout and "key outputs" in fast.stdout
+    assert "run UP TO DATE" in fast.stdout
+    assert fast.serving_versions() == data_run.served_after
+    # --force went through TFX, and says why it ran.
+    assert "forced (--force)" in identical_run.stdout
+
+
+def test_changed_parameter_is_not_up_to_date_and_the_report_says_why(changed_lr_run):
+    assert "why it runs: config train.learning_rate: 0.003 -> 0.002" in changed_lr_run.stdout
+    assert "ran because: config train.learning_rate: 0.003 -> 0.002" in changed_lr_run.stdout
+
+
+def test_each_report_reads_only_its_own_run(data_run, changed_lr_run):
+    """Issue 13 item 3: two runs differing in one parameter (learning rate). Each report, written
+    after both ran, shows its own run's executions and its own Trainer's model; the resolver row
+    shows the baseline, never the Trainer's figures (the bug: it printed `steps, eval loss ...`)."""
+    store = changed_lr_run.store()
+    lin = Lineage(store)
+    reports = {run.run_id: run.report() for run in (data_run, changed_lr_run)}
+    models = {}
+    for run_id, report in reports.items():
+        assert report.run_id == run_id
+        own = {e.id for e in lin.executions_of(lin.run(run_id))}
+        assert {s.execution_id for s in report.stages} == own
+        trainer = report.stage("Trainer")
+        models[run_id] = trainer.outputs["Model"]["id"]
+        resolver = report.stage("latest_blessed_model_resolver")
+        from pipeline.lineage.report import summarize
+        assert "steps" not in summarize(resolver) and "eval loss" not in summarize(resolver)
+    assert models[data_run.run_id] != models[changed_lr_run.run_id]
+    def learning_rate(report):
+        flat = flatten(properties(lin.execution(report.stage("Trainer").execution_id), custom_only=True))
+        (value,) = [v for k, v in flat.items() if k.endswith("train.learning_rate")]
+        return value
+    assert learning_rate(reports[changed_lr_run.run_id]) == 0.002
+    assert learning_rate(reports[data_run.run_id]) == 0.003

@@ -1,0 +1,231 @@
+"""The bad-input matrix, fast half (no pipeline run, no TensorFlow): config files, metadata stores,
+homes and a concurrent run. Each case asserts the message, the exit code, and that nothing already
+written was changed. The slow half (kill -9 during training and push, disk full while writing
+shards and checkpoints, input that matches nothing) is tests/e2e/test_bad_input.py."""
+
+import hashlib
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from pipeline import cli
+from pipeline.errors import EXIT_CONFIG, EXIT_HOME, EXIT_LOCKED, EXIT_STORE
+
+
+def snapshot(root) -> dict:
+    """{relative path: sha256} of every file under root: 'nothing lost or left partial'."""
+    out = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def run(capsys, *argv):
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def make_store(path):
+    """A real (empty) MLMD sqlite store with one run recorded."""
+    from ml_metadata import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = path
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
+    store = metadata_store.MetadataStore(config)
+    type_id = store.put_context_type(metadata_store_pb2.ContextType(name="pipeline_run"))
+    store.put_contexts([metadata_store_pb2.Context(type_id=type_id, name="run-1")])
+    del store
+
+
+# -- config ------------------------------------------------------------------------------------
+
+def test_missing_config_file_names_the_file(tmp_path, capsys):
+    code, _, err = run(capsys, "run", "--home", str(tmp_path / "home"), "--config", str(tmp_path / "nope.yaml"))
+    assert code == EXIT_CONFIG
+    assert f"--config {tmp_path / 'nope.yaml'}: cannot read the file: No such file or directory" in err
+    assert "Traceback" not in err and not (tmp_path / "home").exists()  # nothing written
+
+
+def test_malformed_config_names_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  learning_rate: 1e-3\n  train_steps: [1, 2\nmodel:\n  n_layer: 2\n")
+    code, _, err = run(capsys, "run", "--home", str(tmp_path / "home"), "--config", str(bad))
+    assert code == EXIT_CONFIG
+    assert f"{bad}:4:" in err and "invalid YAML" in err, err
+    assert "Traceback" not in err and not (tmp_path / "home").exists()
+
+
+def test_unknown_key_in_config_file_names_its_line(tmp_path, capsys):
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("train:\n  learning_rate: 0.001\n  warmup_stesp: 10\n")
+    code, _, err = run(capsys, "config", "--config", str(bad))
+    assert code == EXIT_CONFIG
+    assert f"{bad}:3: unknown config key 'train.warmup_stesp' (did you mean 'warmup_steps'?)" in err, err
+
+
+def test_bad_value_type_names_the_key(tmp_path, capsys):
+    code, _, err = run(capsys, "run", "--home", str(tmp_path / "home"), "--set", "train.train_steps=many")
+    assert code == EXIT_CONFIG and "train.train_steps: expected an integer, got 'many'" in err
+    assert not (tmp_path / "home").exists()
+
+
+# -- metadata stores ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage, words", [
+    ("garbage", "is not an SQLite database"),
+    ("truncate", "is truncated"),
+    ("empty", "is empty (0 bytes: truncated?)"),
+])
+@pytest.mark.parametrize("command", ["run", "lineage"])
+def test_damaged_store_is_a_named_error_and_left_as_is(tmp_path, capsys, damage, words, command):
+    home = tmp_path / "home"
+    home.mkdir()
+    path = str(home / "metadata.sqlite")
+    make_store(path)
+    if damage == "garbage":
+        with open(path, "r+b") as fh:
+            fh.write(b"this is not a database at all" * 4)
+    elif damage == "truncate":
+        os.truncate(path, os.path.getsize(path) // 2)
+    else:
+        os.truncate(path, 0)
+    before = snapshot(home)
+    argv = ["run", "--home", str(home)] if command == "run" else ["lineage", "runs", "--home", str(home)]
+    code, _, err = run(capsys, *argv)
+    assert code == EXIT_STORE, err
+    assert f"metadata store {path} {words}" in err and "Traceback" not in err
+    after = snapshot(home)
+    after.pop(".bigtrain.lock", None)  # the run took (and emptied) the lock before reading
+    assert after == before
+
+
+def test_store_locked_by_another_program_fails_fast_and_named(tmp_path, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    path = str(home / "metadata.sqlite")
+    make_store(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        start = time.monotonic()
+        code, _, err = run(capsys, "lineage", "runs", "--home", str(home))
+        assert code == EXIT_STORE and "is locked by another process" in err, err
+        code, _, err = run(capsys, "run", "--home", str(home))
+        assert code == EXIT_STORE and "is locked by another process" in err, err
+        assert time.monotonic() - start < 20  # a short busy timeout, never a hang
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    code, out, _ = run(capsys, "lineage", "runs", "--home", str(home), "--json")
+    assert code == 0 and '"run_id": "run-1"' in out  # the history is intact
+
+
+def test_unreachable_mysql_is_a_named_error(tmp_path, capsys):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, _, err = run(capsys, "run", "--home", str(tmp_path / "home"), "--set", "metadata.backend=mysql",
+                       "--set", f"metadata.mysql_port={port}")
+    assert code == EXIT_STORE, err
+    assert f"metadata store MySQL root@127.0.0.1:{port}/metadb" in err and "Traceback" not in err
+    code, _, err = run(capsys, "lineage", "runs", "--mysql-host", "127.0.0.1", "--mysql-port", str(port))
+    assert code == EXIT_STORE and f"127.0.0.1:{port}" in err
+
+
+# -- homes -------------------------------------------------------------------------------------
+
+def test_home_that_is_a_file_is_a_named_error(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    code, _, err = run(capsys, "run", "--home", str(afile / "home"))
+    assert code == EXIT_HOME and f"cannot create home {afile / 'home'}" in err, err
+    code, _, err = run(capsys, "run", "--home", str(afile))
+    assert code == EXIT_HOME and "is not a directory" in err
+    assert afile.read_text() == "keep me"
+
+
+def test_unwritable_home_is_a_named_error(tmp_path, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "keep.txt").write_text("keep")
+    if os.geteuid() != 0:
+        home.chmod(0o500)
+    elif subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(home)],
+                        capture_output=True).returncode != 0:
+        pytest.skip("root without a way to make a read-only directory (no mount)")
+    try:
+        code, _, err = run(capsys, "run", "--home", str(home))
+        assert code == EXIT_HOME and f"home {home} is not writable" in err, err
+        assert "Traceback" not in err
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(home)], check=True)
+        else:
+            home.chmod(0o700)
+    assert (home / "keep.txt").read_text() == "keep"
+
+
+def test_lineage_on_a_missing_home_is_a_named_error(tmp_path, capsys):
+    code, _, err = run(capsys, "lineage", "runs", "--home", str(tmp_path / "nowhere"))
+    assert code == EXIT_HOME and "does not exist" in err
+
+
+# -- concurrent runs ---------------------------------------------------------------------------
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from runners.lock import HomeLock
+    with HomeLock(sys.argv[1], {"run_id": "holder"}):
+        print("locked", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_second_run_on_a_home_exits_at_once_naming_the_holder(tmp_path, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "keep.txt").write_text("keep")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(home)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        start = time.monotonic()
+        code, _, err = run(capsys, "run", "--home", str(home))
+        assert code == EXIT_LOCKED, err
+        assert time.monotonic() - start < 10
+        assert f"home {home} is in use by another run: pid {holder.pid} on {socket.gethostname()}" in err
+        assert "started 20" in err and "command: " in err and str(home) in err
+        # lineage reads never block on a running run
+        code, _, err = run(capsys, "lineage", "runs", "--home", str(home))
+        assert code == EXIT_STORE and "no metadata database" in err
+    finally:
+        holder.kill()
+        holder.wait()
+    assert snapshot(home)["keep.txt"] == snapshot(home)["keep.txt"]
+
+
+def test_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path):
+    from runners.lock import HomeLock, live_writer
+    home = str(tmp_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(home, ".bigtrain.lock"), "w") as fh:
+        fh.write(f'{{"pid": {dead}, "host": "{socket.gethostname()}", "started": "then", '
+                 f'"command": "bigtrain run", "run_id": "r0"}}')
+    assert live_writer(home) is False  # readers see the holder is gone, without locking
+    with HomeLock(home, {"run_id": "r1"}) as lock:
+        assert lock.stale["pid"] == int(dead)
+        assert f"took over the lock of a run that died without releasing it (pid {dead}" in lock.stale_note()
+        assert live_writer(home) is True
+    assert live_writer(home) is False  # released: the record is emptied

@@ -146,6 +146,24 @@ def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
     return removed
 
 
+def remove_dead_push_staging(serving_dir: str) -> list[str]:
+    """<serving>/<model>/.incoming-<version>-<pid> folders of dead pushers (components/push): TF
+    Serving never reads them (not all digits), but they would pile up."""
+    import shutil
+    from runners.lock import process_alive
+    removed = []
+    for model in os.listdir(serving_dir) if os.path.isdir(serving_dir) else []:
+        base = os.path.join(serving_dir, model)
+        for name in os.listdir(base) if os.path.isdir(base) else []:
+            if name.startswith(".incoming-"):
+                pid = name.rsplit("-", 1)[-1]
+                import socket
+                if pid.isdigit() and process_alive({"pid": pid, "host": socket.gethostname()}) is False:
+                    shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+                    removed.append(os.path.join(base, name))
+    return removed
+
+
 def _print_report(store, run_id: str, **kwargs) -> None:
     from pipeline.lineage import report as report_lib
     print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs)), flush=True)
@@ -168,8 +186,10 @@ def run_command(config: Config, verbose: bool = False, force: bool = False) -> i
         if lock.stale:
             print(f"note: {lock.stale_note()}", flush=True)
             pruned = prune_partial_checkpoints(os.path.join(paths.pipeline_root, "checkpoints"))
+            pruned += remove_dead_push_staging(paths.serving_dir)
             if pruned:
-                print(f"note: removed {len(pruned)} partial checkpoint file(s) it left", flush=True)
+                print(f"note: removed what it left half-written (never read): {', '.join(pruned)}",
+                      flush=True)
         connection = metadata_connection(config, paths)
         store = open_store(connection) if (config.metadata.backend == "mysql"
                                            or os.path.exists(paths.metadata_path)) else None

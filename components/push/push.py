@@ -82,6 +82,8 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None) 
             json.dump(dict(record or {}, model_digest=digest, version=version,
                            pushed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())), fh, indent=2)
         final = os.path.join(base_dir, str(version))
+        if os.environ.get("BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S"):  # fault-injection seam: kill -9 test
+            time.sleep(float(os.environ["BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S"]))
         try:
             os.rename(staging, final)  # atomic; fails if another pusher took this version
         except OSError:

@@ -16,6 +16,7 @@ class PipelineRun:
     stdout: str
     stderr: str
     run_id: str | None = None
+    mysql: dict | None = None  # the server and database when the run used metadata.backend=mysql
 
     @property
     def metadata_path(self) -> str:
@@ -23,6 +24,10 @@ class PipelineRun:
 
     def store(self):
         from pipeline.lineage.store import connect
+        if self.mysql:
+            m = self.mysql
+            return connect(mysql_host=m["host"], mysql_port=int(m["port"]), mysql_user=m["user"],
+                           mysql_password=m["password"], mysql_database=m["database"])
         return connect(self.metadata_path)
 
     def report(self):
@@ -39,12 +44,12 @@ class PipelineRun:
         return {v: model_digest(os.path.join(base, str(v))) for v in served_versions(base)}
 
 
-def run_cli(capsys, home, *extra) -> PipelineRun:
+def run_cli(capsys, home, *extra, mysql=None) -> PipelineRun:
     capsys.readouterr()
     code = cli.main(["run", "--home", home, *extra])
     captured = capsys.readouterr()
-    run = PipelineRun(home, code, captured.out, captured.err)
-    if os.path.exists(run.metadata_path):
+    run = PipelineRun(home, code, captured.out, captured.err, mysql=mysql)
+    if mysql or os.path.exists(run.metadata_path):
         runs = run.store().get_contexts_by_type("pipeline_run")
         run.run_id = max(runs, key=lambda c: (c.create_time_since_epoch, c.id)).name if runs else None
     return run

@@ -1,0 +1,144 @@
+"""MLMD on a real MySQL server (the MariaDB `make test` starts: tests/support/mariadb.sh). The
+pipeline runs with `metadata.backend=mysql`, and every `bigtrain lineage` question gets the same
+answers as on the shared sqlite home for the same runs (first run, then an identical forced re-run).
+Skips only when MariaDB could not be installed outside CI (the reason is printed); in CI a missing
+server fails."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from pipeline import cli
+from tests.e2e.conftest import base_args, run_cli
+
+pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MARIADB_DIR = os.environ.get("BIGTRAIN_MARIADB_DIR", os.path.join(ROOT, "build", "mariadb"))
+
+
+def server() -> dict:
+    env_file = os.path.join(MARIADB_DIR, "env")
+    if not os.path.exists(env_file):
+        reason = "MariaDB not started (run `make mariadb`, or `make test`)"
+        unavailable = os.path.join(MARIADB_DIR, "unavailable")
+        if os.path.exists(unavailable):
+            reason = "MariaDB could not be installed: " + open(unavailable).read().strip()
+        if os.environ.get("CI"):
+            pytest.fail(reason + " -- in CI the MySQL tests must run")
+        pytest.skip(reason)
+    with open(env_file) as fh:
+        return dict(line.strip().split("=", 1) for line in fh if "=" in line)
+
+
+@pytest.fixture(scope="session")
+def mysql(tmp_path_factory):
+    env = server()
+    database = f"bigtrain_test_{os.getpid()}"
+    info = {"host": env["BIGTRAIN_TEST_MYSQL_HOST"], "port": env["BIGTRAIN_TEST_MYSQL_PORT"],
+            "user": env["BIGTRAIN_TEST_MYSQL_USER"], "password": env["BIGTRAIN_TEST_MYSQL_PASSWORD"],
+            "database": database, "home": str(tmp_path_factory.mktemp("mysql_home"))}
+    os.environ["BIGTRAIN_MYSQL_PASSWORD"] = info["password"]
+    yield info
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    if client:  # leave the server as it was
+        subprocess.run([client, "-h", info["host"], "-P", info["port"], "-u", info["user"],
+                        f"-p{info['password']}", "-e", f"DROP DATABASE IF EXISTS {database}"],
+                       capture_output=True)
+
+
+def run_settings(mysql) -> list[str]:
+    return ["--set", "metadata.backend=mysql", "--set", f"metadata.mysql_host={mysql['host']}",
+            "--set", f"metadata.mysql_port={mysql['port']}", "--set", f"metadata.mysql_user={mysql['user']}",
+            "--set", f"metadata.mysql_database={mysql['database']}"]
+
+
+def lineage_flags(mysql) -> list[str]:
+    return ["--mysql-host", mysql["host"], "--mysql-port", mysql["port"], "--mysql-user",
+            mysql["user"], "--mysql-database", mysql["database"], "--home", mysql["home"]]
+
+
+@pytest.fixture(scope="session")
+def mysql_runs(mysql, identical_run, corpus, session_capsys):
+    """The same two commands as data_run and identical_run (--force), on MySQL."""
+    first = run_cli(session_capsys, mysql["home"], *base_args(corpus[0]), *run_settings(mysql),
+                    mysql=mysql)
+    second = run_cli(session_capsys, mysql["home"], *base_args(corpus[0]), *run_settings(mysql),
+                     "--force", mysql=mysql)
+    return first, second
+
+
+def ask(capsys, *argv):
+    capsys.readouterr()
+    code = cli.main(["lineage", *argv, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def shape_of_trace(result):
+    return [(s["type"], s["depth"], (s.get("made_by") or {}).get("node"),
+             sorted(s["properties"]), (s.get("raw_input") or {}).get("fingerprint"))
+            for s in result["steps"]]
+
+
+def shape_of_graph(result):
+    label = lambda n: n["label"].split(" #")[0] if n["kind"] == "artifact" else n["label"]
+    ids = {n["id"]: label(n) for n in result["nodes"]}
+    return sorted(ids.values()), sorted((ids[e["from"]], ids[e["to"]], e["label"]) for e in result["edges"])
+
+
+def test_pipeline_runs_on_mysql_with_the_same_lineage_answers(mysql, mysql_runs, data_run,
+                                                              identical_run, capsys):
+    first, second = mysql_runs
+    assert first.exit_code == 0 and second.exit_code == 0, (first.stderr, second.stderr)
+    assert not os.path.exists(os.path.join(mysql["home"], "metadata.sqlite"))  # all in MySQL
+    sqlite = ["--home", data_run.home]
+    my = lineage_flags(mysql)
+
+    # runs: the same stage states, newest first (sqlite's home also holds later runs: compare the two)
+    runs_my = ask(capsys, "runs", *my)
+    runs_sq = {r["run_id"]: r for r in ask(capsys, "runs", *sqlite)}
+    assert [r["stages"] for r in runs_my] == [runs_sq[identical_run.run_id]["stages"],
+                                              runs_sq[data_run.run_id]["stages"]]
+    assert [r["state"] for r in runs_my] == ["complete", "complete"]
+
+    # trace up from the pushed model: the same chain of artifacts, producers, properties, raw input
+    pushed_my = runs_my[1]["pushed_version"]
+    assert pushed_my is not None
+    version_my = os.path.join(mysql["home"], "serving", "gpt", pushed_my)
+    version_sq = os.path.join(data_run.home, "serving", "gpt", str(max(data_run.served_after)))
+    assert shape_of_trace(ask(capsys, "trace", version_my, *my)) == \
+        shape_of_trace(ask(capsys, "trace", version_sq, *sqlite))
+
+    # trace down from the Examples: the same executions use them
+    down = lambda run, flags: ask(capsys, "trace", str(run.report().stage("TextExampleGen")
+                                                       .outputs["Examples"]["id"]), "--down", *flags)
+    assert shape_of_trace(down(first, my)) == shape_of_trace(down(data_run, sqlite))
+
+    # diff of the two runs: the same stage states and (no) parameter changes
+    diff_my = ask(capsys, "diff", runs_my[1]["run_id"], runs_my[0]["run_id"], *my)
+    diff_sq = ask(capsys, "diff", data_run.run_id, identical_run.run_id, *sqlite)
+    for key in ("stages", "config", "data_changed", "code_changed"):
+        assert diff_my[key] == diff_sq[key], key
+    assert [m["name"] for m in diff_my["metrics"]] == [m["name"] for m in diff_sq["metrics"]]
+
+    # graph of each run: the same nodes and edges (ids aside)
+    assert shape_of_graph(ask(capsys, "graph", runs_my[1]["run_id"], *my)) == \
+        shape_of_graph(ask(capsys, "graph", data_run.run_id, *sqlite))
+
+    # why: neither run failed
+    assert ask(capsys, "why", "latest", *my)["failed"] == []
+
+    # the data stage is deterministic: identical counters through either store
+    examples = lambda run: {k: v for k, v in run.report().stage("TextExampleGen").outputs["Examples"].items()
+                            if k.startswith(("files_", "sequences_", "tokens_", "bytes_"))}
+    assert examples(first) == examples(data_run)
+
+
+def test_up_to_date_check_reads_mysql(mysql, mysql_runs, corpus, session_capsys):
+    run = run_cli(session_capsys, mysql["home"], *base_args(corpus[0]), *run_settings(mysql),
+                  mysql=mysql)
+    assert run.exit_code == 0 and "run UP TO DATE" in run.stdout, run.stderr

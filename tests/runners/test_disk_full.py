@@ -1,0 +1,41 @@
+"""Full disk without a mount (runs everywhere, no TensorFlow): ENOSPC is recognised through the
+exception chains TF, Beam and TFX wrap it in, and the checkpoint clean-up removes exactly what a
+failed save left (files the atomically-replaced `checkpoint` state file does not list, and save
+temp folders), keeping every complete checkpoint. tests/e2e/test_bad_input.py does it for real on
+a tmpfs."""
+
+import errno
+import os
+
+from runners.local import is_disk_full, prune_partial_checkpoints
+
+
+def test_enospc_is_recognised_through_wrappers():
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device", "/x/shard.gz")
+        except OSError as inner:
+            raise RuntimeError("while running 'WriteShard'") from inner
+    except RuntimeError as outer:
+        assert is_disk_full(outer)
+    # TF's C++ errors carry only the text
+    assert is_disk_full(RuntimeError("ResourceExhaustedError: /x/ckpt-2.data; No space left on device"))
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
+
+
+def test_prune_keeps_complete_checkpoints_only(tmp_path):
+    directory = tmp_path / "abc123"
+    directory.mkdir()
+    (directory / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n'
+                                          'all_model_checkpoint_paths: "ckpt-10"\n'
+                                          'all_model_checkpoint_paths: "ckpt-20"\n')
+    complete = ["ckpt-10.index", "ckpt-10.data-00000-of-00001", "ckpt-20.index",
+                "ckpt-20.data-00000-of-00001"]
+    partial = ["ckpt-30.data-00000-of-00001"]  # the save that hit the full disk
+    for name in complete + partial:
+        (directory / name).write_bytes(b"x")
+    (directory / "ckpt-30_temp").mkdir()
+    (directory / "ckpt-30_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
+    removed = prune_partial_checkpoints(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in removed) == ["ckpt-30.data-00000-of-00001", "ckpt-30_temp"]
+    assert sorted(os.listdir(directory)) == sorted(["checkpoint"] + complete)

@@ -265,16 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except config_lib.ConfigError as err:
-        code, message = EXIT_CONFIG, f"config error: {err}"
+        code, message, error = EXIT_CONFIG, f"config error: {err}", err
     except BigtrainError as err:
-        code, message = err.exit_code, str(err)
+        code, message, error = err.exit_code, str(err), err
     except LookupError as err:  # an unknown run or artifact named on the command line
-        code, message = EXIT_FAILED, str(err.args[0] if err.args else err)
-    except KeyboardInterrupt:
-        code, message = EXIT_INTERRUPTED, "interrupted"
+        code, message, error = EXIT_FAILED, str(err.args[0] if err.args else err), err
+    except KeyboardInterrupt as err:
+        code, message, error = EXIT_INTERRUPTED, "interrupted", err
     if verbose:
         import traceback
-        traceback.print_exc()
+        traceback.print_exception(error)
     print(f"bigtrain: {message}", file=sys.stderr)
     return code
 

@@ -95,6 +95,7 @@ def identical_run(data_run, corpus, session_capsys):
     """The same command again, in the same home: first as is (up to date: the pipeline does not
     start, `up_to_date` below), then with --force (TFX's per-stage cache serves every stage)."""
     up_to_date = run_cli(session_capsys, data_run.home, *base_args(corpus[0]))
+    up_to_date.served_after = up_to_date.serving_versions()
     run = run_cli(session_capsys, data_run.home, *base_args(corpus[0]), "--force")
     run.up_to_date = up_to_date
     run.served_after = run.serving_versions()

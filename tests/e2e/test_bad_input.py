@@ -160,6 +160,10 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
         assert states[run_id] == "abandoned"
         left = [e for e in lin.executions_of(lin.run(run_id)) if lin.state(e) == "abandoned"]
         assert left and all(record.ABANDONED_BY in properties(e) for e in left)
+    from pipeline.lineage.report import format_report, run_report
+    report_a = run_report(c.store(), run_id=run_a)
+    assert report_a.stage("Trainer").state == "abandoned"
+    assert "abandoned: left running by a process that died; recorded by run" in format_report(report_a)
     trainer_b = [e for e in lin.executions_of(lin.run(runs[0]["run_id"])) if lin.node_of[e.id] == "Trainer"]
     model_b = lin.outputs(trainer_b[0].id)["model"][0]
     assert properties(lin.artifact(model_b))["resumed_from_step"] >= 20  # resumed from A's checkpoint

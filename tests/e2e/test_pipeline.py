@@ -122,7 +122,7 @@ def test_identical_rerun_is_up_to_date_without_starting_the_pipeline(identical_r
     assert fast.run_id == data_run.run_id  # no pipeline_run context was created
     assert f"run {data_run.run_id}" in fast.stdout and "key outputs" in fast.stdout
     assert "run UP TO DATE" in fast.stdout
-    assert fast.serving_versions() == data_run.served_after
+    assert fast.served_after == data_run.served_after
     # --force went through TFX, and says why it ran.
     assert "forced (--force)" in identical_run.stdout
 

@@ -229,3 +229,13 @@ def test_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path):
         assert f"took over the lock of a run that died without releasing it (pid {dead}" in lock.stale_note()
         assert live_writer(home) is True
     assert live_writer(home) is False  # released: the record is emptied
+
+
+def test_traceback_only_with_verbose(tmp_path, capsys):
+    missing = str(tmp_path / "nope.yaml")
+    code, _, err = run(capsys, "run", "--home", str(tmp_path / "h"), "--config", missing)
+    assert code == EXIT_CONFIG and "Traceback" not in err and err.count("\n") == 1
+    code, _, err = run(capsys, "run", "-v", "--home", str(tmp_path / "h"), "--config", missing)
+    assert code == EXIT_CONFIG and "Traceback (most recent call last)" in err
+    assert err.rstrip().endswith(f"bigtrain: config error: --config {missing}: cannot read the file: "
+                                 "No such file or directory")

@@ -64,10 +64,17 @@ def wait_for(predicate, timeout, what, proc=None):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def checkpoint_dir(home):
+def checkpoint_dir(home, ignore=()):
+    """The checkpoint folder of this test's training config (the copied home holds others)."""
     root = os.path.join(home, "pipelines", "bigtrain", "checkpoints")
-    dirs = [os.path.join(root, d) for d in os.listdir(root)] if os.path.isdir(root) else []
+    dirs = [os.path.join(root, d) for d in sorted(os.listdir(root)) if d not in ignore] \
+        if os.path.isdir(root) else []
     return dirs[0] if dirs else None
+
+
+def checkpoint_dirs(home):
+    root = os.path.join(home, "pipelines", "bigtrain", "checkpoints")
+    return set(os.listdir(root)) if os.path.isdir(root) else set()
 
 
 def complete_checkpoints(directory) -> list[str]:
@@ -94,12 +101,16 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
     argv = [bigtrain, "run", "--home", home_copy, *base_args(corpus[0]), *LOOSE_EVAL,
             "--set", "train.checkpoint_every=20"]
     before_served = served(home_copy)
+    copied = checkpoint_dirs(home_copy)
     runs_before = len(lineage(capsys, home_copy, "runs"))
     log_a = open(os.path.join(home_copy, "..", "a.out"), "w")
     a = subprocess.Popen(argv, stdout=log_a, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: checkpoint_dir(home_copy) and os.path.exists(
-            os.path.join(checkpoint_dir(home_copy), "checkpoint")), 240, "A's first checkpoint", a)
+        wait_for(lambda: checkpoint_dir(home_copy, copied) and os.path.exists(
+            os.path.join(checkpoint_dir(home_copy, copied), "checkpoint")), 300,
+            "A's first checkpoint", a)
+        from runners.lock import read_holder
+        assert read_holder(home_copy)["pid"] == a.pid
         # a concurrent run on the same home: refused at once, naming the holder
         capsys.readouterr()
         start = time.monotonic()
@@ -120,7 +131,7 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
     assert runs[0]["state"] == "abandoned" and runs[0]["stages"]["Trainer"] == "abandoned"
     why = lineage(capsys, home_copy, "why", run_a)
     assert [f["node"] for f in why["failed"]] == ["Trainer"] and why["failed"][0]["state"] == "abandoned"
-    kept = complete_checkpoints(checkpoint_dir(home_copy))
+    kept = complete_checkpoints(checkpoint_dir(home_copy, copied))
     assert kept and served(home_copy) == before_served
 
     # B: takes the lock over, records A abandoned, resumes, and is killed in the middle of its push

@@ -131,7 +131,10 @@ def check(lin, config: config_lib.Config, key: dict):
     run = last_run_of(lin, config.paths.pipeline_name)
     if run is None:
         return None, ["no earlier run of this pipeline in this home"]
-    states = {lin.state(e) for e in lin.executions_of(run)}
+    executions = lin.executions_of(run)
+    states = {lin.state(e) for e in executions}
+    if "Pusher" not in {lin.node_of.get(e.id) for e in executions}:  # e.g. a partial (--until) run
+        return run, [f"the last run {run.name} stopped before the Pusher"]
     if states - {"complete", "cached"}:
         return run, [f"the last run {run.name} did not complete ({', '.join(sorted(states))})"]
     recorded = properties(run).get(record.INPUTS_KEY)

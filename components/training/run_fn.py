@@ -40,11 +40,13 @@ def code_digest() -> str:
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
-    # Export settings stay out of "bigtrain" (the checkpoint key): changing them re-exports from
-    # the last checkpoint instead of training again.
+    # What the Trainer exports stays out of "bigtrain" (the checkpoint key): changing it re-exports
+    # from the last checkpoint instead of training again. export.serve is not the Trainer's: it
+    # goes to the Evaluator and Pusher only.
+    export = {"quantize": list(config.export.quantize), "max_new_tokens": config.export.max_new_tokens}
     return {"bigtrain": json.dumps(training_view(config), sort_keys=True),
             "checkpoint_root": checkpoint_root, "code_digest": code_digest(),
-            "export": config_lib.section_json(config.export)}
+            "export": json.dumps(export, sort_keys=True)}
 
 
 def run_fn(fn_args) -> None:

@@ -5,7 +5,7 @@ full-window decoder (today's export: the whole context recomputed per token) for
 Both paths are the exported graph functions (LanguageModelServer.decode, cached=True / False) on
 the preset's float32 serving model with its own context length; EOS is masked so every run
 produces exactly the requested tokens. Weights are the preset's random init (speed does not depend
-on them). For `tiny` (context 128) 256 new tokens slide the window twice: the cached path re-fills
+on them). For `tiny` (context 128) 256 new tokens slide the window 3 times: the cached path re-fills
 its cache from the last 64 ids each time, the uncached one recomputes the window every token.
 
     .venv/bin/python benchmarks/generate_speed.py [--presets tiny small] [--new-tokens 256] [--batch 1]

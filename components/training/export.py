@@ -1,8 +1,8 @@
 """Export: a self-contained SavedModel that TF Serving, KServe and `saved_model_cli run` load.
 
-Written through keras.export.ExportArchive after track(model): a Keras 3 model held by a plain
-tf.Module and saved with tf.saved_model.save restores in TF2's tf.saved_model.load but not in the
-TF1 session loader that model servers use ("Could not find variable ..."). Byte tokenization and
+Written through keras.export.ExportArchive: a Keras 3 model held by a plain tf.Module and saved
+with tf.saved_model.save restores in TF2's tf.saved_model.load but not in the TF1 session loader
+that model servers use ("Could not find variable ..."). Byte tokenization and
 decoding live in the graph: serving needs no code of ours, no Keras custom objects, no pickles.
 
 Signatures (B = batch; per-example inputs take a scalar, applied to every row, or one value per
@@ -212,7 +212,9 @@ def write_serving_model(model, context_length: int, export_dir: str, *,
     server = LanguageModelServer(model, context_length, max_new_tokens_limit)
     specs = input_signatures(context_length)
     archive = keras.export.ExportArchive()
-    archive.track(model)
+    # No archive.track(model): the endpoints' own variables are what the session loader restores,
+    # and tracking the model as well stores every weight twice (Keras' variable wrappers and the
+    # tf.Variables under them are separate checkpoint entries: 2x on disk; test_weights_are_stored_once).
     # Named arguments: the signature's input keys are the function's argument names.
     functions = {
         "serving_default": lambda prompts: server.serving_default(prompts),

@@ -206,7 +206,10 @@ def format_report(report: RunReport) -> str:
     if evaluation:
         lines += _section(f"evaluation: {evaluation['uri']}", evaluation, EVAL_FIGURES)
         lines += variants_section(evaluation)
-        lines.append(f"  {'decision':<26} {report.output('ModelBlessing').get('reason', '')}")
+        # The Evaluator's blessing (the resolver before it outputs the baseline's blessing).
+        blessing = next((s.outputs.get("ModelBlessing", {}) for s in report.stages
+                         if "ModelEvaluation" in s.outputs), {})
+        lines.append(f"  {'decision':<26} {blessing.get('reason', '')}")
     pushed = report.output("PushedModel")
     if pushed:
         lines.append("push: " + (f"version {pushed.get('pushed_version')} at {pushed.get('pushed_destination')}"

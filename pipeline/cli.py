@@ -144,7 +144,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
             out = model.signatures["generate"](prompt=tf.constant([args.prompt]),
                                                max_new_tokens=tf.constant(args.max_new_tokens))
     except tf.errors.InvalidArgumentError as err:
-        print(f"bigtrain generate: {err.message.splitlines()[0]}", file=sys.stderr)
+        import re
+        found = re.search(r"assertion failed: \[([^\]]*)\]", err.message)  # the signature's own words
+        print(f"bigtrain generate: {found.group(1).strip() if found else err.message.splitlines()[0]}",
+              file=sys.stderr)
         return EXIT_FAILED
     print(f"[{path}]", file=sys.stderr)
     print(args.prompt + out["text"].numpy()[0].decode("utf-8", errors="replace"))

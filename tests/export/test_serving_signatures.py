@@ -241,3 +241,21 @@ def _session(path):
     if path not in _SESSIONS:
         _SESSIONS[path] = SessionModel(path)
     return _SESSIONS[path]
+
+
+def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported, tmp_path, capsys):
+    """`bigtrain generate` runs the pushed version's signatures (batch of one prompt); a value the
+    signature rejects is a one-line error naming the input, exit 1."""
+    from components.push import push_model
+    from pipeline import cli
+    pushed = push_model(exported, str(tmp_path / "serving" / "gpt"))
+    capsys.readouterr()
+    assert cli.main(["generate", "def ", "--home", str(tmp_path), "--max-new-tokens", "6",
+                     "--temperature", "0"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("def ") and f"serving/gpt/{pushed.version}]" in out.err
+    assert cli.main(["generate", "def ", "--home", str(tmp_path), "--max-new-tokens", "-1"]) == 1
+    assert "max_new_tokens must be >= 0" in capsys.readouterr().err
+    assert cli.main(["generate", "def ", "--home", str(tmp_path), "--max-new-tokens", "5",
+                     "--temperature", "-1"]) == 1
+    assert capsys.readouterr().err == "bigtrain generate: temperature must be >= 0 (0 = greedy).\n"

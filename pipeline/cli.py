@@ -68,15 +68,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
     import tensorflow as tf
     path = os.path.join(base, str(version))
     model = tf.saved_model.load(path)
-    if args.temperature > 0:
-        out = model.signatures["sample"](
-            prompt=tf.constant(args.prompt), max_new_tokens=tf.constant(args.max_new_tokens),
-            temperature=tf.constant(args.temperature, tf.float32), seed=tf.constant(args.seed))
-    else:
-        out = model.signatures["generate"](prompt=tf.constant(args.prompt),
-                                           max_new_tokens=tf.constant(args.max_new_tokens))
+    try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
+        if args.temperature != 0:  # a negative temperature is the signature's error
+            out = model.signatures["sample"](
+                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant(args.max_new_tokens),
+                temperature=tf.constant(args.temperature, tf.float32), seed=tf.constant(args.seed))
+        else:
+            out = model.signatures["generate"](prompt=tf.constant([args.prompt]),
+                                               max_new_tokens=tf.constant(args.max_new_tokens))
+    except tf.errors.InvalidArgumentError as err:
+        import re
+        found = re.search(r"assertion failed: \[([^\]]*)\]", err.message)  # the signature's own words
+        print(f"bigtrain generate: {found.group(1).strip() if found else err.message.splitlines()[0]}",
+              file=sys.stderr)
+        return EXIT_FAILED
     print(f"[{path}]", file=sys.stderr)
-    print(args.prompt + out["text"].numpy().decode("utf-8", errors="replace"))
+    print(args.prompt + out["text"].numpy()[0].decode("utf-8", errors="replace"))
     return 0
 
 

@@ -1,6 +1,6 @@
 """The one typed config tree of bigtrain.
 
-A run is described by a frozen `Config` (data, model, train, eval, runtime, orchestrator, paths).
+A run is described by a frozen `Config` (data, model, train, eval, export, runtime, orchestrator, paths).
 It is built from a preset (`tiny`, `small`, `base`, `large`: plain functions below), then an
 optional YAML file, then dotted overrides (`train.learning_rate=3e-4`). Unknown keys and wrong types are rejected with a
 message naming the key; cross-field rules are checked before anything runs. The resolved config is
@@ -100,6 +100,25 @@ class EvalConfig:
     min_accuracy: float = 0.0
     # Relative gate: rejected when its loss exceeds the latest blessed model's by more than this.
     max_loss_regression: float = 0.02
+    # A quantized variant whose loss exceeds the float model's (same sequences) by more than this
+    # (nats/token) is marked not fit to serve.
+    max_quantization_loss_delta: float = 0.05
+
+
+EXPORT_VARIANTS = ("int8", "tflite")
+SERVABLE_VARIANTS = ("float", "int8")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    # Variants written beside the float serving SavedModel and evaluated on the same sequences:
+    # `int8` (Keras model.quantize("int8") weights, same signatures) and `tflite` (token_logits as a
+    # TFLite flatbuffer, dynamic-range quantized).
+    quantize: tuple[str, ...] = EXPORT_VARIANTS
+    # The variant the Pusher pushes (only when the Evaluator blesses it): `float` or `int8`.
+    serve: str = "float"
+    # Largest max_new_tokens generate/sample accept; larger requests are InvalidArgument errors.
+    max_new_tokens: int = 4096
 
 
 @dataclass(frozen=True)
@@ -156,6 +175,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -402,6 +422,22 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
     if e.max_loss_regression < 0:
         raise ConfigError(f"eval.max_loss_regression: must be >= 0, got {e.max_loss_regression}")
+    if e.max_quantization_loss_delta < 0:
+        raise ConfigError(f"eval.max_quantization_loss_delta: must be >= 0, got {e.max_quantization_loss_delta}")
+    x = config.export
+    for variant in x.quantize:
+        if variant not in EXPORT_VARIANTS:
+            raise ConfigError(f"export.quantize: {variant!r} is not one of {EXPORT_VARIANTS}")
+    if len(set(x.quantize)) != len(x.quantize):
+        raise ConfigError(f"export.quantize: {list(x.quantize)} lists a variant twice")
+    if x.serve not in SERVABLE_VARIANTS:
+        raise ConfigError(f"export.serve: {x.serve!r} is not one of {SERVABLE_VARIANTS} (the TFLite "
+                          "flatbuffer holds token_logits only, for on-device use; TF Serving needs a SavedModel)")
+    if x.serve != "float" and x.serve not in x.quantize:
+        raise ConfigError(f"export.serve: {x.serve!r} is not exported; add it to export.quantize "
+                          f"(now {list(x.quantize)})")
+    if x.max_new_tokens <= 0:
+        raise ConfigError(f"export.max_new_tokens: must be > 0, got {x.max_new_tokens}")
     if not 0.0 < d.eval_fraction < 1.0:
         raise ConfigError(f"data.eval_fraction: must be in (0, 1), got {d.eval_fraction}")
     if d.format not in DATA_FORMATS:

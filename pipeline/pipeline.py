@@ -81,10 +81,12 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
         model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
 
-    # Metrics of the exported SavedModel on the eval split; blessed against thresholds + baseline.
+    # Metrics of every exported variant on the eval split; export.serve's variant is blessed
+    # against thresholds + baseline (+ its loss delta vs float when quantized).
     evaluator = LanguageModelEvaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=latest_blessed.outputs["model"], eval_config=config.eval)
+        baseline_model=latest_blessed.outputs["model"], eval_config=config.eval,
+        export_config=config.export)
 
     # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
     pusher = AtomicPusher(

@@ -62,6 +62,52 @@ def evaluate_saved_model(serving_dir: str, eval_files, eval_config) -> dict:
                               eval_config.batch_size, eval_config.max_batches)
 
 
+def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config) -> dict:
+    """Metrics of one exported variant (SavedModel or TFLite) on the same eval sequences as the
+    float model, plus its size on disk and the median latency of token_logits on one eval batch."""
+    import tensorflow as tf
+    from components.evaluation.metrics import evaluate_logits_fn, latency_ms
+    from components.training import variants
+    with tf.io.gfile.GFile(os.path.join(model_dir, variants.DIRS["float"], "assets.extra",
+                                        "bigtrain_model.json")) as fh:
+        seq_len = json.load(fh)["context_length"]
+    logits_fn = variants.logits_fn(model_dir, entry)
+    in_graph = entry["format"] == "saved_model"
+    metrics = evaluate_logits_fn(logits_fn, eval_files, seq_len, eval_config.batch_size,
+                                 eval_config.max_batches, in_graph=in_graph)
+    metrics["latency_ms"] = latency_ms(logits_fn, eval_files, seq_len, eval_config.batch_size)
+    metrics["size_bytes"] = variants.size_bytes(os.path.join(model_dir, entry["path"]))
+    return metrics
+
+
+def variant_fitness(float_loss: float, variant_loss: float, max_delta: float) -> Decision:
+    """A quantized variant is fit to serve iff its loss exceeds the float model's (same
+    sequences) by at most eval.max_quantization_loss_delta."""
+    delta = variant_loss - float_loss
+    if delta > max_delta:
+        return Decision(False, f"not fit to serve: loss {variant_loss:.4f} is float {float_loss:.4f} "
+                               f"{delta:+.4f} > eval.max_quantization_loss_delta {max_delta:.4f}")
+    return Decision(True, f"fit to serve: loss delta {delta:+.4f} <= eval.max_quantization_loss_delta "
+                          f"{max_delta:.4f}")
+
+
+def decide_serving(serve: str, variant_metrics: dict, fitness: dict, baseline: dict | None,
+                   eval_config) -> Decision:
+    """Blessing of the variant export.serve names: the thresholds and the baseline applied to its
+    own metrics, and for a quantized variant its fitness against the float model."""
+    if serve not in variant_metrics:
+        return Decision(False, f"not blessed: export.serve variant {serve!r} was not exported "
+                               f"(have {sorted(variant_metrics)})")
+    decision = decide_blessing(variant_metrics[serve], baseline, eval_config)
+    if serve == "float":
+        return decision
+    fit = fitness[serve]
+    if not fit.blessed:
+        failures = [decision.reason[len("not blessed: "):]] if not decision.blessed else []
+        return Decision(False, "not blessed: " + "; ".join(failures + [f"{serve} variant {fit.reason}"]))
+    return Decision(decision.blessed, f"{decision.reason} ({serve} variant served, {fit.reason})")
+
+
 def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_config, compute) -> dict:
     """Metrics of (model, eval split, eval config), computed once. Evaluation is deterministic
     (unshuffled batches, fixed weights), so re-evaluating the same model against a new baseline
@@ -83,8 +129,11 @@ def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_con
 class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         from tfx.utils import path_utils
+        from components.training import variants
         eval_config = config_lib.from_dict(config_lib.EvalConfig,
                                            json.loads(exec_properties["eval_config"]))
+        export_config = config_lib.from_dict(config_lib.ExportConfig,
+                                             json.loads(exec_properties.get("export_config") or "{}"))
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         model = artifact_utils.get_single_instance(input_dict["model"])
         baselines = input_dict.get("baseline_model") or []
@@ -98,9 +147,23 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
             return memoized_metrics(cache_dir, m.uri, examples.uri, eval_config, lambda: evaluate_saved_model(
                 path_utils.serving_model_path(m.uri), eval_files, eval_config))
 
-        candidate = metrics_of(model)
+        # Every exported variant, measured on the same sequences (memoized per model and variant;
+        # the float one under the model's own key, which is also how a baseline is looked up).
+        manifest = variants.read_manifest(model.uri)
+        variant_metrics = {
+            name: memoized_metrics(cache_dir, model.uri if name == "float" else f"{model.uri}#{name}",
+                                   examples.uri, eval_config,
+                                   lambda entry=entry: evaluate_variant(model.uri, entry, eval_files, eval_config))
+            for name, entry in manifest.items()}
+        candidate = variant_metrics["float"]
         baseline_metrics = metrics_of(baseline) if baseline is not None else None
-        decision = decide_blessing(candidate, baseline_metrics, eval_config)
+        for name in variant_metrics:
+            variant_metrics[name]["loss_delta"] = variant_metrics[name]["loss"] - variant_metrics["float"]["loss"]
+        fitness = {name: variant_fitness(variant_metrics["float"]["loss"], m["loss"],
+                                         eval_config.max_quantization_loss_delta)
+                   for name, m in variant_metrics.items()}
+        serve = export_config.serve
+        decision = decide_serving(serve, variant_metrics, fitness, baseline_metrics, eval_config)
         LOGGER.info("evaluation: loss %.4f, perplexity %.2f, accuracy %.4f on %d tokens; %s",
                     candidate["loss"], candidate["perplexity"], candidate["accuracy"],
                     candidate["tokens"], decision.reason)
@@ -109,7 +172,9 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         record = {"candidate": candidate, "baseline": baseline_metrics,
                   "baseline_model_id": baseline.id if baseline else None,
                   "thresholds": config_lib.to_dict(eval_config),
-                  "blessed": decision.blessed, "reason": decision.reason}
+                  "blessed": decision.blessed, "reason": decision.reason, "serve_variant": serve,
+                  "variants": {name: dict(m, fit_to_serve=fitness[name].blessed, reason=fitness[name].reason)
+                               for name, m in variant_metrics.items()}}
         os.makedirs(evaluation.uri, exist_ok=True)
         with open(os.path.join(evaluation.uri, METRICS_FILE), "w", encoding="utf-8") as fh:
             json.dump(record, fh, indent=2, sort_keys=True)
@@ -119,6 +184,17 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         evaluation.set_int_custom_property("tokens", candidate["tokens"])
         if baseline_metrics is not None:
             evaluation.set_float_custom_property("baseline_loss", float(baseline_metrics["loss"]))
+        # Per variant: <variant>_loss, _loss_delta (vs float), _size_bytes, _latency_ms, _fit_to_serve, _reason.
+        evaluation.set_string_custom_property("variants", ",".join(variant_metrics))
+        evaluation.set_string_custom_property("serve_variant", serve)
+        for name, m in variant_metrics.items():
+            for figure in ("loss", "loss_delta", "latency_ms"):
+                if figure in m:
+                    evaluation.set_float_custom_property(f"{name}_{figure}", float(m[figure]))
+            if "size_bytes" in m:
+                evaluation.set_int_custom_property(f"{name}_size_bytes", int(m["size_bytes"]))
+            evaluation.set_int_custom_property(f"{name}_fit_to_serve", int(fitness[name].blessed))
+            evaluation.set_string_custom_property(f"{name}_reason", fitness[name].reason)
 
         # Standard ModelBlessing: the properties TFX's Pusher and LatestBlessedModelStrategy read,
         # plus the file TFMA's Evaluator writes.
@@ -128,13 +204,17 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         blessing.set_string_custom_property("current_model", model.uri)
         blessing.set_int_custom_property("current_model_id", model.id)
         blessing.set_string_custom_property("reason", decision.reason)
+        blessing.set_string_custom_property("serve_variant", serve)
+        if serve in manifest:
+            blessing.set_string_custom_property("serve_path", manifest[serve]["path"])
         if baseline is not None:
             blessing.set_string_custom_property("baseline_model", baseline.uri)
             blessing.set_int_custom_property("baseline_model_id", baseline.id)
 
 
 class LanguageModelEvaluatorSpec(ComponentSpec):
-    PARAMETERS = {"eval_config": ExecutionParameter(type=str)}
+    PARAMETERS = {"eval_config": ExecutionParameter(type=str),
+                  "export_config": ExecutionParameter(type=str, optional=True)}
     INPUTS = {
         "examples": ChannelParameter(type=standard_artifacts.Examples),
         "model": ChannelParameter(type=standard_artifacts.Model),
@@ -150,9 +230,10 @@ class LanguageModelEvaluator(base_component.BaseComponent):
     SPEC_CLASS = LanguageModelEvaluatorSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(LanguageModelEvaluatorExecutor)
 
-    def __init__(self, examples, model, eval_config, baseline_model=None):
+    def __init__(self, examples, model, eval_config, baseline_model=None, export_config=None):
         super().__init__(spec=LanguageModelEvaluatorSpec(
             examples=examples, model=model, baseline_model=baseline_model,
             eval_config=config_lib.section_json(eval_config),
+            export_config=config_lib.section_json(export_config or config_lib.ExportConfig()),
             evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
             blessing=types.Channel(type=standard_artifacts.ModelBlessing)))

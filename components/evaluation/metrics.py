@@ -14,17 +14,18 @@ from components.training.train_step import masked_token_loss_sum
 
 
 def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size: int,
-                       max_batches: int) -> dict:
+                       max_batches: int, in_graph: bool = True) -> dict:
     """Loss (nats/token), perplexity and next-token accuracy over non-pad targets, plus example
     and token counts, on the first max_batches batches of the eval split (no shuffling: every
-    model is measured on the same sequences)."""
+    model is measured on the same sequences). in_graph=False: logits_fn is plain Python (the
+    TFLite Interpreter) and runs outside the tf.function."""
     dataset = input_lib.make_dataset(eval_files, seq_len, batch_size, repeat=False)
     if max_batches > 0:
         dataset = dataset.take(max_batches)
 
     @tf.function
-    def batch_stats(inputs, targets):
-        logits = tf.cast(logits_fn(inputs), tf.float32)                          # (B, T, V)
+    def batch_stats(inputs, targets, logits=None):
+        logits = tf.cast(logits_fn(inputs) if logits is None else logits, tf.float32)  # (B, T, V)
         mask = tf.cast(tf.not_equal(targets, PAD_ID), tf.float32)                 # (B, T)
         hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets), tf.float32)
         return masked_token_loss_sum(targets, logits), tf.reduce_sum(hit * mask), tf.reduce_sum(mask)
@@ -32,7 +33,8 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
     loss_sum = correct = tokens = 0.0
     examples = 0
     for inputs, targets in dataset:
-        l, c, n = batch_stats(inputs, targets)
+        l, c, n = batch_stats(inputs, targets) if in_graph else batch_stats(
+            inputs, targets, tf.constant(logits_fn(inputs.numpy())))
         loss_sum, correct, tokens = loss_sum + float(l), correct + float(c), tokens + float(n)
         examples += int(inputs.shape[0])
     if not tokens:
@@ -41,3 +43,20 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
     loss = loss_sum / tokens
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "accuracy": correct / tokens,
             "examples": examples, "tokens": int(tokens)}
+
+
+def latency_ms(logits_fn: Callable, eval_files, seq_len: int, batch_size: int, repeats: int = 5) -> float:
+    """Median wall time (ms) of logits_fn on the first eval batch (batch_size x seq_len), after
+    one warm-up call."""
+    import time
+    inputs, _ = next(iter(input_lib.make_dataset(eval_files, seq_len, batch_size, repeat=False)))
+    ids = inputs.numpy()
+    np_logits = logits_fn(ids)                                          # warm-up
+    del np_logits
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = logits_fn(ids)
+        _ = out.numpy() if hasattr(out, "numpy") else out
+        times.append((time.perf_counter() - start) * 1000.0)
+    return float(sorted(times)[len(times) // 2])

@@ -89,8 +89,17 @@ class GPT(keras.Model):
             x = block(x, training=training)
         x = self.ln_f(x)
         if self.head is None:  # tied: logits = x @ E^T, in float32
-            return tf.matmul(x, tf.cast(self.token_embedding.embeddings, tf.float32), transpose_b=True)
+            return tf.matmul(x, self.output_embedding(), transpose_b=True)
         return self.head(x)                                             # (B, T, vocab) float32
+
+    def output_embedding(self):
+        """The tied output head's matrix E (vocab, C) in float32. After model.quantize("int8") the
+        embedding variable holds int8 codes with a per-row scale: read it dequantized (the raw
+        codes would put logits off by ~1e3)."""
+        layer = self.token_embedding
+        if getattr(layer, "quantization_mode", None) == "int8":
+            return tf.cast(layer._embeddings, tf.float32) / tf.cast(layer.embeddings_scale, tf.float32)[:, None]
+        return tf.cast(layer.embeddings, tf.float32)
 
 
 def build_model(model_config, context_length: int, precision: str = "float32") -> GPT:

@@ -1,6 +1,8 @@
 """TFX's Pusher executor with the copy step replaced by components.push.push_model (atomic,
-idempotent, integer versions). The Pusher component, its blessing check and its PushedModel
-artifact are TFX's own."""
+idempotent, integer versions) of the variant the blessing names (export.serve). The Pusher
+component, its blessing check and its PushedModel artifact are TFX's own."""
+
+import os
 
 from tfx.components.pusher import executor as pusher_executor
 from tfx.proto import pusher_pb2
@@ -23,8 +25,14 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         model = artifact_utils.get_single_instance(input_dict["model"])
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties["push_destination"], destination)
-        result = push_model(self.GetModelPath(input_dict), destination.filesystem.base_directory,
-                            record={"model_id": model.id, "model_uri": model.uri})
+        # The variant the Evaluator blessed (export.serve): its folder inside the Model artifact.
+        variant = blessing.get_string_custom_property("serve_variant") if blessing else ""
+        serve_path = blessing.get_string_custom_property("serve_path") if blessing else ""
+        source = os.path.join(model.uri, serve_path) if serve_path else self.GetModelPath(input_dict)
+        result = push_model(source, destination.filesystem.base_directory,
+                            record={"model_id": model.id, "model_uri": model.uri,
+                                    "variant": variant or "float"})
+        model_push.set_string_custom_property("variant", variant or "float")
         if result.pushed:
             self._MarkPushed(model_push, pushed_destination=result.path,
                              pushed_version=str(result.version))

@@ -40,13 +40,18 @@ def code_digest() -> str:
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
+    # What the Trainer exports stays out of "bigtrain" (the checkpoint key): changing it re-exports
+    # from the last checkpoint instead of training again. export.serve is not the Trainer's: it
+    # goes to the Evaluator and Pusher only.
+    export = {"quantize": list(config.export.quantize), "max_new_tokens": config.export.max_new_tokens}
     return {"bigtrain": json.dumps(training_view(config), sort_keys=True),
-            "checkpoint_root": checkpoint_root, "code_digest": code_digest()}
+            "checkpoint_root": checkpoint_root, "code_digest": code_digest(),
+            "export": json.dumps(export, sort_keys=True)}
 
 
 def run_fn(fn_args) -> None:
     from components.training import loop
-    from components.training.export import export_saved_model
+    from components.training.variants import export_variants
     from components.training.strategy import ensure_cpu_replicas
 
     custom = fn_args.custom_config
@@ -74,8 +79,12 @@ def run_fn(fn_args) -> None:
         "config_digest": config_lib.digest(config), "code_digest": custom["code_digest"],
         "checkpoint_dir": checkpoint_dir,
     }
-    export_saved_model(result.model, config.model, seq_len, fn_args.serving_model_dir,
-                       metadata={"config": json.loads(custom["bigtrain"]), "training": summary})
+    export = config_lib.from_dict(config_lib.ExportConfig, json.loads(custom.get("export", "{}")))
+    manifest = export_variants(result.model, config.model, seq_len,
+                               os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
+                               quantize=export.quantize, max_new_tokens_limit=export.max_new_tokens,
+                               metadata={"config": json.loads(custom["bigtrain"]), "training": summary})
+    summary["variants"] = ",".join(manifest)
     with open(os.path.join(fn_args.model_run_dir, SUMMARY_FILE), "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=2, sort_keys=True)
 

@@ -9,9 +9,12 @@ from pipeline.lineage.store import Lineage, changed_parameters, properties
 
 # Properties worth showing per artifact type in a trace (others stay in --json).
 KEY_PROPERTIES = {
-    "PushedModel": ("pushed", "pushed_version", "pushed_destination", "reason"),
-    "ModelBlessing": ("blessed", "reason", "current_model_id", "baseline_model_id"),
-    "ModelEvaluation": ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss"),
+    "PushedModel": ("pushed", "pushed_version", "pushed_destination", "reason", "variant"),
+    "ModelBlessing": ("blessed", "reason", "current_model_id", "baseline_model_id", "serve_variant"),
+    "ModelEvaluation": ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss",
+                        "variants", "serve_variant") + tuple(
+        f"{variant}_{figure}" for variant in ("float", "int8", "tflite")
+        for figure in ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")),
     "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "unigram_baseline_loss",
               "parameter_count", "tokens_per_second", "precision", "num_replicas",
               "config_digest", "code_digest"),

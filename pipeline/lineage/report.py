@@ -173,6 +173,27 @@ def _section(title: str, props: dict, names) -> list[str]:
     return lines
 
 
+def variants_section(evaluation: dict) -> list[str]:
+    """Exported variants measured on the same eval sequences: loss, delta vs float, size,
+    token_logits latency on one eval batch, fit to serve (and which one is served)."""
+    names = [n for n in str(evaluation.get("variants", "")).split(",") if n]
+    if not names:
+        return []
+    serve = evaluation.get("serve_variant")
+    lines = [f"  variants (same eval sequences; latency = token_logits on one eval batch):",
+             f"    {'variant':<8} {'loss':>8} {'delta':>8} {'size':>10} {'latency':>10}  fit to serve"]
+    for name in names:
+        get = lambda figure: evaluation.get(f"{name}_{figure}")
+        size, latency, delta = get("size_bytes"), get("latency_ms"), get("loss_delta")
+        fit = "yes" if get("fit_to_serve") == 1 else f"NO ({get('reason')})"
+        lines.append(f"    {name:<8} {_fmt(get('loss')):>8} "
+                     f"{(format(delta, '+.4f') if isinstance(delta, float) else '-'):>8} "
+                     f"{(f'{size / 1e6:.2f} MB' if isinstance(size, int) else '-'):>10} "
+                     f"{(f'{latency:.1f} ms' if isinstance(latency, float) else '-'):>10}  "
+                     f"{fit}{' (export.serve)' if name == serve else ''}")
+    return lines
+
+
 def format_report(report: RunReport) -> str:
     width = max([len(s.node) for s in report.stages] + [5])
     lines = [f"run {report.run_id}" + (f" (ran because: {report.why_run})" if report.why_run else ""),
@@ -194,7 +215,11 @@ def format_report(report: RunReport) -> str:
     evaluation = report.output("ModelEvaluation")
     if evaluation:
         lines += _section(f"evaluation: {evaluation['uri']}", evaluation, EVAL_FIGURES)
-        lines.append(f"  {'decision':<26} {report.output('ModelBlessing').get('reason', '')}")
+        lines += variants_section(evaluation)
+        # The Evaluator's blessing (the resolver before it outputs the baseline's blessing).
+        blessing = next((s.outputs.get("ModelBlessing", {}) for s in report.stages
+                         if "ModelEvaluation" in s.outputs), {})
+        lines.append(f"  {'decision':<26} {blessing.get('reason', '')}")
     pushed = report.output("PushedModel")
     if pushed:
         lines.append("push: " + (f"version {pushed.get('pushed_version')} at {pushed.get('pushed_destination')}"

@@ -125,3 +125,12 @@ def failed_run(impossible_threshold_run, corpus, session_capsys):
     """A run that fails in a stage (the Evaluator: eval batch larger than the eval split)."""
     return run_cli(session_capsys, impossible_threshold_run.home, *base_args(corpus[0]),
                    "--set", "train.learning_rate=2e-3", "--set", "eval.batch_size=100000")
+
+
+@pytest.fixture(scope="session")
+def int8_serve_run(failed_run, corpus, session_capsys):
+    """export.serve=int8: only the Evaluator and Pusher re-run; the int8 variant is pushed."""
+    run = run_cli(session_capsys, failed_run.home, *base_args(corpus[0]),
+                  "--set", "train.learning_rate=2e-3", "--set", "export.serve=int8")
+    run.served_after = run.serving_versions()
+    return run

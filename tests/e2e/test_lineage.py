@@ -111,3 +111,15 @@ def test_why_names_the_failing_stage_and_root_cause(failed_run, capsys):
 def test_unknown_run_is_a_clear_error(failed_run, capsys):
     assert cli.main(["lineage", "why", "no-such-run", "--home", failed_run.home]) == cli.EXIT_FAILED
     assert "run 'no-such-run' not found" in capsys.readouterr().err
+
+
+def test_trace_shows_variant_figures(data_run, capsys):
+    from pipeline import cli
+    version = max(data_run.served_after)
+    capsys.readouterr()
+    assert cli.main(["lineage", "trace", os.path.join(data_run.home, "serving", "gpt", str(version)),
+                     "--home", data_run.home]) == 0
+    out = capsys.readouterr().out
+    for name in ("int8_loss_delta", "tflite_loss_delta", "tflite_size_bytes", "int8_latency_ms",
+                 "serve_variant"):
+        assert name in out, name

@@ -156,3 +156,69 @@ def test_each_report_reads_only_its_own_run(data_run, changed_lr_run):
         return value
     assert learning_rate(reports[changed_lr_run.run_id]) == 0.002
     assert learning_rate(reports[data_run.run_id]) == 0.003
+
+
+def test_pushed_version_runs_every_signature_under_both_loaders(data_run):
+    """Issue 9: the version `bigtrain run` pushes loads in TF Serving's loader (the TF1 session
+    loader) and in tf.saved_model.load, and every signature runs in both."""
+    import numpy as np
+    from tests.export.conftest import SessionModel
+    from tests.export.test_serving_signatures import INPUTS, run_loaded
+    import tensorflow as tf
+    pushed = data_run.report().stage("Pusher").outputs["PushedModel"]
+    assert pushed["variant"] == "float"
+    session, loaded = SessionModel(pushed["pushed_destination"]), tf.saved_model.load(pushed["pushed_destination"])
+    for name, inputs in INPUTS.items():
+        a, b = session.run(name, **inputs), run_loaded(loaded, name, inputs)
+        for key in a:
+            assert a[key].shape[0] == 3
+            if a[key].dtype != object:
+                np.testing.assert_allclose(a[key], b[key], atol=1e-4)
+
+
+def test_saved_model_cli_runs_generate_on_the_pushed_version(data_run):
+    """The command from the issue, as a new user types it (with a batch of one prompt)."""
+    version_dir = data_run.report().stage("Pusher").outputs["PushedModel"]["pushed_destination"]
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "saved_model_cli"), "run", "--dir", version_dir,
+         "--tag_set", "serve", "--signature_def", "generate",
+         "--input_exprs", 'prompt=["def main("];max_new_tokens=20'],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Result for output key text" in proc.stdout and "Result for output key new_tokens" in proc.stdout
+
+
+def test_every_variant_is_evaluated_and_reported(data_run):
+    report = data_run.report()
+    evaluation = report.stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
+    assert evaluation["variants"] == "float,int8,tflite" and evaluation["serve_variant"] == "float"
+    for variant in ("float", "int8", "tflite"):
+        for figure in ("loss", "loss_delta", "latency_ms"):
+            assert isinstance(evaluation[f"{variant}_{figure}"], float), (variant, figure)
+        assert evaluation[f"{variant}_size_bytes"] > 0 and evaluation[f"{variant}_fit_to_serve"] in (0, 1)
+    assert evaluation["float_loss_delta"] == 0.0
+    assert abs(evaluation["float_loss"] - evaluation["loss"]) < 1e-9
+    assert evaluation["tflite_size_bytes"] < evaluation["float_size_bytes"]
+    assert "variants (same eval sequences" in data_run.stdout
+    for variant in ("int8", "tflite"):
+        assert any(line.split()[:1] == [variant] for line in data_run.stdout.splitlines())
+
+
+def test_serve_int8_pushes_the_blessed_int8_variant(int8_serve_run, impossible_threshold_run):
+    import json
+    run = int8_serve_run
+    assert run.exit_code == 0, run.stderr
+    states = run.states()
+    assert states["Trainer"] == "cached" and states["LanguageModelEvaluator"] == "ran"
+    report = run.report()
+    blessing = report.stage("LanguageModelEvaluator").outputs["ModelBlessing"]
+    assert blessing["serve_variant"] == "int8" and blessing["serve_path"] == "Format-Serving-int8"
+    assert blessing["blessed"] == 1 and "int8 variant served" in blessing["reason"]
+    pushed = report.stage("Pusher").outputs["PushedModel"]
+    assert pushed["pushed"] == 1 and pushed["variant"] == "int8"
+    new = set(run.served_after) - set(impossible_threshold_run.served_after)
+    assert new == {int(pushed["pushed_version"])}
+    with open(os.path.join(pushed["pushed_destination"], "assets.extra", "bigtrain_model.json")) as fh:
+        assert json.load(fh)["variant"] == "int8"
+    with open(os.path.join(pushed["pushed_destination"], "assets.extra", "bigtrain_push.json")) as fh:
+        assert json.load(fh)["variant"] == "int8"

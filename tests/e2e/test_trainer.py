@@ -50,10 +50,10 @@ LOAD_AND_GENERATE = textwrap.dedent("""
     import tensorflow as tf
     model = tf.saved_model.load(sys.argv[1])
     out = model.signatures["serving_default"](prompts=tf.constant(["def main(", "import os"]))
-    text = model.signatures["generate"](prompt=tf.constant("def "),
-                                        max_new_tokens=tf.constant(40))["text"].numpy()
-    sampled = [model.signatures["sample"](prompt=tf.constant("import "), max_new_tokens=tf.constant(30),
-                                          temperature=tf.constant(0.8), seed=tf.constant(s))["text"].numpy()
+    text = model.signatures["generate"](prompt=tf.constant(["def "]),
+                                        max_new_tokens=tf.constant(40))["text"].numpy()[0]
+    sampled = [model.signatures["sample"](prompt=tf.constant(["import "]), max_new_tokens=tf.constant(30),
+                                          temperature=tf.constant(0.8), seed=tf.constant(s))["text"].numpy()[0]
                for s in (1, 1, 2)]
     ours = sorted(m for m in sys.modules if m.split(".")[0] in ("components", "pipeline", "runners"))
     print(json.dumps({"signatures": sorted(model.signatures), "logits_shape": out["logits"].shape.as_list(),

@@ -83,3 +83,20 @@ def test_round_trip_and_saved_file(tmp_path):
     other = build_config("small", overrides=["train.learning_rate=1e-4"])
     assert config_lib.section_json(other.data) == config_lib.section_json(config.data)
     assert config_lib.digest(other) != config_lib.digest(config)
+
+
+def test_export_section_defaults_and_checks():
+    config = build_config("tiny")
+    assert config.export.quantize == ("int8", "tflite") and config.export.serve == "float"
+    assert build_config("tiny", overrides=["export.serve=int8"]).export.serve == "int8"
+    assert build_config("tiny", overrides=["export.quantize=[]"]).export.quantize == ()
+    for overrides, message in [
+        (["export.quantize=[int4]"], r"export\.quantize: 'int4' is not one of"),
+        (["export.quantize=[int8, int8]"], "lists a variant twice"),
+        (["export.serve=tflite"], r"export\.serve: 'tflite' is not one of .*TF Serving needs a SavedModel"),
+        (["export.serve=int8", "export.quantize=[tflite]"], r"export\.serve: 'int8' is not exported"),
+        (["export.max_new_tokens=0"], r"export\.max_new_tokens: must be > 0"),
+        (["eval.max_quantization_loss_delta=-1"], r"eval\.max_quantization_loss_delta: must be >= 0"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            build_config("tiny", overrides=overrides)

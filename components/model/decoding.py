@@ -1,0 +1,78 @@
+"""Cached decoding for GPT: per-layer keys and values, one new position per generated token.
+
+Shapes: B = batch, S = positions computed in this call (T for a prefill, 1 for a step),
+T = context_length = cache slots, H = heads, D = head dim, C = d_model, V = vocab.
+Cache: one (keys, values) pair per layer, each (B, H, T, D) in the layer's compute dtype.
+
+The arithmetic mirrors GPT.call -> Block.call -> CausalSelfAttention.call (same sublayers, same
+casts, same -1e9 mask and float32 softmax); only where keys/values come from differs. Written
+beside the model instead of inside it so the training path stays untouched; the test that greedy
+cached decoding equals full-window decoding token for token pins the two paths together.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+
+def _forward(model, ids, positions, attend):
+    """ids, positions (B, S) -> logits (B, S, V) float32, new cache. attend(layer, k, v) returns
+    the keys/values to attend over, (B, H, T, D) each, and a visibility mask (B, 1, S, T)."""
+    batch, steps = tf.shape(ids)[0], tf.shape(ids)[1]
+    x = model.token_embedding(ids) + model.position_embedding(positions)   # (B, S, C) float32
+    cache = []
+    for index, block in enumerate(model.blocks):
+        compute, attn = block.dtype_policy.compute_dtype, block.attn
+        qkv = attn.qkv(tf.cast(block.ln1(x), compute))                     # (B, S, 3C)
+        qkv = tf.reshape(qkv, [batch, steps, 3, attn.n_head, attn.head_dim])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))           # each (B, H, S, D)
+        keys, values, visible = attend(index, k, v)                       # (B, H, T, D), (B, 1, S, T)
+        scores = tf.matmul(q, keys, transpose_b=True) / math.sqrt(attn.head_dim)  # (B, H, S, T)
+        scores = tf.where(visible, tf.cast(scores, tf.float32), -1e9)
+        out = tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), values.dtype), values)  # (B, H, S, D)
+        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, steps, -1])
+        x = x + tf.cast(attn.proj(out), x.dtype)
+        h = block.fc_out(block.fc(tf.cast(block.ln2(x), compute)))
+        x = x + tf.cast(h, x.dtype)
+        cache.append((keys, values))
+    x = model.ln_f(x)
+    if model.head is None:
+        logits = tf.matmul(x, model.output_embedding(), transpose_b=True)
+    else:
+        logits = model.head(x)
+    return tf.cast(logits, tf.float32), tuple(cache)
+
+
+def prefill(model, window, lengths):
+    """window int32 (B, T) right-padded, lengths (B,) -> (next-token logits (B, V) at position
+    lengths - 1, cache). Slots >= length hold keys of padding; every later query masks them out
+    (a step at position p sees slots <= p, and p = length when it writes slot length)."""
+    steps = tf.shape(window)[1]
+    positions = tf.broadcast_to(tf.range(steps)[None], tf.shape(window))
+    causal = tf.linalg.band_part(tf.ones([steps, steps], tf.bool), -1, 0)[None, None]  # (1, 1, T, T)
+    logits, cache = _forward(model, window, positions, lambda i, k, v: (k, v, causal))
+    return tf.gather(logits, lengths - 1, batch_dims=1), cache
+
+
+def step(model, token, position, cache):
+    """One new token per row: token, position int32 (B,) -> (logits (B, V), cache with slot
+    `position` of every layer overwritten by the token's key and value)."""
+    slots = tf.shape(cache[0][0])[2]
+    write = tf.one_hot(position, slots, on_value=True, off_value=False)[:, None, :, None]  # (B,1,T,1)
+    visible = (tf.range(slots)[None] <= position[:, None])[:, None, None, :]             # (B,1,1,T)
+
+    def attend(index, k, v):
+        keys, values = cache[index]
+        return tf.where(write, k, keys), tf.where(write, v, values), visible
+
+    logits, cache = _forward(model, token[:, None], position[:, None], attend)
+    return logits[:, 0], cache
+
+
+def merge(take_new, new_cache, old_cache):
+    """Per row: the new cache where take_new (B,) is true, else the old one."""
+    pick = take_new[:, None, None, None]
+    return tuple((tf.where(pick, nk, ok), tf.where(pick, nv, ov))
+                 for (nk, nv), (ok, ov) in zip(new_cache, old_cache))

@@ -1,0 +1,109 @@
+"""The exported variants of one trained model, side by side in the Model artifact:
+
+  <model uri>/Format-Serving/        float32 SavedModel, every signature (TFX's serving path)
+  <model uri>/Format-Serving-int8/   the same signatures with Keras model.quantize("int8") weights
+  <model uri>/Format-TFLite/model.tflite   token_logits, dynamic-range quantized (TFLiteConverter)
+  <model uri>/variants.json          {variant: {"path": relative path, "format": ...}}
+
+The Evaluator measures every variant listed in variants.json on the same eval sequences; the
+Pusher pushes the one export.serve names, when it is blessed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from components.model.gpt import build_model
+from components.training.export import serving_copy, write_serving_model
+
+MANIFEST = "variants.json"
+DIRS = {"float": "Format-Serving", "int8": "Format-Serving-int8", "tflite": "Format-TFLite"}
+TFLITE_FILE = "model.tflite"
+LOGGER = logging.getLogger("bigtrain.export")
+
+
+def int8_copy(float_model, model_config, context_length: int):
+    """Weight-only int8 (per-output-channel scales) of every Dense and Embedding layer through
+    Keras' own model.quantize. The tied output head then reads the embedding dequantized
+    (GPT.output_embedding); LayerNorms stay float32."""
+    model = build_model(model_config, context_length, "float32")
+    model.set_weights(float_model.get_weights())
+    model.quantize("int8")
+    return model
+
+
+def write_tflite(float_saved_model: str, out_dir: str) -> str:
+    """token_logits of the float SavedModel as a TFLite flatbuffer, dynamic-range quantized
+    (int8 weights, float activations)."""
+    converter = tf.lite.TFLiteConverter.from_saved_model(float_saved_model, signature_keys=["token_logits"])
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    flatbuffer = converter.convert()
+    tf.io.gfile.makedirs(out_dir)
+    path = os.path.join(out_dir, TFLITE_FILE)
+    with tf.io.gfile.GFile(path, "wb") as fh:
+        fh.write(flatbuffer)
+    return path
+
+
+def export_variants(trained_model, model_config, context_length: int, model_dir: str,
+                    quantize=("int8", "tflite"), max_new_tokens_limit: int = 4096,
+                    metadata: dict | None = None) -> dict:
+    """Write the float SavedModel and each requested variant under model_dir; returns the
+    manifest (also written to model_dir/variants.json)."""
+    float_model = serving_copy(trained_model, model_config, context_length)
+    manifest = {}
+    for variant in ("float",) + tuple(v for v in ("int8", "tflite") if v in quantize):
+        path = os.path.join(model_dir, DIRS[variant])
+        meta = dict(metadata or {}, variant=variant)
+        if variant == "float":
+            write_serving_model(float_model, context_length, path, metadata=meta,
+                                max_new_tokens_limit=max_new_tokens_limit)
+            manifest[variant] = {"path": DIRS[variant], "format": "saved_model"}
+        elif variant == "int8":
+            write_serving_model(int8_copy(float_model, model_config, context_length), context_length,
+                                path, metadata=meta, max_new_tokens_limit=max_new_tokens_limit)
+            manifest[variant] = {"path": DIRS[variant], "format": "saved_model"}
+        else:
+            write_tflite(os.path.join(model_dir, DIRS["float"]), path)
+            manifest[variant] = {"path": os.path.join(DIRS[variant], TFLITE_FILE), "format": "tflite"}
+        manifest[variant]["size_bytes"] = size_bytes(os.path.join(model_dir, manifest[variant]["path"]))
+        LOGGER.info("exported %s variant: %s (%d bytes)", variant, path, manifest[variant]["size_bytes"])
+    with tf.io.gfile.GFile(os.path.join(model_dir, MANIFEST), "w") as fh:
+        json.dump(manifest, fh, indent=2)
+    return manifest
+
+
+def read_manifest(model_dir: str) -> dict:
+    """variants.json, or the float SavedModel alone for models exported before variants."""
+    path = os.path.join(model_dir, MANIFEST)
+    if not tf.io.gfile.exists(path):
+        return {"float": {"path": DIRS["float"], "format": "saved_model"}}
+    with tf.io.gfile.GFile(path) as fh:
+        return json.load(fh)
+
+
+def size_bytes(path: str) -> int:
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(path) for name in names)
+
+
+def logits_fn(model_dir: str, entry: dict):
+    """ids int32 (B, T) -> logits float32 (B, T, V) for one variant: the SavedModel's
+    token_logits signature, or the TFLite Interpreter's."""
+    path = os.path.join(model_dir, entry["path"])
+    if entry["format"] == "saved_model":
+        loaded = tf.saved_model.load(path)   # must outlive the signature (it owns the variables)
+
+        def saved_model_logits(ids):
+            return loaded.signatures["token_logits"](input_ids=tf.convert_to_tensor(ids, tf.int32))["logits"]
+        return saved_model_logits
+    interpreter = tf.lite.Interpreter(model_path=path, num_threads=os.cpu_count())
+    runner = interpreter.get_signature_runner("token_logits")
+    return lambda ids: runner(input_ids=np.asarray(ids, np.int32))["logits"]

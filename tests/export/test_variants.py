@@ -1,0 +1,122 @@
+"""Quantized variants: int8 SavedModel (same signatures, loader-proof), TFLite token_logits through
+the TFLite Interpreter, each measured on the same eval sequences; fitness, serving decision, and
+atomic idempotent push per variant."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components import push
+from components.evaluation.component import decide_serving, evaluate_variant, variant_fitness
+from components.text_example_gen import packing, transforms
+from components.text_example_gen.tokenizer import BOS_ID
+from components.training import variants
+from pipeline.config import EvalConfig, ModelConfig
+from tests.export.conftest import CONTEXT, SessionModel
+
+IDS = np.random.RandomState(1).randint(0, 256, (3, CONTEXT)).astype(np.int32)
+IDS[:, 0] = BOS_ID
+
+
+@pytest.fixture(scope="module")
+def model_dir(model, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("model"))
+    variants.export_variants(model, ModelConfig(n_layer=2, n_head=2, d_model=32), CONTEXT, path,
+                             quantize=("int8", "tflite"), max_new_tokens_limit=64)
+    return path
+
+
+@pytest.fixture(scope="module")
+def eval_files(tmp_path_factory, corpus):
+    """Eval shards at the fixture model's context, packed with the real packing rule."""
+    root, quarantined = corpus
+    _, files = transforms.list_input_files(root)
+    docs = [open(a, "rb").read() for r, a in files if r not in quarantined][:20]
+    out = tmp_path_factory.mktemp("eval") / "part-0.gz"
+    with tf.io.TFRecordWriter(str(out), options="GZIP") as writer:
+        for window in packing.pack_documents(docs, CONTEXT):
+            writer.write(transforms.sequence_example_bytes(window))
+    return [str(out)]
+
+
+def test_manifest_lists_every_variant_with_its_size(model_dir):
+    manifest = variants.read_manifest(model_dir)
+    assert list(manifest) == ["float", "int8", "tflite"]
+    assert manifest["tflite"]["path"] == "Format-TFLite/model.tflite"
+    for entry in manifest.values():
+        assert os.path.exists(os.path.join(model_dir, entry["path"])) and entry["size_bytes"] > 0
+    assert manifest["tflite"]["size_bytes"] < manifest["float"]["size_bytes"]
+
+
+def test_int8_runs_every_signature_under_the_session_loader(model_dir):
+    session = SessionModel(os.path.join(model_dir, "Format-Serving-int8"))
+    assert sorted(session.signatures) == ["generate", "sample", "serving_default", "token_logits"]
+    out = session.run("generate", prompt=np.array([b"def ", b""], object), max_new_tokens=np.int32(5))
+    assert out["text"].shape == (2,)
+    assert session.run("token_logits", input_ids=IDS)["logits"].shape == (3, CONTEXT, 259)
+
+
+def test_int8_tied_head_reads_dequantized_embedding(model):
+    """model.quantize("int8") keeps logits close to float only because the tied head goes through
+    GPT.output_embedding (dequantized). Reading the raw int8 codes, as the model did before,
+    moves the logits by orders of magnitude more: the mutation below shows the test catches it."""
+    reference = model(IDS).numpy()
+    quantized = variants.int8_copy(model, ModelConfig(n_layer=2, n_head=2, d_model=32), CONTEXT)
+    error = np.abs(quantized(IDS).numpy() - reference).max()
+    assert error < 0.05 * np.abs(reference).max(), error
+    raw = quantized.token_embedding._embeddings
+    quantized.output_embedding = lambda: tf.cast(raw, tf.float32)   # the bug: raw int8 codes
+    assert np.abs(quantized(IDS).numpy() - reference).max() > 100 * error
+
+
+def test_tflite_runs_in_the_interpreter_close_to_float(model_dir, loaded):
+    logits = variants.logits_fn(model_dir, variants.read_manifest(model_dir)["tflite"])(IDS)
+    reference = loaded.signatures["token_logits"](input_ids=tf.constant(IDS))["logits"].numpy()
+    assert logits.shape == reference.shape
+    assert np.abs(logits - reference).max() < 0.05 * np.abs(reference).max()
+    interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, "Format-TFLite", "model.tflite"))
+    assert list(interpreter.get_signature_list()) == ["token_logits"]
+
+
+def test_every_variant_is_measured_on_the_same_sequences(model_dir, eval_files):
+    config = EvalConfig(batch_size=4, max_batches=3)
+    manifest = variants.read_manifest(model_dir)
+    measured = {name: evaluate_variant(model_dir, entry, eval_files, config) for name, entry in manifest.items()}
+    tokens = {m["tokens"] for m in measured.values()}
+    assert len(tokens) == 1 and tokens.pop() > 0                     # same sequences, same count
+    for name, m in measured.items():
+        assert m["size_bytes"] == manifest[name]["size_bytes"] and m["latency_ms"] > 0
+        assert abs(m["loss"] - measured["float"]["loss"]) < 0.1, (name, m["loss"])
+    assert measured["float"]["loss"] != measured["int8"]["loss"]     # really a different model
+
+
+def test_fitness_and_serving_decision():
+    config = EvalConfig(max_loss=3.0, max_quantization_loss_delta=0.05)
+    assert variant_fitness(2.0, 2.04, 0.05).blessed
+    unfit = variant_fitness(2.0, 2.2, 0.05)
+    assert not unfit.blessed and "+0.2000 > eval.max_quantization_loss_delta 0.0500" in unfit.reason
+    metrics = {"float": {"loss": 2.0, "accuracy": 0.4}, "int8": {"loss": 2.2, "accuracy": 0.4}}
+    fitness = {"float": variant_fitness(2.0, 2.0, 0.05), "int8": unfit}
+    assert decide_serving("float", metrics, fitness, None, config).blessed
+    refused = decide_serving("int8", metrics, fitness, None, config)
+    assert not refused.blessed and "int8 variant not fit to serve" in refused.reason
+    fitness["int8"] = variant_fitness(2.0, 2.01, 0.05)
+    metrics["int8"]["loss"] = 2.01
+    served = decide_serving("int8", metrics, fitness, None, config)
+    assert served.blessed and "int8 variant served" in served.reason
+    missing = decide_serving("int8", {"float": metrics["float"]}, fitness, None, config)
+    assert not missing.blessed and "was not exported" in missing.reason
+
+
+def test_push_is_atomic_and_idempotent_per_variant(model_dir, tmp_path):
+    base = str(tmp_path / "serving" / "gpt")
+    float_push = push.push_model(os.path.join(model_dir, "Format-Serving"), base, record={"variant": "float"})
+    int8_push = push.push_model(os.path.join(model_dir, "Format-Serving-int8"), base, record={"variant": "int8"})
+    again = push.push_model(os.path.join(model_dir, "Format-Serving-int8"), base, record={"variant": "int8"})
+    assert float_push.pushed and int8_push.pushed and int8_push.version > float_push.version
+    assert not again.pushed and again.version == int8_push.version
+    assert not [n for n in os.listdir(base) if n.startswith(".incoming")]
+    # the pushed int8 version loads and runs under TF Serving's loader
+    assert SessionModel(int8_push.path).run("token_logits", input_ids=IDS)["logits"].shape == (3, CONTEXT, 259)

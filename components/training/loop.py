@@ -81,6 +81,20 @@ def _log(message: str, *args) -> None:
     LOGGER.info(message, *args)
 
 
+def build_training(config, strategy):
+    """Model, TrainState, optimizer and schedule for a config, created under strategy.scope()."""
+    t = config.train
+    with strategy.scope():
+        model = build_model(config.model, config.data.seq_len, config.runtime.precision, t.remat)
+        state = TrainState()
+        schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
+        # The schedule reads the step counter that also stops the run (skipped steps included),
+        # not optimizer.iterations (applied steps only, which Adam's bias correction needs).
+        optimizer = make_optimizer(t, lambda: schedule(state.step), model)
+        optimizer.build(model.trainable_variables)
+    return model, state, optimizer, schedule
+
+
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
           on_step: Callable[[int, float], None] | None = None) -> TrainResult:
@@ -91,14 +105,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     if t.global_batch_size % (replicas * t.accumulation_steps):
         raise ValueError(f"train.global_batch_size ({t.global_batch_size}) is not divisible by "
                          f"{replicas} replicas x {t.accumulation_steps} accumulation steps")
-    with strategy.scope():
-        model = build_model(config.model, data.seq_len, runtime.precision, t.remat)
-        state = TrainState()
-        schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
-        # The schedule reads the step counter that also stops the run (skipped steps included),
-        # not optimizer.iterations (applied steps only, which Adam's bias correction needs).
-        optimizer = make_optimizer(t, lambda: schedule(state.step), model)
-        optimizer.build(model.trainable_variables)
+    model, state, optimizer, schedule = build_training(config, strategy)
     chief, shared_checkpoint_dir = is_chief(strategy), checkpoint_dir
     if not chief:
         # Every worker must take part in saving (collectives), but only the chief's files count.

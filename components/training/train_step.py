@@ -131,16 +131,21 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
         shape = [accumulation_steps, micro_batch_size, -1]
         inputs, targets = tf.reshape(inputs, shape), tf.reshape(targets, shape)  # (k, b, T)
 
-        def body(i, loss, grads):
+        def micro_step(i):                              # -> (loss_i, grad(loss_i * scale))
             with tf.GradientTape() as tape:
                 logits = model(inputs[i], training=True,
                                seed=dropout_seed(seed, step, replica, i))   # (b, T, V) float32
                 micro_loss = masked_token_loss_sum(targets[i], logits) / count
                 scaled = micro_loss * scale
-            new = tape.gradient(scaled, variables)
-            return i + 1, loss + micro_loss, [a + tf.cast(tf.convert_to_tensor(g), a.dtype)
-                                              for a, g in zip(grads, new)]
+            grads = tape.gradient(scaled, variables)
+            return micro_loss, [tf.cast(tf.convert_to_tensor(g), v.dtype) for g, v in zip(grads, variables)]
 
+        def body(i, loss, grads):
+            micro_loss, new = micro_step(i)
+            return i + 1, loss + micro_loss, [a + g for a, g in zip(grads, new)]
+
+        if accumulation_steps == 1:                     # k is static: no loop to pay for
+            return micro_step(0)
         # A while loop, not a Python loop: the graph (and trace time) do not grow with k.
         zeros = [tf.zeros(v.shape, v.dtype) for v in variables]
         _, loss, grads = tf.while_loop(lambda i, *_: i < accumulation_steps, body,

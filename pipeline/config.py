@@ -28,6 +28,7 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "tfrecord")
 REMAT_MODES = ("none", "blocks")
 XLA_MODES = ("auto", "on", "off")
+ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off
 
 
 class ConfigError(ValueError):
@@ -248,6 +249,8 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     if annotation is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, bool) and key in ON_OFF_KEYS:  # YAML 1.1 reads on/off as booleans
+            return "on" if value else "off"
         raise ConfigError(f"{key}: expected a string, got {value!r}")
     raise ConfigError(f"{key}: unsupported field type {annotation!r}")  # pragma: no cover
 

@@ -147,9 +147,10 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
     consecutive_skipped = 0
-    while _value(state.step) < t.train_steps:
+    step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)
+    while step < t.train_steps:
         loss_t, grad_norm, finite = step_fn(iterator)
-        step = _value(state.step)
+        step += 1
         loss, window_steps = float(loss_t), window_steps + 1
         consecutive_skipped = 0 if bool(finite) else consecutive_skipped + 1
         if not bool(finite):

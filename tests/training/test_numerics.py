@@ -158,3 +158,14 @@ def test_memory_estimate_of_large_preset_with_remat_is_smaller():
     remat = memory.estimate(build_config("large", overrides=["train.remat=blocks"]), 384_000_000, 8)
     assert remat.activations_per_micro_batch < plain.activations_per_micro_batch / 5
     assert plain.parameters == 4 * 384_000_000 and plain.optimizer_state == 8 * 384_000_000
+
+
+def test_large_preset_with_remat_and_xla_validates():
+    """The issue's done-when command: `bigtrain config --preset large --set train.remat=blocks
+    --set runtime.xla=on` (YAML reads `on` as true: runtime.xla takes it as "on")."""
+    from pipeline.config import ConfigError, build_config
+    config = build_config("large", overrides=["train.remat=blocks", "runtime.xla=on"])
+    assert (config.train.remat, config.runtime.xla) == ("blocks", "on")
+    assert build_config("tiny", overrides=["runtime.xla=off"]).runtime.xla == "off"
+    with pytest.raises(ConfigError, match="train.remat"):
+        build_config("tiny", overrides=["train.remat=everything"])

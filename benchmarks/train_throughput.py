@@ -284,7 +284,8 @@ def main(argv=None) -> None:
             lambda: bigtrain_run(with_train(config, accumulation_steps=4), shard, workdir, args.steps, device),
             args.repeats)
         print(f"  accumulation k=4 vs k=1: time per step {k4.seconds_per_step / k1.seconds_per_step:.3f}x"
-              f" wall, {k1.tokens_per_cpu_s / k4.tokens_per_cpu_s:.3f}x CPU-time (target <= 1.05x)")
+              f" wall, {k1.tokens_per_cpu_s / k4.tokens_per_cpu_s:.3f}x CPU-time (target <= 1.05x); "
+              f"peak memory {k4.peak_bytes / 2**20:.0f} MiB vs {k1.peak_bytes / 2**20:.0f} MiB")
         remat, plain = side_by_side(
             lambda: bigtrain_run(with_train(config, remat="blocks"), shard, workdir, args.steps, device),
             lambda: bigtrain_run(config, shard, workdir, args.steps, device), args.repeats)

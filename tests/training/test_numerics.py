@@ -17,8 +17,9 @@ from components.training.schedule import learning_rate_at
 from components.training.strategy import make_strategy
 from tests.training.conftest import SEQ_LEN, tiny_config
 
-# Mean |loss difference| to a float32 run of the same data and seed over 30 steps of the tiny model.
-TRACKING_TOLERANCE = {"mixed_bfloat16": 0.05, "mixed_float16": 0.02}
+# Mean |loss difference| to a float32 run of the same data and seed over 30 steps of the tiny model
+# (the loss falls from 5.29 to 3.64 nats). Measured: bf16 1.2e-4 (max 3.4e-4), fp16 3.1e-5.
+TRACKING_TOLERANCE = {"mixed_bfloat16": 2e-3, "mixed_float16": 1e-3}
 
 
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])

@@ -26,6 +26,9 @@ import yaml
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "tfrecord")
+REMAT_MODES = ("none", "blocks")
+XLA_MODES = ("auto", "on", "off")
+ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off
 
 
 class ConfigError(ValueError):
@@ -87,6 +90,13 @@ class TrainConfig:
     shuffle_buffer: int = 2048
     cache_dataset: bool = False
     seed: int = 1234
+    # Gradient checkpointing: `blocks` recomputes each Transformer block in the backward pass
+    # (activation memory ~ one block instead of all; ~1/3 more compute).
+    remat: str = "none"
+    # Consecutive non-finite (skipped) steps after which the run stops with an error.
+    max_consecutive_skipped: int = 50
+    # AdamW decays Dense kernels always, biases and LayerNorms never, embeddings when this is true.
+    decay_embeddings: bool = True
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,12 @@ class RuntimeConfig:
     # exercise real replicas. Ignored when GPUs are present.
     cpu_replicas: int = 2
     precision: str = "float32"
+    # jit-compile (XLA) the per-replica forward/backward: `auto` = on with GPUs, off on CPU (see
+    # benchmarks/train_throughput.py for the measured choice), or `on` / `off`.
+    xla: str = "auto"
+    # Device memory (GiB per replica) the Trainer's memory estimate is checked against; 0 = detect
+    # (GPU total memory, or the machine's RAM for CPU replicas).
+    device_memory_gb: float = 0.0
     # Beam pipeline options for every Beam-based stage, e.g. ("--direct_running_mode=multi_processing",).
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
@@ -267,6 +283,8 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     if annotation is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, bool) and key in ON_OFF_KEYS:  # YAML 1.1 reads on/off as booleans
+            return "on" if value else "off"
         raise ConfigError(f"{key}: expected a string, got {value!r}")
     raise ConfigError(f"{key}: unsupported field type {annotation!r}")  # pragma: no cover
 
@@ -446,6 +464,15 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(f"runtime.strategy: {r.strategy!r} is not one of {STRATEGIES}")
     if r.precision not in PRECISIONS:
         raise ConfigError(f"runtime.precision: {r.precision!r} is not one of {PRECISIONS}")
+    if r.xla not in XLA_MODES:
+        raise ConfigError(f"runtime.xla: {r.xla!r} is not one of {XLA_MODES}")
+    if r.device_memory_gb < 0:
+        raise ConfigError(f"runtime.device_memory_gb: must be >= 0, got {r.device_memory_gb}")
+    if t.remat not in REMAT_MODES:
+        raise ConfigError(f"train.remat: {t.remat!r} is not one of {REMAT_MODES}")
+    if t.max_consecutive_skipped < 1:
+        raise ConfigError(f"train.max_consecutive_skipped: must be >= 1, got "
+                          f"{t.max_consecutive_skipped}")
     if m.d_model % m.n_head:
         raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
     if not 0.0 <= m.dropout < 1.0:

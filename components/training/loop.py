@@ -19,6 +19,7 @@ import tensorflow as tf
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.text_example_gen.tokenizer import PAD_ID, VOCAB_SIZE
 from components.training import input as input_lib
+from components.training import memory
 from components.training.schedule import WarmupCosine
 from components.training.strategy import make_strategy
 from components.training.train_step import TrainState, make_optimizer, make_train_step
@@ -26,6 +27,19 @@ from components.training.train_step import TrainState, make_optimizer, make_trai
 
 class InjectedFault(RuntimeError):
     """Raised by train(fault_at_step=k) right after step k, before any later checkpoint."""
+
+
+class TrainingDiverged(RuntimeError):
+    """train.max_consecutive_skipped steps in a row had non-finite gradients."""
+
+
+def use_xla(runtime) -> bool:
+    """runtime.xla: on / off, or auto = on with a GPU, off on CPU. Measured by
+    benchmarks/train_throughput.py (README): on CPU the XLA step was not faster for our models,
+    and on GPUs XLA's fusion of the elementwise ops around the matmuls is the usual win."""
+    if runtime.xla != "auto":
+        return runtime.xla == "on"
+    return bool(tf.config.list_physical_devices("GPU"))
 
 
 @dataclasses.dataclass
@@ -67,6 +81,20 @@ def _log(message: str, *args) -> None:
     LOGGER.info(message, *args)
 
 
+def build_training(config, strategy):
+    """Model, TrainState, optimizer and schedule for a config, created under strategy.scope()."""
+    t = config.train
+    with strategy.scope():
+        model = build_model(config.model, config.data.seq_len, config.runtime.precision, t.remat)
+        state = TrainState()
+        schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
+        # The schedule reads the step counter that also stops the run (skipped steps included),
+        # not optimizer.iterations (applied steps only, which Adam's bias correction needs).
+        optimizer = make_optimizer(t, lambda: schedule(state.step), model)
+        optimizer.build(model.trainable_variables)
+    return model, state, optimizer, schedule
+
+
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
           on_step: Callable[[int, float], None] | None = None) -> TrainResult:
@@ -77,12 +105,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     if t.global_batch_size % (replicas * t.accumulation_steps):
         raise ValueError(f"train.global_batch_size ({t.global_batch_size}) is not divisible by "
                          f"{replicas} replicas x {t.accumulation_steps} accumulation steps")
-    with strategy.scope():
-        model = build_model(config.model, data.seq_len, runtime.precision)
-        schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
-        optimizer = make_optimizer(t, schedule)
-        optimizer.build(model.trainable_variables)
-        state = TrainState()
+    model, state, optimizer, schedule = build_training(config, strategy)
     chief, shared_checkpoint_dir = is_chief(strategy), checkpoint_dir
     if not chief:
         # Every worker must take part in saving (collectives), but only the chief's files count.
@@ -95,6 +118,11 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
          "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
          flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
          t.global_batch_size // (replicas * t.accumulation_steps))
+    xla = use_xla(runtime)
+    _log("remat %s, XLA %s (runtime.xla=%s)", t.remat, "on" if xla else "off", runtime.xla)
+    needed = memory.estimate(config, n_params, replicas, memory.device_memory_bytes(runtime, replicas))
+    _log("%s", needed.describe())
+    memory.check(config, needed, replicas)
 
     dataset = input_lib.make_dataset(train_files, data.seq_len, t.global_batch_size,
                                      shuffle_buffer=t.shuffle_buffer, seed=t.seed,
@@ -112,24 +140,36 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     step_fn = make_train_step(model, optimizer, strategy, state,
                               global_batch_size=t.global_batch_size, seq_len=data.seq_len,
                               accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
-                              dynamic_loss_scale=runtime.precision == "mixed_float16")
+                              dynamic_loss_scale=runtime.precision == "mixed_float16",
+                              seed=t.seed, xla=xla)
     writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
     tokens_per_step = t.global_batch_size * data.seq_len
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
-    while _value(state.step) < t.train_steps:
+    consecutive_skipped = 0
+    step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)
+    while step < t.train_steps:
         loss_t, grad_norm, finite = step_fn(iterator)
-        step = _value(state.step)
+        step += 1
         loss, window_steps = float(loss_t), window_steps + 1
+        consecutive_skipped = 0 if bool(finite) else consecutive_skipped + 1
         if not bool(finite):
             _log("step %d: non-finite gradients, step skipped (loss scale now %g, %d skipped)",
                  step, _value(state.loss_scale), _value(state.skipped_steps))
+            if consecutive_skipped >= t.max_consecutive_skipped:
+                raise TrainingDiverged(
+                    f"steps {step - consecutive_skipped + 1}-{step}: {consecutive_skipped} steps in a "
+                    f"row had non-finite gradients (loss {loss}, loss scale "
+                    f"{_value(state.loss_scale):g}); the run is diverging: lower "
+                    f"train.learning_rate ({t.learning_rate:g}) or train.clip_norm, or use "
+                    f"runtime.precision=mixed_bfloat16 / float32 (limit: "
+                    f"train.max_consecutive_skipped={t.max_consecutive_skipped})")
         if on_step:
             on_step(step, loss)
         if step % t.log_every == 0 or step == t.train_steps:
             elapsed = time.perf_counter() - window_start
             tokens_per_s = window_steps * tokens_per_step / max(elapsed, 1e-9)
-            lr = float(schedule(optimizer.iterations))
+            lr = float(schedule(step - 1))                      # the rate this step used
             eta = (t.train_steps - step) * elapsed / max(window_steps, 1)
             _log("step %d/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  ETA %.0fs",
                  step, t.train_steps, loss, lr, float(grad_norm), tokens_per_s, eta)

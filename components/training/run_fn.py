@@ -64,7 +64,9 @@ def run_fn(fn_args) -> None:
     checkpoint_dir = os.path.join(custom["checkpoint_root"], key.hexdigest()[:16])
     result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir)
     seq_len, t = config.data.seq_len, config.train
-    metrics = loop.evaluate(result.model, fn_args.eval_files, seq_len, t.global_batch_size, t.eval_batches)
+    # eval.batch_size micro-batches (the global batch in one piece does not fit at scale).
+    metrics = loop.evaluate(result.model, fn_args.eval_files, seq_len, config.eval.batch_size,
+                            t.eval_batches)
     baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len)
     logging.getLogger("bigtrain.train").info("eval loss %.4f nats/token (perplexity %.2f, accuracy %.3f) vs byte-unigram "
                     "baseline %.4f", metrics["loss"], metrics["perplexity"], metrics["accuracy"], baseline)

@@ -3,18 +3,23 @@ global-norm clipping of the true global gradient, dynamic loss scaling, non-fini
 
 Why not model.fit: on this stack Keras sums gradients across replicas in some versions and not in
 others, clips each replica's partial gradient *before* the cross-replica sum (so the clipping norm
-is wrong under MirroredStrategy), and its built-in gradient_accumulation_steps raises a merge_call
-RuntimeError under MirroredStrategy. The step below owns all three decisions:
+is wrong under MirroredStrategy), its built-in gradient_accumulation_steps raises a merge_call
+RuntimeError under MirroredStrategy, and it turns XLA off under any strategy. This step owns all:
 
+  N = count of non-pad targets in the whole global batch (every replica sees the global batch)
   per replica r, micro-batch i (k micro-batches of b sequences, T targets each):
-      loss_ri = sum(CE(logits, targets) * not_pad) / (global_batch_size * T)
-      g_r     = sum_i grad(loss_ri * loss_scale)        # a Python loop over a static k
-  g = all_reduce_sum_r(g_r) / loss_scale                # = grad of the global-batch mean loss
+      loss_ri = sum(CE(logits, targets) * not_pad) / N
+      g_r     = sum_i grad(loss_ri * loss_scale)        # tf.while_loop over i: one traced body
+  g = all_reduce_SUM_r(g_r) / loss_scale                # = grad of the global mean token loss
   if all(isfinite(g)): AdamW.apply(clip_by_global_norm(g))  else: skip, count, halve the scale
 
-Normalizing by the fixed number of target positions (not by the varying count of non-pad
-targets) makes the loss a plain sum over examples, so any split of the global batch over replicas
-and micro-batches gives the same gradient up to float rounding.
+Dividing every micro-batch by the same global N makes the loss a plain sum over tokens, so any
+replica x micro-batch split gives the gradient of the one global loss up to float rounding, and
+the train loss is the metrics' loss (sum of token losses / non-pad tokens). Dropout masks come
+from stateless seeds fold(seed, step, replica, micro-batch): different per replica, recomputed
+identically under remat, reproduced on resume (the step counter is checkpointed).
+With xla=True the per-replica forward/backward (the whole micro-batch loop) is one jit-compiled
+function; the data fetch, all-reduce, clipping and optimizer stay outside it.
 """
 
 from __future__ import annotations
@@ -26,22 +31,47 @@ from components.text_example_gen.tokenizer import PAD_ID
 
 LOSS_SCALE_INITIAL = 2.0**15
 LOSS_SCALE_GROWTH_INTERVAL = 2000  # finite steps in a row before the loss scale doubles
+# The cross-replica reduction of gradients and loss. Module-level so the mutation tests in
+# tests/training/test_gradients.py can swap in MEAN and show the equivalence tests catch it.
+GRADIENT_REDUCTION = tf.distribute.ReduceOp.SUM
 
 
-class PreReducedAdamW(keras.optimizers.AdamW):
-    """AdamW that trusts its gradients to be summed over replicas already (train_step does the
-    all-reduce itself, before clipping). Without this Keras would all-reduce them a second time."""
+def unscale(grads, scale):
+    """Undo the loss scale (a no-op at scale 1). Module-level for the mutation tests."""
+    return [g / scale for g in grads]
+
+
+class _PreReduced:
+    """An optimizer that trusts its gradients to be summed over replicas already (train_step does
+    the all-reduce itself, before clipping). Without this Keras would all-reduce them again."""
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)
 
 
-def make_optimizer(train_config, learning_rate) -> keras.optimizers.Optimizer:
+class PreReducedAdamW(_PreReduced, keras.optimizers.AdamW):
+    pass
+
+
+class PreReducedSGD(_PreReduced, keras.optimizers.SGD):
+    pass
+
+
+def make_optimizer(train_config, learning_rate, model=None) -> keras.optimizers.Optimizer:
+    """AdamW. `learning_rate`: a float or a zero-argument callable (the loop passes the schedule
+    at the step counter). With `model`: weight decay by variable role (gpt.decay_variables: Dense
+    kernels, embeddings per train.decay_embeddings); every other trainable variable (biases,
+    LayerNorm scales and offsets) is excluded, whatever the variables are called."""
     optimizer = PreReducedAdamW(learning_rate=learning_rate, weight_decay=train_config.weight_decay,
                                 beta_1=train_config.adam_beta1, beta_2=train_config.adam_beta2,
                                 epsilon=1e-8)
-    # Decay matrices and embeddings only, as in GPT-2: not biases, not LayerNorm scales/offsets.
-    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    if model is not None:
+        from components.model.gpt import decay_variables
+        decayed = {optimizer._var_key(v) for v in
+                   decay_variables(model, getattr(train_config, "decay_embeddings", True))}
+        excluded = [v for v in model.trainable_variables if optimizer._var_key(v) not in decayed]
+        if excluded:
+            optimizer.exclude_from_weight_decay(var_list=excluded)
     return optimizer
 
 
@@ -51,6 +81,8 @@ class TrainState(tf.Module):
     def __init__(self):
         super().__init__(name="train_state")
         agg = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        # The one step counter: the schedule, the dropout seeds and the stop condition read it;
+        # it counts skipped steps too (optimizer.iterations counts applied ones, for Adam).
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=agg, name="step")
         self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=agg,
                                          name="skipped_steps")
@@ -69,14 +101,87 @@ def masked_token_loss_sum(targets, logits):
     return tf.reduce_sum(ce * tf.cast(tf.not_equal(targets, PAD_ID), ce.dtype))
 
 
-def make_train_step(model, optimizer, strategy, state: TrainState, *, global_batch_size: int,
-                    seq_len: int, accumulation_steps: int, clip_norm: float,
-                    dynamic_loss_scale: bool):
-    """Returns a tf.function(iterator) -> (global loss, gradient norm, finite) for one step."""
+def target_count(targets):
+    """Non-pad targets: the loss's denominator (float32, >= 1 so an all-pad batch gives 0 loss)."""
+    return tf.maximum(tf.reduce_sum(tf.cast(tf.not_equal(targets, PAD_ID), tf.float32)), 1.0)
+
+
+def dropout_seed(base_seed: int, step, replica, micro):
+    """int64[2] seed of one micro-batch's dropout masks: a pure function of the run's seed, the
+    step counter, the replica (global id, so masks differ across replicas) and the micro-batch."""
+    seed = tf.stack([tf.constant(base_seed, tf.int64), tf.cast(step, tf.int64)])
+    for value in (replica, micro):
+        seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(value, tf.int64))
+    return seed
+
+
+def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: int,
+                     accumulation_steps: int, dynamic_loss_scale: bool, seed: int = 0,
+                     xla: bool = False):
+    """replica_gradients(inputs, targets) in replica context -> (loss, grads, replica_loss):
+    the all-reduced, unscaled gradient of the global mean token loss, before clipping; the loss;
+    this replica's own (un-reduced) share of it. The train step and the tests share this code."""
     replicas = strategy.num_replicas_in_sync
-    micro_batch_size = global_batch_size // (replicas * accumulation_steps)
-    positions = float(global_batch_size * seq_len)
+    share = global_batch_size // replicas                     # sequences per replica, k * b
+    micro_batch_size = share // accumulation_steps            # b
     variables = model.trainable_variables
+
+    def accumulate(inputs, targets, count, scale, step, replica):
+        """(k*b, T) ids -> (sum_i loss_i, sum_i grad(loss_i * scale)) for this replica's share."""
+        shape = [accumulation_steps, micro_batch_size, -1]
+        inputs, targets = tf.reshape(inputs, shape), tf.reshape(targets, shape)  # (k, b, T)
+
+        def micro_step(i):                              # -> (loss_i, grad(loss_i * scale))
+            with tf.GradientTape() as tape:
+                logits = model(inputs[i], training=True,
+                               seed=dropout_seed(seed, step, replica, i))   # (b, T, V) float32
+                micro_loss = masked_token_loss_sum(targets[i], logits) / count
+                scaled = micro_loss * scale
+            grads = tape.gradient(scaled, variables)
+            return micro_loss, [tf.cast(tf.convert_to_tensor(g), v.dtype) for g, v in zip(grads, variables)]
+
+        def body(i, loss, grads):
+            micro_loss, new = micro_step(i)
+            return i + 1, loss + micro_loss, [a + g for a, g in zip(grads, new)]
+
+        if accumulation_steps == 1:                     # k is static: no loop to pay for
+            return micro_step(0)
+        # A while loop, not a Python loop: the graph (and trace time) do not grow with k.
+        zeros = [tf.zeros(v.shape, v.dtype) for v in variables]
+        _, loss, grads = tf.while_loop(lambda i, *_: i < accumulation_steps, body,
+                                       [tf.constant(0), tf.constant(0.0), zeros],
+                                       parallel_iterations=1)
+        return loss, grads
+
+    if xla:
+        accumulate = tf.function(accumulate, jit_compile=True)
+
+    def replica_gradients(inputs, targets):                   # (global batch, T) each
+        context = tf.distribute.get_replica_context()
+        count = target_count(targets)                          # N over the global batch
+        replica = context.replica_id_in_sync_group
+        start = replica * share                                # this replica's contiguous share
+        scale = state.loss_scale.read_value() if dynamic_loss_scale else tf.constant(1.0)
+        local_loss, grads = accumulate(inputs[start:start + share], targets[start:start + share],
+                                       count, scale, state.step.read_value(), replica)
+        # Every replica now holds the gradient of the global-batch loss (and the loss itself).
+        grads, loss = context.all_reduce(GRADIENT_REDUCTION, [grads, local_loss])
+        return loss, unscale(grads, scale), local_loss
+
+    return replica_gradients
+
+
+def make_train_step(model, optimizer, strategy, state: TrainState, *, global_batch_size: int,
+                    seq_len: int, accumulation_steps: int, clip_norm: float | None,
+                    dynamic_loss_scale: bool, seed: int = 0, xla: bool = False):
+    """Returns a tf.function(iterator) -> (global loss, gradient norm, finite) for one step.
+    clip_norm=None: no clipping (the SGD reference check)."""
+    del seq_len  # the loss is normalized by the count of real targets, not by positions
+    variables = model.trainable_variables
+    replica_gradients = make_gradient_fn(
+        model, strategy, state, global_batch_size=global_batch_size,
+        accumulation_steps=accumulation_steps, dynamic_loss_scale=dynamic_loss_scale, seed=seed,
+        xla=xla)
 
     def apply_or_skip(distribution, grads, finite):
         # Cross-replica context (inside merge_call): a cond here may branch around the optimizer's
@@ -101,34 +206,15 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
             return tf.constant(False)
 
         tf.cond(finite, apply, skip)
-        state.step.assign_add(1)
+        state.step.assign_add(1)          # after apply: the schedule read this step's value
 
-    def replica_step(inputs, targets):                  # (global batch, T) each
-        context = tf.distribute.get_replica_context()
-        # This replica's contiguous share of the global batch: (k * b, T).
-        share = global_batch_size // replicas
-        start = context.replica_id_in_sync_group * share
-        inputs, targets = inputs[start:start + share], targets[start:start + share]
-        scale = state.loss_scale if dynamic_loss_scale else tf.constant(1.0)
-        grads = [tf.zeros_like(v) for v in variables]
-        loss = tf.constant(0.0)
-        for i in range(accumulation_steps):             # static k: unrolled in the graph
-            x = inputs[i * micro_batch_size:(i + 1) * micro_batch_size]
-            y = targets[i * micro_batch_size:(i + 1) * micro_batch_size]
-            with tf.GradientTape() as tape:
-                logits = model(x, training=True)        # (b, T, V) float32
-                micro_loss = masked_token_loss_sum(y, logits) / positions
-                scaled = micro_loss * scale
-            grads = [a + tf.cast(tf.convert_to_tensor(g), a.dtype) for a, g in
-                     zip(grads, tape.gradient(scaled, variables))]
-            loss += micro_loss
-        # Every replica now holds the gradient of the global-batch loss (and the loss itself).
-        grads, loss = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads, loss])
-        grads = [g / scale for g in grads]
+    def replica_step(inputs, targets):
+        loss, grads, _ = replica_gradients(inputs, targets)
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
         grad_norm = tf.linalg.global_norm(grads)
-        clipped, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
-        context.merge_call(apply_or_skip, args=(clipped, finite))
+        if clip_norm is not None:
+            grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
+        tf.distribute.get_replica_context().merge_call(apply_or_skip, args=(grads, finite))
         return loss, grad_norm, finite
 
     @tf.function

@@ -1,6 +1,8 @@
 """Numerics: the same global batch gives the same weights whatever the split over replicas and
-micro-batches (float32, max |difference| <= 1e-5 after 3 optimizer steps), mixed precision
-trains with float32 logits, and resuming after a crash ends where an uninterrupted run ends."""
+micro-batches (float32, max |difference| <= 1e-5 after 3 optimizer steps), and resuming after a
+crash with dropout 0.1 ends where an uninterrupted run ends. The sharper checks (loss and pre-clip
+gradients against an independent reference, mixed precision) are in test_gradients.py and
+test_numerics.py."""
 
 import numpy as np
 import pytest
@@ -59,7 +61,10 @@ def test_accumulation_equals_big_batch_mirrored(one_device_big_batch, tmp_path, 
 
 
 def test_resume_after_crash_ends_with_identical_weights(tmp_path, shards):
-    overrides = ("train.train_steps=8", "train.checkpoint_every=3", "runtime.strategy=mirrored")
+    # Dropout 0.1: the masks are drawn from seeds derived from the checkpointed step counter, so
+    # the resumed run draws the masks the uninterrupted one drew (Keras' SeedGenerator would not).
+    overrides = ("train.train_steps=8", "train.checkpoint_every=3", "runtime.strategy=mirrored",
+                 "model.dropout=0.1")
     uninterrupted = run(tmp_path, shards, "straight", *overrides)
     with pytest.raises(loop.InjectedFault):
         run(tmp_path, shards, "crashy", *overrides, fault_at_step=5)
@@ -72,19 +77,3 @@ def test_resume_after_crash_ends_with_identical_weights(tmp_path, shards):
     assert again.resumed_from_step == 8 and again.steps == 8
     assert again.final_loss == pytest.approx(uninterrupted.final_loss)
     assert max_difference(again, uninterrupted) == 0.0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
-def test_mixed_precision_loss_falls_with_float32_logits(tmp_path, shards, precision):
-    losses = []
-    result = run(tmp_path, shards, precision, f"runtime.precision={precision}",
-                 "train.train_steps=50", "train.warmup_steps=5", "train.learning_rate=3e-3",
-                 "train.log_every=25", on_step=lambda step, loss: losses.append(loss))
-    assert result.skipped_steps <= 2
-    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5
-    logits = result.model(tf.zeros([2, 8], tf.int32))
-    assert logits.dtype == tf.float32
-    compute = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}[precision]
-    assert result.model.blocks[0].fc.compute_dtype == compute
-    assert result.model.blocks[0].fc.kernel.dtype == "float32"

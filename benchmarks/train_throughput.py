@@ -1,0 +1,320 @@
+"""Training throughput and MFU of bigtrain's step, with the ratios that keep it honest, in one run.
+
+    python benchmarks/train_throughput.py                          # CPU: d_model 64 and 256
+    python benchmarks/train_throughput.py --preset small --precision mixed_bfloat16   # a GPU
+    python benchmarks/train_throughput.py --preset base --precision mixed_bfloat16
+
+Prints: the machine; the matmul peak measured here (FLOP/s of a large tf.matmul in the run's
+compute dtype); per model: tokens/s and MFU of bigtrain's training loop, where
+    MFU = tokens/s x FLOPs/token / measured matmul peak,
+    FLOPs/token = 6 N + 12 x n_layer x T x d_model   (N = parameters; gpt.flops_per_token);
+bigtrain's loop vs bare Keras `fit` on the same model and data (target >= 0.97); for the largest
+model: accumulation k=4 vs k=1 at the same global batch (target time <= 1.05x), remat=blocks vs
+none (time and peak memory), XLA on vs off (the runtime.xla=auto choice); the trace time and
+graph size of the step for k=1 and k=16 (a while loop: independent of k).
+Steady-state rates: the first steps (tracing, warm-up) are excluded; each comparison alternates
+its two runs and keeps the best of each. Every rate is given per wall-clock second and per second
+of this process's CPU time (MFU by CPU time = model FLOPs per CPU-second / matmul FLOPs per
+CPU-second): on a shared machine the wall-clock figures move with other people's jobs, the
+CPU-time ones much less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from benchmarks._machine import describe  # noqa: E402
+
+WARMUP_STEPS = 3
+
+
+def measure_matmul_peak(dtype: str, size: int, seconds: float = 3.0) -> float:
+    """FLOP/s of repeated (size x size) @ (size x size) in `dtype`: the best of a few timed runs."""
+    import tensorflow as tf
+    a = tf.random.normal([size, size], dtype=tf.float32)
+    a = tf.cast(a, dtype)
+
+    @tf.function
+    def chain(x, n):
+        for _ in tf.range(n):
+            x = tf.matmul(x, a) * tf.cast(1.0 / size, dtype)
+        return x
+
+    chain(a, tf.constant(2)).numpy()
+    n = 4
+    while True:                                            # pick n so one run takes ~seconds/4
+        start = time.perf_counter()
+        chain(a, tf.constant(n)).numpy()
+        if time.perf_counter() - start > seconds / 4:
+            break
+        n *= 2
+    best = best_cpu = 0.0
+    for _ in range(3):
+        wall, cpu = clock()
+        chain(a, tf.constant(n)).numpy()
+        wall1, cpu1 = clock()
+        best = max(best, 2.0 * size**3 * n / (wall1 - wall))
+        best_cpu = max(best_cpu, 2.0 * size**3 * n / (cpu1 - cpu))
+    return best, best_cpu
+
+
+def write_shard(directory: str, seq_len: int, sequences: int) -> str:
+    """Random byte-token sequences (each starting with BOS) as one gzip TFRecord shard."""
+    import tensorflow as tf
+
+    from components.text_example_gen import transforms
+    from components.text_example_gen.tokenizer import BOS_ID
+    rng = np.random.default_rng(0)
+    path = os.path.join(directory, "train-0.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for _ in range(sequences):
+            window = rng.integers(0, 256, seq_len + 1)
+            window[0] = BOS_ID
+            writer.write(transforms.sequence_example_bytes(window))
+    return path
+
+
+@dataclasses.dataclass
+class Run:
+    tokens_per_s: float
+    seconds_per_step: float
+    peak_bytes: float
+    tokens_per_cpu_s: float = float("nan")   # per second of this process's CPU time
+
+
+def clock() -> tuple[float, float]:
+    """(wall, process CPU) seconds. On a shared machine other processes stretch the wall time of
+    a run but not the CPU time it used: CPU-time rates are the steadier comparison there."""
+    return time.perf_counter(), time.process_time()
+
+
+def rates(stamps, steps: int, tokens_per_step: int, peak: float = float("nan")) -> Run:
+    (wall0, cpu0), (wall1, cpu1) = stamps[WARMUP_STEPS - 1], stamps[-1]
+    per_step = (wall1 - wall0) / steps
+    return Run(tokens_per_step / per_step, per_step, peak, tokens_per_step * steps / (cpu1 - cpu0))
+
+
+def peak_memory_reset(device: str) -> None:
+    import tensorflow as tf
+    try:
+        tf.config.experimental.reset_memory_stats(device)
+    except (ValueError, RuntimeError):
+        pass
+
+
+def peak_memory(device: str) -> float:
+    import tensorflow as tf
+    try:
+        return float(tf.config.experimental.get_memory_info(device)["peak"])
+    except (ValueError, RuntimeError):
+        return float("nan")
+
+
+def bigtrain_run(config, shard: str, workdir: str, steps: int, device: str) -> Run:
+    """bigtrain's loop (loop.train, one device) for WARMUP_STEPS + steps; steady-state rate."""
+    from components.training import loop
+    stamps = []
+    peak_memory_reset(device)
+    config = dataclasses.replace(config, train=dataclasses.replace(
+        config.train, train_steps=WARMUP_STEPS + steps, checkpoint_every=10**6,
+        log_every=10**6, warmup_steps=1))
+    run_dir = tempfile.mkdtemp(dir=workdir)
+    loop.train(config, shard, os.path.join(run_dir, "run"), os.path.join(run_dir, "ckpt"),
+               on_step=lambda step, loss: stamps.append(clock()))
+    return rates(stamps, steps, config.train.global_batch_size * config.data.seq_len,
+                 peak_memory(device))
+
+
+def keras_fit_run(config, shard: str, steps: int, xla: bool) -> Run:
+    """Bare Keras: the same GPT, data pipeline and AdamW through model.fit (no strategy)."""
+    import keras
+
+    from components.model.gpt import build_model
+    from components.text_example_gen.tokenizer import PAD_ID
+    from components.training import input as input_lib
+    t = config.train
+    keras.utils.set_random_seed(t.seed)
+    keras.mixed_precision.set_dtype_policy("float32")
+    model = build_model(config.model, config.data.seq_len, config.runtime.precision)
+    model.compile(optimizer=keras.optimizers.AdamW(learning_rate=t.learning_rate,
+                                                   weight_decay=t.weight_decay,
+                                                   global_clipnorm=t.clip_norm),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                  ignore_class=PAD_ID),
+                  jit_compile=xla)
+    stamps = []
+
+    class Stamp(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            stamps.append(clock())
+
+    dataset = input_lib.make_dataset(shard, config.data.seq_len, t.global_batch_size,
+                                     shuffle_buffer=t.shuffle_buffer, seed=t.seed)
+    model.fit(dataset, epochs=1, steps_per_epoch=WARMUP_STEPS + steps, verbose=0,
+              callbacks=[Stamp()])
+    return rates(stamps, steps, t.global_batch_size * config.data.seq_len)
+
+
+def trace_cost(config, shard: str, k: int) -> tuple[float, int]:
+    """Seconds to trace bigtrain's step with k micro-batches, and its graph's node count."""
+    import tensorflow as tf
+
+    from components.training import input as input_lib
+    from components.training import loop, train_step
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    config = dataclasses.replace(config, train=dataclasses.replace(
+        config.train, accumulation_steps=k, global_batch_size=16 * k))
+    model, state, optimizer, _ = loop.build_training(config, strategy)
+    step = train_step.make_train_step(model, optimizer, strategy, state,
+                                      global_batch_size=config.train.global_batch_size,
+                                      seq_len=config.data.seq_len, accumulation_steps=k,
+                                      clip_norm=1.0, dynamic_loss_scale=False)
+    iterator = iter(input_lib.make_dataset(shard, config.data.seq_len,
+                                           config.train.global_batch_size))
+    start = time.perf_counter()
+    concrete = step.get_concrete_function(iterator)
+    seconds = time.perf_counter() - start
+    graph_def = concrete.graph.as_graph_def()
+    return seconds, len(graph_def.node) + sum(len(f.node_def) for f in graph_def.library.function)
+
+
+def model_configs(args):
+    from pipeline.config import build_config
+    common = ["runtime.strategy=one_device", f"runtime.precision={args.precision}",
+              "train.shuffle_buffer=64", "train.learning_rate=3e-4", "train.min_learning_rate=3e-5"]
+    if args.preset == "cpu":
+        return [
+            ("d_model 64", build_config("tiny", overrides=[
+                *common, "data.seq_len=128", "model.n_layer=4", "model.d_model=64", "model.n_head=4",
+                "train.global_batch_size=32", "train.warmup_steps=1"])),
+            ("d_model 256", build_config("tiny", overrides=[
+                *common, "data.seq_len=128", "model.n_layer=4", "model.d_model=256", "model.n_head=4",
+                f"train.global_batch_size={args.batch or 16}", "train.warmup_steps=1"])),
+        ]
+    batch = [f"train.global_batch_size={args.batch}"] if args.batch else []
+    return [(args.preset, build_config(args.preset, overrides=[*common, "train.accumulation_steps=1",
+                                                                *batch]))]
+
+
+def side_by_side(first, second, repeats: int):
+    """Alternate two measurements `repeats` times and keep each one's best (fastest) run: on a
+    shared machine the noise is other processes, which only ever slow a run down."""
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(first())
+        b.append(second())
+    fastest = lambda runs: min(runs, key=lambda r: r.seconds_per_step)
+    return fastest(a), fastest(b)
+
+
+def with_train(config, **changes):
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, **changes))
+
+
+def with_runtime(config, **changes):
+    return dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, **changes))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", choices=["cpu", "small", "base"], default="cpu")
+    parser.add_argument("--precision", default="float32",
+                        choices=["float32", "mixed_bfloat16", "mixed_float16"])
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per measurement")
+    parser.add_argument("--batch", type=int, default=0, help="global batch (default: preset's)")
+    parser.add_argument("--repeats", type=int, default=2, help="alternated runs per comparison")
+    args = parser.parse_args(argv)
+
+    import tensorflow as tf
+
+    from components.model.gpt import build_model, flops_per_token, parameter_count
+    from components.training.loop import use_xla
+    gpus = tf.config.list_physical_devices("GPU")
+    device = "GPU:0" if gpus else "CPU:0"
+    print(f"machine: {describe()}")
+    if gpus:
+        print(f"device: {tf.config.experimental.get_device_details(gpus[0]).get('device_name', 'GPU')}")
+    else:
+        print("device: CPU only (no GPU in this run)")
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+          f"(> 0.5 per core means the figures were taken under shared load)")
+    compute = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}[args.precision]
+    size = 8192 if gpus else 2048
+    peak, peak_cpu = measure_matmul_peak(compute, size)
+    print(f"matmul peak ({compute}, {size}x{size}, measured here): {peak / 1e9:.1f} GFLOP/s, "
+          f"{peak_cpu / 1e9:.1f} GFLOP per CPU-second (measured again at the end; MFU uses the higher)")
+    print("FLOPs/token = 6 N + 12 x n_layer x T x d_model (forward + backward)")
+
+    configs = model_configs(args)
+    lines = []
+    with tempfile.TemporaryDirectory() as workdir:
+        shard = write_shard(workdir, configs[0][1].data.seq_len, 256)
+        last = None
+        for name, config in configs:
+            n = parameter_count(build_model(config.model, config.data.seq_len))
+            flops = flops_per_token(config.model, config.data.seq_len, n)
+            xla = use_xla(config.runtime)
+            ours, fit = side_by_side(lambda: bigtrain_run(config, shard, workdir, args.steps, device),
+                                     lambda: keras_fit_run(config, shard, args.steps, xla), args.repeats)
+            lines.append((name, flops, ours, fit))
+            print(f"\n[{name}] N={n:,} T={config.data.seq_len} batch={config.train.global_batch_size} "
+                  f"{args.precision} XLA {'on' if xla else 'off'} (auto): "
+                  f"{flops / 1e6:.1f} MFLOP/token")
+            print(f"  bigtrain loop: {ours.tokens_per_s:,.0f} tokens/s ({ours.seconds_per_step * 1e3:.0f} ms/step), "
+                  f"{ours.tokens_per_cpu_s:,.0f} tokens per CPU-second")
+            print(f"  Keras fit:     {fit.tokens_per_s:,.0f} tokens/s, {fit.tokens_per_cpu_s:,.0f} tokens per CPU-second")
+            print(f"  loop / fit throughput: {ours.tokens_per_s / fit.tokens_per_s:.3f} wall, "
+                  f"{ours.tokens_per_cpu_s / fit.tokens_per_cpu_s:.3f} CPU-time (target >= 0.97)")
+            last = (name, config, ours)
+
+        name, config, ours = last
+        print(f"\n[{name}] side by side, same global batch {config.train.global_batch_size}:")
+        k1, k4 = side_by_side(
+            lambda: bigtrain_run(config, shard, workdir, args.steps, device),
+            lambda: bigtrain_run(with_train(config, accumulation_steps=4), shard, workdir, args.steps, device),
+            args.repeats)
+        print(f"  accumulation k=4 vs k=1: time per step {k4.seconds_per_step / k1.seconds_per_step:.3f}x"
+              f" wall, {k1.tokens_per_cpu_s / k4.tokens_per_cpu_s:.3f}x CPU-time (target <= 1.05x); "
+              f"peak memory {k4.peak_bytes / 2**20:.0f} MiB vs {k1.peak_bytes / 2**20:.0f} MiB")
+        remat, plain = side_by_side(
+            lambda: bigtrain_run(with_train(config, remat="blocks"), shard, workdir, args.steps, device),
+            lambda: bigtrain_run(config, shard, workdir, args.steps, device), args.repeats)
+        print(f"  remat=blocks vs none: time {remat.seconds_per_step / plain.seconds_per_step:.3f}x wall, "
+              f"{plain.tokens_per_cpu_s / remat.tokens_per_cpu_s:.3f}x CPU-time, "
+              f"peak memory {remat.peak_bytes / 2**20:.0f} MiB vs {plain.peak_bytes / 2**20:.0f} MiB")
+        xla_on, xla_off = side_by_side(
+            lambda: bigtrain_run(with_runtime(config, xla="on"), shard, workdir, args.steps, device),
+            lambda: bigtrain_run(with_runtime(config, xla="off"), shard, workdir, args.steps, device),
+            args.repeats)
+        print(f"  XLA on vs off: {xla_on.tokens_per_s:,.0f} vs {xla_off.tokens_per_s:,.0f} tokens/s "
+              f"({xla_on.tokens_per_s / xla_off.tokens_per_s:.3f}x wall, "
+              f"{xla_on.tokens_per_cpu_s / xla_off.tokens_per_cpu_s:.3f}x CPU-time); runtime.xla=auto picks "
+              f"{'on' if use_xla(config.runtime) else 'off'} on this device type")
+        for k in (1, 16):
+            seconds, nodes = trace_cost(configs[0][1], shard, k)
+            print(f"  trace of the step, k={k:2d}: {seconds:.2f} s, {nodes} graph nodes"
+                  + (" (k=1: no loop)" if k == 1 else " (one while-loop body for any k > 1)"))
+    end_peak, end_peak_cpu = measure_matmul_peak(compute, size)
+    peak, peak_cpu = max(peak, end_peak), max(peak_cpu, end_peak_cpu)
+    print(f"\nmatmul peak, best of start and end: {peak / 1e9:.1f} GFLOP/s, "
+          f"{peak_cpu / 1e9:.1f} GFLOP per CPU-second ({compute})")
+    for name, flops, ours, fit in lines:
+        target = "  (target >= 50% for d_model >= 256 on CPU)" if "256" in name else ""
+        print(f"MFU [{name}] wall: bigtrain loop {ours.tokens_per_s * flops / peak:.1%}, "
+              f"Keras fit {fit.tokens_per_s * flops / peak:.1%}{target}")
+        print(f"MFU [{name}] CPU-time: bigtrain loop {ours.tokens_per_cpu_s * flops / peak_cpu:.1%}, "
+              f"Keras fit {fit.tokens_per_cpu_s * flops / peak_cpu:.1%}")
+
+
+if __name__ == "__main__":
+    main()

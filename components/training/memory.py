@@ -1,0 +1,107 @@
+"""Device memory a training run needs, estimated before anything is allocated.
+
+Per replica, in bytes (N parameters, b = micro-batch sequences, T = seq_len, C = d_model,
+H = heads, L = layers, V = vocabulary, s = bytes of the compute dtype: 4 float32, 2 mixed):
+  parameters       4 N                     (float32 variables under every policy)
+  optimizer state  8 N                     (AdamW m and v)
+  gradients        8 N                     (the accumulator and one micro-batch's gradients)
+  activations      b T [L (C (12 + 15 s) + H T (9 + s)) + 12 V]   kept for the backward pass:
+                   per block the float32 residual/LayerNorm tensors (12 C), the compute-dtype
+                   qkv, attention output, MLP (4C) pre- and post-GELU and casts (15 s C), the float32
+                   scores and softmax plus a dropout mask and the cast weights (H T (9 + s)); logits
+                   and their softmax gradient in float32 (12 V).
+                   remat=blocks keeps 4 C per block (its input) plus one block's full activations.
+  evaluation       b_eval T [C (12 + 15 s) + H T (9 + s) + 8 V]   (forward only: one block live)
+The activation terms are an upper estimate (XLA and TF free or fuse some of them); they exist to
+fail in seconds with the setting to change, instead of out of memory after hours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+
+GIB = 2.0**30
+
+
+@dataclasses.dataclass
+class MemoryEstimate:
+    parameters: float
+    optimizer_state: float
+    gradients: float
+    activations_per_micro_batch: float
+    evaluation_micro_batch: float
+    device_memory: float          # bytes available per replica (0 = unknown)
+
+    @property
+    def training_total(self) -> float:
+        return self.parameters + self.optimizer_state + self.gradients + self.activations_per_micro_batch
+
+    def describe(self) -> str:
+        device = f"{self.device_memory / GIB:.1f} GiB" if self.device_memory else "unknown"
+        return (f"memory estimate per replica: parameters {self.parameters / GIB:.3f} GiB, optimizer "
+                f"state {self.optimizer_state / GIB:.3f} GiB, gradients {self.gradients / GIB:.3f} "
+                f"GiB, activations per micro-batch {self.activations_per_micro_batch / GIB:.3f} GiB "
+                f"(training total {self.training_total / GIB:.2f} GiB), evaluation micro-batch "
+                f"{self.evaluation_micro_batch / GIB:.3f} GiB; device memory {device}")
+
+
+def device_memory_bytes(runtime, replicas: int) -> float:
+    """Per-replica device memory: runtime.device_memory_gb if set, else the first GPU's total
+    (nvidia-smi), else the machine's RAM shared by the CPU replicas; 0 if unknown."""
+    if runtime.device_memory_gb:
+        return runtime.device_memory_gb * GIB
+    import tensorflow as tf
+    if tf.config.list_physical_devices("GPU") and shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=20, check=True).stdout
+            return min(float(line) for line in out.split()) * 2**20
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return 0.0
+    if tf.config.list_physical_devices("GPU"):
+        return 0.0
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / max(replicas, 1)
+    except (ValueError, OSError):
+        return 0.0
+
+
+def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0) -> MemoryEstimate:
+    m, t, T = config.model, config.train, config.data.seq_len
+    s = 4 if config.runtime.precision == "float32" else 2
+    C, H, L, V = m.d_model, m.n_head, m.n_layer, 259
+    b = t.global_batch_size // (replicas * t.accumulation_steps)
+    block = C * (12 + 15 * s) + H * T * (9 + s)             # bytes per token, one block
+    per_token = (4 * C * L + block) if t.remat == "blocks" else L * block
+    activations = b * T * (per_token + 12 * V)
+    evaluation = config.eval.batch_size * T * (block + 8 * V)
+    return MemoryEstimate(parameters=4.0 * n_params, optimizer_state=8.0 * n_params,
+                          gradients=8.0 * n_params, activations_per_micro_batch=float(activations),
+                          evaluation_micro_batch=float(evaluation), device_memory=device_memory)
+
+
+def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
+    """Raise MemoryError naming the setting to change when the estimate exceeds device memory."""
+    available = estimate_.device_memory
+    if not available:
+        return
+    t = config.train
+    b = t.global_batch_size // (replicas * t.accumulation_steps)
+    if estimate_.training_total > available:
+        raise MemoryError(
+            f"training needs ~{estimate_.training_total / GIB:.1f} GiB per replica but the device has "
+            f"{available / GIB:.1f} GiB ({estimate_.describe()}). Micro-batches of {b} sequences "
+            f"(train.global_batch_size={t.global_batch_size} / ({replicas} replicas x "
+            f"train.accumulation_steps={t.accumulation_steps})): raise train.accumulation_steps, "
+            f"set train.remat=blocks (now {t.remat}), or lower train.global_batch_size "
+            f"(runtime.device_memory_gb overrides the detected size)")
+    fixed = estimate_.parameters + estimate_.optimizer_state + estimate_.gradients
+    if fixed + estimate_.evaluation_micro_batch > available:
+        raise MemoryError(
+            f"evaluation micro-batches of eval.batch_size={config.eval.batch_size} sequences need "
+            f"~{estimate_.evaluation_micro_batch / GIB:.1f} GiB on top of {fixed / GIB:.1f} GiB of "
+            f"weights and optimizer state; the device has {available / GIB:.1f} GiB: lower "
+            f"eval.batch_size")

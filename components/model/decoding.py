@@ -4,36 +4,29 @@ Shapes: B = batch, S = positions computed in this call (T for a prefill, 1 for a
 T = context_length = cache slots, H = heads, D = head dim, C = d_model, V = vocab.
 Cache: one (keys, values) pair per layer, each (B, H, T, D) in the layer's compute dtype.
 
-The arithmetic mirrors GPT.call -> Block.call -> CausalSelfAttention.call (same sublayers, same
-casts, same -1e9 mask and float32 softmax); only where keys/values come from differs. Written
+The arithmetic is GPT.call -> Block.call -> CausalSelfAttention.call's (same sublayers, same
+casts, the one attention function `gpt.attend`); only where keys/values come from differs. Written
 beside the model instead of inside it so the training path stays untouched; the test that greedy
 cached decoding equals full-window decoding token for token pins the two paths together.
 """
 
 from __future__ import annotations
 
-import math
-
 import tensorflow as tf
+
+from components.model import gpt
 
 
 def _forward(model, ids, positions, attend):
     """ids, positions (B, S) -> logits (B, S, V) float32, new cache. attend(layer, k, v) returns
     the keys/values to attend over, (B, H, T, D) each, and a visibility mask (B, 1, S, T)."""
-    batch, steps = tf.shape(ids)[0], tf.shape(ids)[1]
     x = model.token_embedding(ids) + model.position_embedding(positions)   # (B, S, C) float32
     cache = []
     for index, block in enumerate(model.blocks):
         compute, attn = block.dtype_policy.compute_dtype, block.attn
-        qkv = attn.qkv(tf.cast(block.ln1(x), compute))                     # (B, S, 3C)
-        qkv = tf.reshape(qkv, [batch, steps, 3, attn.n_head, attn.head_dim])
-        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))           # each (B, H, S, D)
+        q, k, v = attn.split_heads(tf.cast(block.ln1(x), compute))         # each (B, H, S, D)
         keys, values, visible = attend(index, k, v)                       # (B, H, T, D), (B, 1, S, T)
-        scores = tf.matmul(q, keys, transpose_b=True) / math.sqrt(attn.head_dim)  # (B, H, S, T)
-        scores = tf.where(visible, tf.cast(scores, tf.float32), -1e9)
-        out = tf.matmul(tf.cast(tf.nn.softmax(scores, axis=-1), values.dtype), values)  # (B, H, S, D)
-        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, steps, -1])
-        x = x + tf.cast(attn.proj(out), x.dtype)
+        x = x + tf.cast(attn.merge_heads(gpt.attend(q, keys, values, visible)), x.dtype)
         h = block.fc_out(block.fc(tf.cast(block.ln2(x), compute)))
         x = x + tf.cast(h, x.dtype)
         cache.append((keys, values))

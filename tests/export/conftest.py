@@ -51,7 +51,7 @@ def exported(model, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pushed(exported, tmp_path_factory):
-    from components.push import push_model
+    from components.push.push import push_model
     return push_model(exported, str(tmp_path_factory.mktemp("serving") / "gpt")).path
 
 

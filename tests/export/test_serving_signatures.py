@@ -246,7 +246,7 @@ def _session(path):
 def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported, tmp_path, capsys):
     """`bigtrain generate` runs the pushed version's signatures (batch of one prompt); a value the
     signature rejects is a one-line error naming the input, exit 1."""
-    from components.push import push_model
+    from components.push.push import push_model
     from pipeline import cli
     pushed = push_model(exported, str(tmp_path / "serving" / "gpt"))
     capsys.readouterr()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import push
+from components.push import push
 from components.evaluation.component import decide_serving, evaluate_variant, variant_fitness
 from components.text_example_gen import packing, transforms
 from components.text_example_gen.tokenizer import BOS_ID

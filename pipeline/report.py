@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ml_metadata.proto import metadata_store_pb2
 
 from components.lineage.store import Lineage, changed_parameters, properties, value_of
+from components.tuner import summary as tuning_summary
 
 Execution = metadata_store_pb2.Execution
 STATE_WORDS = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",
@@ -127,8 +128,12 @@ def summarize(stage: StageReport) -> str:
         return {"ran": "no anomalies", "cached": "no anomalies", "failed": "anomalies found"}.get(stage.state, "")
     if "Model" in o and "steps" in o["Model"]:
         m = o["Model"]
+        note = tuning_summary.model_lineage_note(m)
         return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])} (byte-unigram "
-                f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s")
+                f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s"
+                + (f"; {note}" if note else ""))
+    if "TunerResults" in o and "trials" in o["TunerResults"]:
+        return tuning_summary.tuner_line(o["TunerResults"])
     if "ModelBlessing" in o:
         return o["ModelBlessing"].get("reason", "")
     if "PushedModel" in o:
@@ -147,7 +152,9 @@ DATA_COUNTERS = ("files_listed", "files_packed", "files_skipped_empty", "files_s
                  "sequences_eval", "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
-                    "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy")
+                    "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy",
+                    "first_step_loss", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
+                    "tuned_hyperparameters")
 EVAL_FIGURES = ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss")
 
 
@@ -177,6 +184,7 @@ def format_report(report: RunReport) -> str:
     if "files_listed" in examples:
         lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
+    lines += tuning_summary.trials_table(report.output("TunerResults"))
     model = next((s.outputs["Model"] for s in report.stages
                   if "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
     if model:

@@ -69,7 +69,10 @@ def _log(message: str, *args) -> None:
 
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
-          on_step: Callable[[int, float], None] | None = None) -> TrainResult:
+          on_step: Callable[[int, float], None] | None = None,
+          prepare_model: Callable[[keras.Model], None] | None = None) -> TrainResult:
+    """`prepare_model(model)` runs on the built model before the optimizer exists (warm start,
+    freezing: components/training/warm_start.py); a resume checkpoint restored later wins."""
     data, t, runtime = config.data, config.train, config.runtime
     keras.utils.set_random_seed(t.seed)
     strategy = strategy or make_strategy(runtime)
@@ -79,6 +82,8 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                          f"{replicas} replicas x {t.accumulation_steps} accumulation steps")
     with strategy.scope():
         model = build_model(config.model, data.seq_len, runtime.precision)
+        if prepare_model:
+            prepare_model(model)
         schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
         optimizer = make_optimizer(t, schedule)
         optimizer.build(model.trainable_variables)

@@ -37,7 +37,8 @@ class RunReport:
         return next((s for s in self.stages if s.node == node), None)
 
     def output(self, type_name: str) -> dict:
-        for stage in self.stages:
+        # Resolvers re-emit earlier artifacts (baseline, warm-start parent): not this run's outputs.
+        for stage in sorted(self.stages, key=lambda s: s.node.endswith("resolver")):
             if type_name in stage.outputs:
                 return stage.outputs[type_name]
         return {}
@@ -112,6 +113,8 @@ def _fmt(value, spec: str = ".4f") -> str:
 def summarize(stage: StageReport) -> str:
     """One line of key outputs per stage."""
     o = stage.outputs
+    if stage.node.endswith("resolver"):
+        return ", ".join(f"{kind} #{props['id']}" for kind, props in sorted(o.items())) or "nothing resolved"
     if "Examples" in o and "files_listed" in o["Examples"]:
         e = o["Examples"]
         skipped = e["files_listed"] - e["files_packed"]
@@ -185,8 +188,8 @@ def format_report(report: RunReport) -> str:
         lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
     lines += tuning_summary.trials_table(report.output("TunerResults"))
-    model = next((s.outputs["Model"] for s in report.stages
-                  if "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
+    model = next((s.outputs["Model"] for s in report.stages if not s.node.endswith("resolver")
+                  and "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
     if model:
         lines += _section(f"training: {model['uri']}", model, TRAINING_FIGURES)
     evaluation = report.output("ModelEvaluation")

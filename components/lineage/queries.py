@@ -146,6 +146,8 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
     result = {"target": target, "direction": "down" if down else "up", "steps": steps}
     if down:
         result["models"] = [s["artifact_id"] for s in steps if s["type"] == "Model"]
+        if steps and "fine_tuned_children" in steps[0]:
+            result["fine_tuned_children"] = steps[0]["fine_tuned_children"]
     return result
 
 

@@ -30,7 +30,7 @@ class TunerExecutor(tuner_executor.Executor):
         fn_args.custom_config = dict(fn_args.custom_config or {},
                                      log_dir=os.path.join(results.uri, TENSORBOARD_DIR))
         tuner = tuner_executor._get_tuner_fn(exec_properties)(fn_args).tuner
-        tuner.search()
+        tuner.search(verbose=0)  # progress goes to the bigtrain.tune log, not KerasTuner's display
         records = tuner.trial_records()
         with open(os.path.join(results.uri, TRIALS_FILE), "w", encoding="utf-8") as fh:
             json.dump(records, fh, indent=2)

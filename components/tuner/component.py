@@ -95,10 +95,14 @@ def make_tuner(config: config_lib.Config, examples, schema):
     """The Tuner node for a config. Its cache key: the training view of the config (what a trial
     trains), the tune section (space, algorithm, budget), the code and the examples."""
     from components.training.run_fn import training_view
+    view = training_view(config)
+    # Trials start from random weights: the warm-start keys are the Trainer's, not the Tuner's.
+    view["train"].pop("init_from")
+    view["train"].pop("freeze")
     return BigtrainTuner(
         tuner_fn="components.tuner.search.tuner_fn", examples=examples, schema=schema,
         train_args=trainer_pb2.TrainArgs(num_steps=config.tune.steps_per_trial),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.tune.eval_batches),
-        custom_config={"bigtrain": json.dumps(training_view(config), sort_keys=True),
+        custom_config={"bigtrain": json.dumps(view, sort_keys=True),
                        "tune": config_lib.section_json(config.tune),
                        "code_digest": tuner_code_digest()}).with_id("Tuner")

@@ -30,7 +30,8 @@ HYPERBAND_FACTOR = 3
 
 def make_oracle(tune: config_lib.TuneConfig, hyperparameters):
     objective = kt.Objective(space_lib.OBJECTIVE_NAME, direction=space_lib.OBJECTIVE_DIRECTION)
-    common = dict(objective=objective, hyperparameters=hyperparameters, seed=tune.seed,
+    # KerasTuner reads seed 0 as "no seed" (a random one): shift by one so every seed is fixed.
+    common = dict(objective=objective, hyperparameters=hyperparameters, seed=tune.seed + 1,
                   tune_new_entries=False, allow_new_entries=False,
                   # Every failed trial is recorded (MLMD, report); the search stops only when
                   # this many fail in a row, then the stage fails with their errors.

@@ -88,9 +88,14 @@ def load_weights(model: keras.Model, prefix: str) -> int:
     targets = variable_paths(model)
     for path, variable in targets.items():
         if path not in shapes:
+            # tf.train.Checkpoint(model=...) does not see Keras 3's tracked list of blocks (only
+            # the SavedModel walk does): a training checkpoint holds them under the optimizer.
+            hint = (" A training checkpoint keeps the blocks only under the optimizer; start from "
+                    "the Model artifact or its SavedModel instead."
+                    if any(k.startswith("optimizer/") for k in reader.get_variable_to_shape_map())
+                    else " Was the parent built with the same model.n_layer and model.tie_embeddings?")
             raise WarmStartError(f"warm start from {prefix}: the checkpoint has no variable {path} "
-                                 f"(shape {list(variable.shape)}); was the parent built with the "
-                                 "same model.n_layer and model.tie_embeddings?")
+                                 f"(shape {list(variable.shape)}).{hint}")
         if list(shapes[path]) != list(variable.shape):
             raise WarmStartError(f"warm start from {prefix}: variable {path} has shape "
                                  f"{list(shapes[path])} in the checkpoint but {list(variable.shape)} "

@@ -43,8 +43,12 @@ class TunerExecutor(tuner_executor.Executor):
         record_trials(best, results, records, json.loads(fn_args.custom_config["tune"]))
 
 
-def _set(artifact, name: str, value) -> None:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+def _set(artifact, name: str, value, exact: bool = False) -> None:
+    """exact: a float kept as its repr (MLMD's sqlite store rounds doubles to 6 decimals, which
+    would turn a learning rate of 1.5e-6 into 2e-06)."""
+    if exact and isinstance(value, float):
+        artifact.set_string_custom_property(name, repr(value))
+    elif isinstance(value, bool) or value is None or isinstance(value, str):
         artifact.set_string_custom_property(name, str(value))
     elif isinstance(value, int):
         artifact.set_int_custom_property(name, value)
@@ -64,14 +68,14 @@ def record_trials(best, results, records: list[dict], tune: dict) -> None:
         _set(artifact, "best_trial", winner["trial_id"])
         _set(artifact, f"best_{objective}", winner[objective])
     for key, value in winner["values"].items():
-        _set(best, key, value)
+        _set(best, key, value, exact=True)
     results.set_string_custom_property("trials_json", json.dumps(records, sort_keys=True))
     for record in records:
         prefix = f"trial_{record['trial_id']}"
         _set(results, f"{prefix}.status", record["status"])
         _set(results, f"{prefix}.{objective}", record[objective])
         for key, value in record["values"].items():
-            _set(results, f"{prefix}.{key}", value)
+            _set(results, f"{prefix}.{key}", value, exact=True)
 
 
 def tuner_code_digest() -> str:

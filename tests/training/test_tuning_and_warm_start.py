@@ -127,6 +127,12 @@ def test_shape_mismatch_names_the_variable(parent):
     with pytest.raises(warm_start.WarmStartError, match="no variable model/blocks/2/"):
         warm_start.load_weights(build_model(deeper.model, deeper.data.seq_len),
                                 warm_start.checkpoint_prefix(model_dir))
+    # The Trainer's path for an imported folder that is not a Model artifact: <path>/Format-Serving.
+    sm = os.path.join(model_dir, "Format-Serving")
+    assert warm_start.resolve_source(sm, sm + "/Format-Serving") == sm + "/variables/variables"
+    assert warm_start.resolve_source("none", None) is None
+    with pytest.raises(warm_start.WarmStartError, match="is not a Model artifact"):
+        warm_start.checkpoint_prefix(model_dir + "/nothing-here")
     with pytest.raises(warm_start.WarmStartError, match="HDF5"):
         warm_start.checkpoint_prefix("/some/model.h5")
     with pytest.raises(warm_start.WarmStartError, match="latest_blessed: no blessed model"):
@@ -158,3 +164,20 @@ def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, 
     ids = tf.constant([[257, 100, 101, 102]], tf.int32)
     served = tf.saved_model.load(str(tmp_path / "sm")).signatures["token_logits"](input_ids=ids)["logits"]
     np.testing.assert_allclose(served.numpy(), child.model(ids).numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", ["bayesian", "hyperband"])
+def test_bayesian_and_hyperband_oracles_drive_the_loop(algorithm, shards, tmp_path):
+    from pipeline.config import TuneConfig, TuneSpaceConfig
+    tune = TuneConfig(trials=3, algorithm=algorithm, steps_per_trial=9, eval_batches=1,
+                      space=TuneSpaceConfig(learning_rate=(1e-3, 1e-2), warmup_steps=()))
+    hp = space.declare(tune.space)
+    tuner = search.TrainLoopTuner(search.make_oracle(tune, hp), base_config=tiny_config("train.train_steps=20"),
+                                  steps_per_trial=9, eval_batches=1, train_files=[shards["train"]],
+                                  eval_files=[shards["eval"]], work_dir=str(tmp_path / "w"),
+                                  log_dir=str(tmp_path / "tb"))
+    tuner.search(verbose=0)
+    records = tuner.trial_records()
+    assert len(records) == 3 and all(r["status"] == "COMPLETED" for r in records), records
+    if algorithm == "hyperband":  # first-round budgets: 9 steps x 1/9 epochs -> the 2-step floor
+        assert {r["steps"] for r in records} <= {2, 3, 9} and min(r["steps"] for r in records) == 2

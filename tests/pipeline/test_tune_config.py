@@ -33,3 +33,31 @@ def test_bad_tune_values_name_the_key(override, message):
 def test_freeze_items_are_checked():
     with pytest.raises(ConfigError, match=r"train.freeze: 'blocks:9' is not `embeddings` or `blocks:N`"):
         build_config("tiny", overrides=["train.init_from=latest_blessed", "train.freeze=blocks:9"])
+
+
+def _custom_config(pipeline, node_id):
+    import json
+    node = next(c for c in pipeline.components if c.id == node_id)
+    return json.loads(node.exec_properties["custom_config"])
+
+
+def test_search_space_is_the_tuners_cache_key_not_the_trainers(tmp_path):
+    """TFX caches a node on its exec properties and input artifacts: a changed space changes the
+    Tuner's key (it re-runs, and the Trainer follows through its new HyperParameters input); the
+    warm-start keys change the Trainer's key only. (Seen end to end: the Tuner's `why` reads
+    `custom_config.tune.space.warmup_steps: [1, 3] -> [2, 4]`.)"""
+    from pipeline.pipeline import create_pipeline
+    tuned = ["tune.trials=3"]
+
+    def build(*overrides):
+        return create_pipeline(build_config("tiny", overrides=[*tuned, *overrides]),
+                               pipeline_root=str(tmp_path / "root"), serving_dir=str(tmp_path / "s"))
+    base, space, warm = build(), build("tune.space.warmup_steps=[2, 4]"), build("train.init_from=latest_blessed")
+    assert _custom_config(base, "Tuner") != _custom_config(space, "Tuner")
+    assert _custom_config(base, "Trainer") == _custom_config(space, "Trainer")
+    assert _custom_config(base, "Tuner") == _custom_config(warm, "Tuner")
+    assert _custom_config(base, "Trainer") != _custom_config(warm, "Trainer")
+    trainer = next(c for c in warm.components if c.id == "Trainer")
+    assert set(trainer.inputs) >= {"hyperparameters", "base_model"}
+    assert "Tuner" not in [c.id for c in create_pipeline(
+        build_config("tiny"), pipeline_root=str(tmp_path / "r"), serving_dir=str(tmp_path / "s")).components]

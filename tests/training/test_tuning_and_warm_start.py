@@ -51,7 +51,8 @@ def searched(tmp_path_factory, shards):
     from pipeline.config import TuneConfig, TuneSpaceConfig
     work = tmp_path_factory.mktemp("tune")
     base = tiny_config("train.train_steps=20")
-    tune = TuneConfig(trials=3, steps_per_trial=4, eval_batches=2, seed=3,
+    # Bayesian: 2 random initial points, then the Gaussian process proposes the third.
+    tune = TuneConfig(trials=3, algorithm="bayesian", steps_per_trial=4, eval_batches=2, seed=3,
                       space=TuneSpaceConfig(learning_rate=(1e-4, 3e-2), warmup_steps=(1, 2)))
     hp = space.declare(tune.space)
     search.write_hparams_config(str(work / "tb"), hp)
@@ -166,10 +167,9 @@ def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, 
     np.testing.assert_allclose(served.numpy(), child.model(ids).numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("algorithm", ["bayesian", "hyperband"])
-def test_bayesian_and_hyperband_oracles_drive_the_loop(algorithm, shards, tmp_path):
+def test_hyperband_rounds_get_a_fraction_of_the_budget(shards, tmp_path):
     from pipeline.config import TuneConfig, TuneSpaceConfig
-    tune = TuneConfig(trials=3, algorithm=algorithm, steps_per_trial=9, eval_batches=1,
+    tune = TuneConfig(trials=2, algorithm="hyperband", steps_per_trial=9, eval_batches=1,
                       space=TuneSpaceConfig(learning_rate=(1e-3, 1e-2), warmup_steps=()))
     hp = space.declare(tune.space)
     tuner = search.TrainLoopTuner(search.make_oracle(tune, hp), base_config=tiny_config("train.train_steps=20"),
@@ -178,6 +178,6 @@ def test_bayesian_and_hyperband_oracles_drive_the_loop(algorithm, shards, tmp_pa
                                   log_dir=str(tmp_path / "tb"))
     tuner.search(verbose=0)
     records = tuner.trial_records()
-    assert len(records) == 3 and all(r["status"] == "COMPLETED" for r in records), records
-    if algorithm == "hyperband":  # first-round budgets: 9 steps x 1/9 epochs -> the 2-step floor
-        assert {r["steps"] for r in records} <= {2, 3, 9} and min(r["steps"] for r in records) == 2
+    assert len(records) == 2 and all(r["status"] == "COMPLETED" for r in records), records
+    # First-round budgets: 9 steps x 1/9 "epochs" -> 1 step, raised to the 2-step floor.
+    assert [r["steps"] for r in records] == [2, 2]

@@ -47,7 +47,8 @@ def warm_start_parent(init_from: str):
                         ).with_id("base_model_resolver")
         return node, node.outputs["model"]
     from tfx.dsl.components.common.importer import Importer
-    node = Importer(source_uri=os.path.abspath(init_from), artifact_type=standard_artifacts.Model,
+    uri = init_from if "://" in init_from else os.path.abspath(init_from)  # gs://, s3:// as given
+    node = Importer(source_uri=uri, artifact_type=standard_artifacts.Model,
                     ).with_id("base_model_importer")
     return node, node.outputs["result"]
 

@@ -2,7 +2,6 @@
 checked, names in errors) and freezing keeps chosen weights fixed. Tiny models, a few steps."""
 
 import glob
-import json
 import os
 
 import numpy as np

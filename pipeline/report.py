@@ -37,11 +37,16 @@ class RunReport:
         return next((s for s in self.stages if s.node == node), None)
 
     def output(self, type_name: str) -> dict:
-        # Resolvers re-emit earlier artifacts (baseline, warm-start parent): not this run's outputs.
-        for stage in sorted(self.stages, key=lambda s: s.node.endswith("resolver")):
+        # Resolvers and importers re-emit existing artifacts (baseline, warm-start parent).
+        for stage in sorted(self.stages, key=lambda s: reemits(s.node)):
             if type_name in stage.outputs:
                 return stage.outputs[type_name]
         return {}
+
+
+def reemits(node: str) -> bool:
+    """Nodes that output existing artifacts (resolvers, importers), not new ones of this run."""
+    return node.endswith(("resolver", "importer"))
 
 
 def custom_properties(obj) -> dict:
@@ -94,7 +99,7 @@ def run_report(store, run_id: str | None = None) -> RunReport:
                         - execution.create_time_since_epoch) / 1000.0,
             execution_id=execution.id)
         if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
-                and not node.endswith("resolver"):
+                and not reemits(node):
             stage.why = why_ran(lin, execution, lin.execution(earlier[-1]) if earlier else None)
         for ids in lin.outputs(execution.id).values():
             for artifact_id in ids:
@@ -113,7 +118,7 @@ def _fmt(value, spec: str = ".4f") -> str:
 def summarize(stage: StageReport) -> str:
     """One line of key outputs per stage."""
     o = stage.outputs
-    if stage.node.endswith("resolver"):
+    if reemits(stage.node):
         return ", ".join(f"{kind} #{props['id']}" for kind, props in sorted(o.items())) or "nothing resolved"
     if "Examples" in o and "files_listed" in o["Examples"]:
         e = o["Examples"]
@@ -188,7 +193,7 @@ def format_report(report: RunReport) -> str:
         lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
     lines += tuning_summary.trials_table(report.output("TunerResults"))
-    model = next((s.outputs["Model"] for s in report.stages if not s.node.endswith("resolver")
+    model = next((s.outputs["Model"] for s in report.stages if not reemits(s.node)
                   and "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
     if model:
         lines += _section(f"training: {model['uri']}", model, TRAINING_FIGURES)

@@ -97,6 +97,12 @@ class TrainConfig:
     max_consecutive_skipped: int = 50
     # AdamW decays Dense kernels always, biases and LayerNorms never, embeddings when this is true.
     decay_embeddings: bool = True
+    # Warm start (fine-tuning): `none`, `latest_blessed` (the newest blessed Model in MLMD) or a
+    # path (a Model artifact, a SavedModel or a TF checkpoint). Shapes must match this config.
+    init_from: str = "none"
+    # Weights kept fixed while fine-tuning: `embeddings` (token + position; with tied embeddings
+    # this also fixes the output head) and/or `blocks:N` (the lowest N transformer blocks).
+    freeze: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,31 @@ class OrchestratorConfig:
 
 
 @dataclass(frozen=True)
+class TuneSpaceConfig:
+    """The hyper-parameter search space. A range is [low, high]; choices are a list; an empty
+    list leaves that value as the config sets it (not searched)."""
+    learning_rate: tuple[float, ...] = (1e-3, 1e-2)     # log-uniform in [low, high]
+    warmup_steps: tuple[int, ...] = (5, 20)             # choices
+    dropout: tuple[float, ...] = ()                     # uniform in [low, high]
+    d_model: tuple[int, ...] = ()                       # width choices (divisible by n_head)
+    n_layer: tuple[int, ...] = ()                       # depth choices
+    accumulation_steps: tuple[int, ...] = ()            # choices (global batch stays fixed)
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """The Tuner stage: runs before the Trainer when trials > 0; its best values override the
+    config the Trainer trains with."""
+    trials: int = 0
+    algorithm: str = "random"                           # random | bayesian | hyperband
+    # Optimizer steps per trial (hyperband: the largest budget; its rounds use 1/3, 1/9 of it).
+    steps_per_trial: int = 40
+    eval_batches: int = 5
+    seed: int = 0
+    space: TuneSpaceConfig = field(default_factory=TuneSpaceConfig)
+
+
+@dataclass(frozen=True)
 class PathsConfig:
     # All run state lives under home: pipeline artifacts, the MLMD database, the serving directory.
     home: str = "./bigtrain_home"
@@ -197,6 +228,7 @@ class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     preset: str = "tiny"
+    tune: TuneConfig = field(default_factory=TuneConfig)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -258,6 +290,11 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     """Return `value` as the field's type, or raise ConfigError naming `key`."""
     origin = typing.get_origin(annotation)
     if origin is tuple:
+        item_type = typing.get_args(annotation)[0]
+        if item_type is not str:  # numbers: each item checked like a scalar field
+            if not isinstance(value, (list, tuple)):
+                value = [value]
+            return tuple(_coerce(f"{key}[{i}]", v, item_type) for i, v in enumerate(value))
         if isinstance(value, str):
             value = [value] if value else []
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -491,6 +528,50 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(
             f"train.global_batch_size ({t.global_batch_size}) must be divisible by replicas "
             f"({replicas}) x train.accumulation_steps ({t.accumulation_steps}) = {per_step}")
+    validate_tuning(config, replicas)
+
+
+TUNE_ALGORITHMS = ("random", "bayesian", "hyperband")
+
+
+def validate_tuning(config: Config, replicas: int) -> None:
+    """tune.* and the warm-start keys (train.init_from, train.freeze)."""
+    tune, space, t, m = config.tune, config.tune.space, config.train, config.model
+    if tune.trials < 0:
+        raise ConfigError(f"tune.trials: must be >= 0, got {tune.trials}")
+    if tune.algorithm not in TUNE_ALGORITHMS:
+        raise ConfigError(f"tune.algorithm: {tune.algorithm!r} is not one of {TUNE_ALGORITHMS}")
+    if tune.steps_per_trial < 2 or tune.eval_batches <= 0:
+        raise ConfigError(f"tune.steps_per_trial (>= 2) and tune.eval_batches (> 0): got "
+                          f"{tune.steps_per_trial} and {tune.eval_batches}")
+    for name in ("learning_rate", "dropout"):
+        bounds = getattr(space, name)
+        if bounds and (len(bounds) != 2 or not 0 <= bounds[0] <= bounds[1]):
+            raise ConfigError(f"tune.space.{name}: expected [low, high] with 0 <= low <= high, "
+                              f"got {list(bounds)}")
+    if space.learning_rate and space.learning_rate[0] <= 0:
+        raise ConfigError(f"tune.space.learning_rate: log-uniform needs low > 0, got {space.learning_rate[0]}")
+    if space.dropout and space.dropout[1] >= 1:
+        raise ConfigError(f"tune.space.dropout: must be below 1, got {space.dropout[1]}")
+    for name in ("warmup_steps", "d_model", "n_layer", "accumulation_steps"):
+        if any(v < (0 if name == "warmup_steps" else 1) for v in getattr(space, name)):
+            raise ConfigError(f"tune.space.{name}: invalid choice in {list(getattr(space, name))}")
+    for width in space.d_model:
+        if width % m.n_head:
+            raise ConfigError(f"tune.space.d_model: {width} is not divisible by model.n_head ({m.n_head})")
+    for k in space.accumulation_steps:
+        if t.global_batch_size % (replicas * k):
+            raise ConfigError(f"tune.space.accumulation_steps: train.global_batch_size "
+                              f"({t.global_batch_size}) is not divisible by {replicas} replicas x {k}")
+    if not t.init_from.strip():
+        raise ConfigError("train.init_from: empty; use none, latest_blessed or a path")
+    for item in t.freeze:
+        blocks = item[len("blocks:"):] if item.startswith("blocks:") else None
+        if item != "embeddings" and not (blocks and blocks.isdigit() and 0 < int(blocks) <= m.n_layer):
+            raise ConfigError(f"train.freeze: {item!r} is not `embeddings` or `blocks:N` with "
+                              f"1 <= N <= model.n_layer ({m.n_layer})")
+    if t.freeze and t.init_from == "none":
+        raise ConfigError("train.freeze needs train.init_from (freezing random weights trains nothing)")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from components.evaluation.component import LanguageModelEvaluator
 from components.push.executor import AtomicPusherExecutor
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
+from components.tuner.component import make_tuner
 from components.validation.gate import AnomaliesGate
 from pipeline.config import Config
 
@@ -32,6 +33,24 @@ class BigtrainTrainer(Trainer):
 class AtomicPusher(Pusher):
     """TFX's Pusher (same spec, blessing check and PushedModel) with an atomic, idempotent copy."""
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
+
+
+def warm_start_parent(init_from: str):
+    """The node whose Model the Trainer fine-tunes: the latest blessed model (a second resolver)
+    or an imported path, and its Model channel; (None, None) for random initial weights."""
+    if init_from == "none":
+        return None, None
+    if init_from == "latest_blessed":
+        node = Resolver(strategy_class=LatestBlessedModelStrategy,
+                        model=Channel(type=standard_artifacts.Model),
+                        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+                        ).with_id("base_model_resolver")
+        return node, node.outputs["model"]
+    from tfx.dsl.components.common.importer import Importer
+    uri = init_from if "://" in init_from else os.path.abspath(init_from)  # gs://, s3:// as given
+    node = Importer(source_uri=uri, artifact_type=standard_artifacts.Model,
+                    ).with_id("base_model_importer")
+    return node, node.outputs["result"]
 
 
 def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
@@ -63,11 +82,21 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     # Stops the run here, naming every anomaly, before anything trains on bad data.
     gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
 
+    # Optional: hyper-parameter search (tune.trials > 0), trials on the Trainer's training loop;
+    # optional: the parent of a fine-tuning run (train.init_from), an input of the Trainer.
+    tuner = make_tuner(config, example_gen.outputs["examples"], schema_gen.outputs["schema"]) \
+        if config.tune.trials > 0 else None
+    if tuner:
+        tuner.add_upstream_node(gate)
+    base_model, parent_model = warm_start_parent(config.train.init_from)
+
     # The GPT language model: MirroredStrategy, mixed precision, accumulation, checkpoints, export.
     trainer = BigtrainTrainer(
         run_fn="components.training.run_fn.run_fn",
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
+        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
+        base_model=parent_model,
         train_args=trainer_pb2.TrainArgs(num_steps=config.train.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.train.eval_batches),
         custom_config=trainer_custom_config(config, os.path.join(pipeline_root, "checkpoints")))
@@ -98,7 +127,8 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     return Pipeline(
         pipeline_name=config.paths.pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, gate, trainer,
+        components=[example_gen, statistics_gen, schema_gen, example_validator, gate,
+                    *[node for node in (tuner, base_model) if node], trainer,
                     latest_blessed, evaluator, pusher],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,

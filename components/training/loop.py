@@ -81,11 +81,14 @@ def _log(message: str, *args) -> None:
     LOGGER.info(message, *args)
 
 
-def build_training(config, strategy):
-    """Model, TrainState, optimizer and schedule for a config, created under strategy.scope()."""
+def build_training(config, strategy, prepare_model=None):
+    """Model, TrainState, optimizer and schedule for a config, created under strategy.scope().
+    `prepare_model(model)` (warm start, freezing) runs before the optimizer exists."""
     t = config.train
     with strategy.scope():
         model = build_model(config.model, config.data.seq_len, config.runtime.precision, t.remat)
+        if prepare_model:
+            prepare_model(model)
         state = TrainState()
         schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
         # The schedule reads the step counter that also stops the run (skipped steps included),
@@ -97,7 +100,10 @@ def build_training(config, strategy):
 
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
-          on_step: Callable[[int, float], None] | None = None) -> TrainResult:
+          on_step: Callable[[int, float], None] | None = None,
+          prepare_model: Callable[[keras.Model], None] | None = None) -> TrainResult:
+    """`prepare_model(model)` runs on the built model before the optimizer exists (warm start,
+    freezing: components/training/warm_start.py); a resume checkpoint restored later wins."""
     data, t, runtime = config.data, config.train, config.runtime
     keras.utils.set_random_seed(t.seed)
     strategy = strategy or make_strategy(runtime)
@@ -105,7 +111,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     if t.global_batch_size % (replicas * t.accumulation_steps):
         raise ValueError(f"train.global_batch_size ({t.global_batch_size}) is not divisible by "
                          f"{replicas} replicas x {t.accumulation_steps} accumulation steps")
-    model, state, optimizer, schedule = build_training(config, strategy)
+    model, state, optimizer, schedule = build_training(config, strategy, prepare_model)
     chief, shared_checkpoint_dir = is_chief(strategy), checkpoint_dir
     if not chief:
         # Every worker must take part in saving (collectives), but only the chief's files count.

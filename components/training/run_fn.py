@@ -51,18 +51,31 @@ def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> di
 
 def run_fn(fn_args) -> None:
     from components.training import loop
+    from components.training import warm_start
     from components.training.variants import export_variants
     from components.training.strategy import ensure_cpu_replicas
+    from components.tuner import space as space_lib
 
     custom = fn_args.custom_config
     config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
+    # The Tuner's best values (its HyperParameters artifact), applied over the typed config.
+    tuned = space_lib.config_values((fn_args.hyperparameters or {}).get("values", {}))
+    if tuned:
+        config = space_lib.apply_hyperparameters(config, tuned)
     if config.runtime.strategy == "mirrored":
         ensure_cpu_replicas(config.runtime.cpu_replicas)
+    warm = {}
+    prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
+                                  config.train.freeze, warm)
     # Checkpoints outlive a failed execution (whose output folders are abandoned): they are keyed
-    # by the training config and the examples, so re-running the same pipeline resumes.
-    key = hashlib.sha256((custom["bigtrain"] + "|" + "|".join(fn_args.train_files)).encode())
+    # by the training config (after tuning), the parent model and the examples, so re-running
+    # the same pipeline resumes.
+    view = json.dumps(training_view(config), sort_keys=True)
+    key = hashlib.sha256((view + "|" + str(fn_args.base_model or "") + "|" + "|".join(fn_args.train_files)).encode())
     checkpoint_dir = os.path.join(custom["checkpoint_root"], key.hexdigest()[:16])
-    result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir)
+    first_loss = {}
+    result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
+                        prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss))
     seq_len, t = config.data.seq_len, config.train
     # eval.batch_size micro-batches (the global batch in one piece does not fit at scale).
     metrics = loop.evaluate(result.model, fn_args.eval_files, seq_len, config.eval.batch_size,
@@ -81,11 +94,18 @@ def run_fn(fn_args) -> None:
         "config_digest": config_lib.digest(config), "code_digest": custom["code_digest"],
         "checkpoint_dir": checkpoint_dir,
     }
+    # Tuning and warm start, when used (the run report and `bigtrain lineage` read these).
+    if tuned:
+        summary["tuned_hyperparameters"] = json.dumps(tuned, sort_keys=True)
+    if "loss" in first_loss:
+        summary["first_step_loss"] = first_loss["loss"]
+    if config.train.init_from != "none":
+        summary.update(init_from=config.train.init_from, **warm)
     export = config_lib.from_dict(config_lib.ExportConfig, json.loads(custom.get("export", "{}")))
     manifest = export_variants(result.model, config.model, seq_len,
                                os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
                                quantize=export.quantize, max_new_tokens_limit=export.max_new_tokens,
-                               metadata={"config": json.loads(custom["bigtrain"]), "training": summary})
+                               metadata={"config": training_view(config), "training": summary})
     summary["variants"] = ",".join(manifest)
     with open(os.path.join(fn_args.model_run_dir, SUMMARY_FILE), "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=2, sort_keys=True)
@@ -101,6 +121,9 @@ class TrainerExecutor(GenericExecutor):
         model_run = artifact_utils.get_single_instance(output_dict["model_run"])
         with open(os.path.join(model_run.uri, SUMMARY_FILE), encoding="utf-8") as fh:
             summary = json.load(fh)
+        parents = input_dict.get("base_model") or []
+        if parents:  # the warm-start parent, an input of this execution (lineage: fine-tuned from)
+            model.set_int_custom_property("fine_tuned_from_model_id", parents[0].id)
         for name, value in summary.items():
             # MLMD's sqlite store rejects NaN/inf doubles (a diverged loss): record those as text.
             if isinstance(value, (bool, str)) or (isinstance(value, float) and not math.isfinite(value)):

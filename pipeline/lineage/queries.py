@@ -17,7 +17,8 @@ KEY_PROPERTIES = {
         for figure in ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")),
     "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "unigram_baseline_loss",
               "parameter_count", "tokens_per_second", "precision", "num_replicas",
-              "config_digest", "code_digest"),
+              "config_digest", "code_digest", "fine_tuned_from_model_id", "tuned_hyperparameters"),
+    "HyperParameters": ("objective", "best_trial", "trials_completed"),
     "ModelRun": (),
     "Examples": ("files_listed", "files_packed", "sequences_train", "sequences_eval",
                  "tokens_real", "bytes_quarantined", "quarantine_manifest"),
@@ -139,6 +140,8 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
                 if rec["type"] == "ModelBlessing":  # the evaluation written beside the blessing
                     for other in lin.outputs(producer).get("evaluation", []):
                         rec["evaluation"] = artifact_record(lin, other)
+        if rec["type"] == "Model":
+            _fine_tuning(lin, artifact_id, rec, down)
         if rec["type"] == "Examples":
             rec["raw_input"] = raw_input(lin, artifact_id)
             rec["anomalies"] = anomalies_for(lin, artifact_id)
@@ -146,7 +149,24 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
     result = {"target": target, "direction": "down" if down else "up", "steps": steps}
     if down:
         result["models"] = [s["artifact_id"] for s in steps if s["type"] == "Model"]
+        if steps and "fine_tuned_children" in steps[0]:
+            result["fine_tuned_children"] = steps[0]["fine_tuned_children"]
     return result
+
+
+def _fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:
+    """Warm starts: the parent Model that a Trainer read as `base_model` (up), or the Models
+    trained from this one (down)."""
+    if down:
+        rec["fine_tuned_children"] = sorted(
+            child for execution in lin.consumers(model_id)
+            if model_id in lin.inputs(execution).get("base_model", [])
+            for child in lin.outputs(execution).get("model", []))
+    else:
+        producer = lin.producer(model_id)
+        parents = lin.inputs(producer).get("base_model", []) if producer else []
+        if parents:
+            rec["fine_tuned_from"] = parents[0]
 
 
 def _run_artifacts(lin: Lineage, run) -> dict[str, dict]:

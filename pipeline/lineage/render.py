@@ -49,6 +49,11 @@ def trace_text(result: dict) -> str:
             raw = step["raw_input"]
             lines.append(f"{pad}    raw input: {raw['input']} (root {raw['root']}, {raw['files']} files, "
                          f"content sha256 {raw['fingerprint']})")
+        if "fine_tuned_from" in step:
+            lines.append(f"{pad}    fine-tuned from Model #{step['fine_tuned_from']}")
+        if step.get("fine_tuned_children"):
+            lines.append(f"{pad}    fine-tuned children: "
+                         + ", ".join(f"Model #{c}" for c in step["fine_tuned_children"]))
         made = step.get("made_by")
         if made:
             lines.append(f"{pad}  <- {made['node']} (execution {made['execution_id']}, {made['state']})")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ml_metadata.proto import metadata_store_pb2
 
+from components.tuner import summary as tuning_summary
 from pipeline.lineage import record
 from pipeline.lineage.store import ABANDONED, Lineage, changed_parameters, properties
 
@@ -39,10 +40,16 @@ class RunReport:
         return next((s for s in self.stages if s.node == node), None)
 
     def output(self, type_name: str) -> dict:
-        for stage in self.stages:
+        # Resolvers and importers re-emit existing artifacts (baseline, warm-start parent).
+        for stage in sorted(self.stages, key=lambda s: reemits(s.node)):
             if type_name in stage.outputs:
                 return stage.outputs[type_name]
         return {}
+
+
+def reemits(node: str) -> bool:
+    """Nodes that output existing artifacts (resolvers, importers), not new ones of this run."""
+    return node.endswith(("resolver", "importer"))
 
 
 def _baseline_id(lin: Lineage, execution_id: int):
@@ -95,7 +102,7 @@ def run_report(store, run_id: str | None = None, live_writer: bool | None = None
             stage.note = properties(execution).get(
                 record.ABANDONED_BY, "left running by a process that is no longer alive")
         if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
-                and not node.endswith("resolver"):
+                and not reemits(node):
             stage.why = why_ran(lin, execution, lin.execution(earlier[-1]) if earlier else None)
         for ids in lin.outputs(execution.id).values():
             for artifact_id in ids:
@@ -115,6 +122,8 @@ def _fmt(value, spec: str = ".4f") -> str:
 def summarize(stage: StageReport) -> str:
     """One line of key outputs per stage."""
     o = stage.outputs
+    if reemits(stage.node):
+        return ", ".join(f"{kind} #{props['id']}" for kind, props in sorted(o.items())) or "nothing resolved"
     if "Examples" in o and "files_listed" in o["Examples"]:
         e = o["Examples"]
         skipped = e["files_listed"] - e["files_packed"]
@@ -131,14 +140,19 @@ def summarize(stage: StageReport) -> str:
         return "abandoned: " + stage.note
     if stage.node == "AnomaliesGate":
         return {"complete": "no anomalies", "cached": "no anomalies", "failed": "anomalies found"}.get(stage.state, "")
-    if stage.node.endswith("resolver"):  # resolves an existing model: not the Trainer's figures
+    if reemits(stage.node):  # an existing model (baseline or warm-start parent): not the Trainer's figures
+        role = "warm-start parent" if stage.node.startswith("base_model") else "baseline"
         if "Model" not in o:
-            return "no blessed model yet (no baseline)"
-        return f"baseline: latest blessed model #{o['Model']['id']} ({o['Model']['uri']})"
+            return f"no blessed model yet (no {role})"
+        return f"{role}: model #{o['Model']['id']} ({o['Model']['uri']})"
     if "Model" in o and "steps" in o["Model"]:
         m = o["Model"]
+        note = tuning_summary.model_lineage_note(m)
         return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])} (byte-unigram "
-                f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s")
+                f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s"
+                + (f"; {note}" if note else ""))
+    if "TunerResults" in o and "trials" in o["TunerResults"]:
+        return tuning_summary.tuner_line(o["TunerResults"])
     if "ModelBlessing" in o:
         return o["ModelBlessing"].get("reason", "")
     if "PushedModel" in o:
@@ -157,7 +171,9 @@ DATA_COUNTERS = ("files_listed", "files_packed", "files_skipped_empty", "files_s
                  "sequences_eval", "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
-                    "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy")
+                    "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy",
+                    "first_step_loss", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
+                    "tuned_hyperparameters")
 EVAL_FIGURES = ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss")
 
 
@@ -208,8 +224,9 @@ def format_report(report: RunReport) -> str:
     if "files_listed" in examples:
         lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
-    model = next((s.outputs["Model"] for s in report.stages if "Model" in s.outputs
-                  and "steps" in s.outputs["Model"] and not s.node.endswith("resolver")), {})
+    lines += tuning_summary.trials_table(report.output("TunerResults"))
+    model = next((s.outputs["Model"] for s in report.stages if not reemits(s.node)
+                  and "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
     if model:
         lines += _section(f"training: {model['uri']}", model, TRAINING_FIGURES)
     evaluation = report.output("ModelEvaluation")

@@ -1,0 +1,136 @@
+"""Warm start (fine-tuning): a parent model's weights into a freshly built model, then optional
+freezing. Sources are TF checkpoints only: the variables of a Model artifact's SavedModel (its
+Format-Serving/variables), of any SavedModel, or a tf.train checkpoint whose root holds the
+model as `model` (as bigtrain's export and checkpoints do). Never pickles, HDF5 or .keras files.
+
+Variables are matched by their path in the object graph (`model/blocks/0/attn/qkv/_kernel`),
+the names TensorFlow itself writes, so a different depth or width is an error naming the first
+variable that differs, not a silent partial load.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import keras
+import tensorflow as tf
+
+FORMAT_SERVING = "Format-Serving"
+ROOT = "model"
+SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+REFUSED_SUFFIXES = (".h5", ".hdf5", ".keras", ".pkl", ".pickle", ".npz")
+
+
+class WarmStartError(ValueError):
+    """The warm-start source is missing, unreadable or does not fit the model (names which)."""
+
+
+def resolve_source(init_from: str, base_model: str | None) -> str | None:
+    """train.init_from plus the Trainer's base_model input -> a checkpoint prefix (or None).
+
+    base_model is TFX's path for the resolved/imported Model artifact (<uri>/Format-Serving)."""
+    if init_from == "none":
+        return None
+    if init_from == "latest_blessed" and not base_model:
+        raise WarmStartError("train.init_from=latest_blessed: no blessed model in this metadata "
+                             "store yet (run once without init_from; a model the Evaluator "
+                             "blesses becomes the parent)")
+    path = base_model or init_from
+    if not tf.io.gfile.exists(path) and os.path.basename(path.rstrip("/")) == FORMAT_SERVING:
+        path = os.path.dirname(path.rstrip("/"))  # an imported path that is not a Model artifact
+    return checkpoint_prefix(path)
+
+
+def checkpoint_prefix(path: str) -> str:
+    if path.lower().endswith(REFUSED_SUFFIXES):
+        raise WarmStartError(f"train.init_from: {path}: pickles, HDF5 and .keras files are not "
+                             "loaded; give a Model artifact, a SavedModel or a TF checkpoint")
+    for candidate in (os.path.join(path, FORMAT_SERVING, "variables", "variables"),
+                      os.path.join(path, "variables", "variables")):
+        if tf.io.gfile.exists(candidate + ".index"):
+            return candidate
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest:
+            return latest
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    raise WarmStartError(f"train.init_from: {path} is not a Model artifact, a SavedModel or a TF "
+                         "checkpoint (no variables index found)")
+
+
+def variable_paths(model: keras.Model) -> dict[str, keras.Variable]:
+    """Object-graph path -> variable, walked the way tf.saved_model.save walks it."""
+    out: dict[str, keras.Variable] = {}
+    seen: set[int] = set()
+
+    def walk(obj, prefix):
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, (keras.Variable, tf.Variable)):
+            out[prefix] = obj
+            return
+        for name, child in tf.train.TrackableView.children(obj, save_type="savedmodel").items():
+            walk(child, f"{prefix}/{name}")
+
+    walk(model, ROOT)
+    return out
+
+
+def load_weights(model: keras.Model, prefix: str) -> int:
+    """Assign every model variable from the checkpoint; returns the number of values loaded.
+    Raises WarmStartError naming a missing, surplus or differently shaped variable."""
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = {key[:-len(SUFFIX)]: shape for key, shape in reader.get_variable_to_shape_map().items()
+              if key.startswith(ROOT + "/") and key.endswith(SUFFIX)}
+    targets = variable_paths(model)
+    for path, variable in targets.items():
+        if path not in shapes:
+            # tf.train.Checkpoint(model=...) does not see Keras 3's tracked list of blocks (only
+            # the SavedModel walk does): a training checkpoint holds them under the optimizer.
+            hint = (" A training checkpoint keeps the blocks only under the optimizer; start from "
+                    "the Model artifact or its SavedModel instead."
+                    if any(k.startswith("optimizer/") for k in reader.get_variable_to_shape_map())
+                    else " Was the parent built with the same model.n_layer and model.tie_embeddings?")
+            raise WarmStartError(f"warm start from {prefix}: the checkpoint has no variable {path} "
+                                 f"(shape {list(variable.shape)}).{hint}")
+        if list(shapes[path]) != list(variable.shape):
+            raise WarmStartError(f"warm start from {prefix}: variable {path} has shape "
+                                 f"{list(shapes[path])} in the checkpoint but {list(variable.shape)} "
+                                 "in this model (model.* and data.seq_len must match the parent)")
+    surplus = sorted(set(shapes) - set(targets))
+    if surplus:
+        raise WarmStartError(f"warm start from {prefix}: this model has no variable {surplus[0]} "
+                             f"({len(surplus)} checkpoint variable(s) unused; the parent is deeper "
+                             "or has an untied head)")
+    for path, variable in targets.items():
+        variable.assign(tf.cast(reader.get_tensor(path + SUFFIX), variable.dtype))
+    return len(targets)
+
+
+def freeze(model: keras.Model, items) -> int:
+    """train.freeze: `embeddings` and/or `blocks:N` made non-trainable (before the optimizer is
+    built, so the train step never updates them). Returns the number of frozen parameters."""
+    for item in items:
+        if item == "embeddings":
+            model.token_embedding.trainable = False
+            model.position_embedding.trainable = False
+        elif item.startswith("blocks:"):
+            for block in model.blocks[:int(item.split(":", 1)[1])]:
+                block.trainable = False
+        else:
+            raise WarmStartError(f"train.freeze: unknown item {item!r}")
+    return int(sum(math.prod(v.shape) for v in model.non_trainable_weights))
+
+
+def preparer(prefix: str | None, freeze_items, report: dict):
+    """The hook loop.train calls on the freshly built model (inside the strategy scope, before
+    the optimizer is built and before a resume checkpoint, which wins, is restored)."""
+    def prepare(model):
+        if prefix:
+            report["warm_start_variables"] = load_weights(model, prefix)
+            report["init_from_checkpoint"] = prefix
+        report["frozen_parameters"] = freeze(model, freeze_items)
+    return prepare

@@ -1,0 +1,112 @@
+"""TFX's Tuner component with an executor that runs bigtrain's search (search.tuner_fn) and
+records every trial in MLMD: the best values and objective on the HyperParameters artifact, each
+trial's values, status and objective on the TunerResults artifact."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from tfx.components.trainer import fn_args_utils
+from tfx.components.tuner import executor as tuner_executor
+from tfx.components.tuner.component import Tuner
+from tfx.dsl.components.base import executor_spec
+from tfx.proto import trainer_pb2
+from tfx.types import artifact_utils
+
+from components.tuner import space as space_lib
+from pipeline import config as config_lib
+
+TRIALS_FILE = "trials.json"
+TENSORBOARD_DIR = "tensorboard"
+
+
+class TunerExecutor(tuner_executor.Executor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        fn_args = fn_args_utils.get_common_fn_args(input_dict, exec_properties, self._get_tmp_dir())
+        results = artifact_utils.get_single_instance(output_dict["tuner_results"])
+        best = artifact_utils.get_single_instance(output_dict["best_hyperparameters"])
+        fn_args.custom_config = dict(fn_args.custom_config or {},
+                                     log_dir=os.path.join(results.uri, TENSORBOARD_DIR))
+        tuner = tuner_executor._get_tuner_fn(exec_properties)(fn_args).tuner
+        tuner.search(verbose=0)  # progress goes to the bigtrain.tune log, not KerasTuner's display
+        records = tuner.trial_records()
+        with open(os.path.join(results.uri, TRIALS_FILE), "w", encoding="utf-8") as fh:
+            json.dump(records, fh, indent=2)
+        completed = [r for r in records if r[space_lib.OBJECTIVE_NAME] is not None]
+        if not completed:
+            raise RuntimeError("tuning: no trial completed; " + "; ".join(
+                f"trial {r['trial_id']}: {r.get('error', r['status'])}" for r in records))
+        # TFX's own writer: best_hyperparameters.txt is what the Trainer's executor reads.
+        tuner_executor.write_best_hyperparameters(tuner, output_dict)
+        record_trials(best, results, records, json.loads(fn_args.custom_config["tune"]))
+
+
+def _set(artifact, name: str, value, exact: bool = False) -> None:
+    """exact: a float kept as its repr (MLMD's sqlite store rounds doubles to 6 decimals, which
+    would turn a learning rate of 1.5e-6 into 2e-06)."""
+    if exact and isinstance(value, float):
+        artifact.set_string_custom_property(name, repr(value))
+    elif isinstance(value, bool) or value is None or isinstance(value, str):
+        artifact.set_string_custom_property(name, str(value))
+    elif isinstance(value, int):
+        artifact.set_int_custom_property(name, value)
+    else:
+        artifact.set_float_custom_property(name, float(value))
+
+
+def record_trials(best, results, records: list[dict], tune: dict) -> None:
+    objective = space_lib.OBJECTIVE_NAME
+    completed = [r for r in records if r[objective] is not None]
+    winner = min(completed, key=lambda r: r[objective])
+    for artifact in (best, results):
+        _set(artifact, "objective", objective)
+        _set(artifact, "algorithm", tune["algorithm"])
+        _set(artifact, "trials", len(records))
+        _set(artifact, "trials_completed", len(completed))
+        _set(artifact, "best_trial", winner["trial_id"])
+        _set(artifact, f"best_{objective}", winner[objective])
+    for key, value in winner["values"].items():
+        _set(best, key, value, exact=True)
+    results.set_string_custom_property("trials_json", json.dumps(records, sort_keys=True))
+    for record in records:
+        prefix = f"trial_{record['trial_id']}"
+        _set(results, f"{prefix}.status", record["status"])
+        _set(results, f"{prefix}.{objective}", record[objective])
+        for key, value in record["values"].items():
+            _set(results, f"{prefix}.{key}", value, exact=True)
+
+
+def tuner_code_digest() -> str:
+    """The search and training code (a change re-runs the Tuner, like the Trainer)."""
+    import components.tuner
+    from components.training.run_fn import code_digest
+    digest = hashlib.sha256(code_digest().encode())
+    root = os.path.dirname(components.tuner.__file__)
+    for name in sorted(os.listdir(root)):
+        if name.endswith(".py"):
+            digest.update(name.encode() + b"\0" + open(os.path.join(root, name), "rb").read())
+    return digest.hexdigest()
+
+
+class BigtrainTuner(Tuner):
+    """TFX's Tuner (same spec: examples in; best_hyperparameters and tuner_results out)."""
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(TunerExecutor)
+
+
+def make_tuner(config: config_lib.Config, examples, schema):
+    """The Tuner node for a config. Its cache key: the training view of the config (what a trial
+    trains), the tune section (space, algorithm, budget), the code and the examples."""
+    from components.training.run_fn import training_view
+    view = training_view(config)
+    # Trials start from random weights: the warm-start keys are the Trainer's, not the Tuner's.
+    view["train"].pop("init_from")
+    view["train"].pop("freeze")
+    return BigtrainTuner(
+        tuner_fn="components.tuner.search.tuner_fn", examples=examples, schema=schema,
+        train_args=trainer_pb2.TrainArgs(num_steps=config.tune.steps_per_trial),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.tune.eval_batches),
+        custom_config={"bigtrain": json.dumps(view, sort_keys=True),
+                       "tune": config_lib.section_json(config.tune),
+                       "code_digest": tuner_code_digest()}).with_id("Tuner")

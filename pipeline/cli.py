@@ -99,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}", flush=True)
     started_ms, failure, error = time.time() * 1000, None, None
     try:
-        run_local(config, paths, run_dir)
+        run_local(config, paths, run_dir, until=args.until)
     except AnomaliesFoundError as err:
         failure, error = (EXIT_GATE, str(err)), err
     except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
@@ -109,13 +109,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if os.path.exists(paths.metadata_path):
         store = connect(paths.metadata_path, read_only=False)
         run = record_run(store, started_ms, run_dir, log_path, config_lib.digest(config), error)
+        if run is not None and args.until:  # a partial run says so in MLMD (and the report)
+            run.custom_properties["until"].string_value = args.until
+            store.put_contexts([run])
+            print(f"partial run: stages up to {args.until} (--until)")
         if run is not None:
             print(report_lib.format_report(report_lib.run_report(store, run_id=run.name)))
     if failure:
         print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
               file=sys.stderr)
         return failure[0]
-    print("\nrun COMPLETE")
+    print("\nrun COMPLETE" + (f" (stopped after {args.until}, as asked by --until)" if args.until else ""))
     return 0
 
 
@@ -233,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "the run, 2 for a bad config, 1 for any other failure.")
     _add_config_args(run)
     run.add_argument("-v", "--verbose", action="store_true", help="show TFX and Beam logs")
+    run.add_argument("--until", metavar="STAGE", help="stop after this stage (a name from the run "
+                                                      "report, e.g. TextExampleGen or AnomaliesGate)")
     run.set_defaults(func=cmd_run)
 
     gen = sub.add_parser("generate", help="generate text with the newest pushed model",

@@ -34,8 +34,10 @@ def new_run_dir(paths: LocalPaths, config: Config) -> str:
     return run_dir
 
 
-def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | None = None) -> str:
-    """Run the pipeline once; returns this run's folder (resolved config inside).
+def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | None = None,
+              until: str | None = None) -> str:
+    """Run the pipeline once (up to and including stage `until`, when given); returns this run's
+    folder (resolved config inside).
 
     Raises whatever the failing component raised (after TFX has recorded it in MLMD)."""
     from tfx.orchestration import metadata
@@ -51,6 +53,6 @@ def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | No
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
         metadata_connection_config=metadata.sqlite_metadata_connection_config(paths.metadata_path),
-        beam_pipeline_args=list(config.runtime.beam_args))
+        beam_pipeline_args=list(config.runtime.beam_args), until=until)
     LocalDagRunner().run(pipeline)
     return run_dir

@@ -102,6 +102,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_local(config, paths, run_dir, until=args.until)
     except AnomaliesFoundError as err:
         failure, error = (EXIT_GATE, str(err)), err
+    except config_lib.ConfigError:  # e.g. --until naming no stage: nothing ran
+        raise
     except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
         import logging
         logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log

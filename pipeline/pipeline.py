@@ -119,5 +119,14 @@ def stages_until(components: list, until: str) -> list:
         node = todo.pop()
         if node.id not in keep:
             keep.add(node.id)
+            # Channel producers (TFX wires these edges only when the Pipeline is built) and
+            # explicit upstream nodes (the gate before the Trainer).
+            producers = {channel.producer_component_id for channel in node.inputs.values()}
+            todo.extend(by_id[p] for p in producers if p in by_id)
             todo.extend(node.upstream_nodes)
-    return [c for c in components if c.id in keep]
+    kept = [c for c in components if c.id in keep]
+    for node in kept:  # edges to stages left out would make Pipeline() reject the DAG
+        for downstream in list(node.downstream_nodes):
+            if downstream.id not in keep:
+                node.remove_downstream_node(downstream)
+    return kept

@@ -16,7 +16,7 @@ KEY_PROPERTIES = {
               "parameter_count", "tokens_per_second", "precision", "num_replicas",
               "config_digest", "code_digest"),
     "ModelRun": (),
-    "Examples": ("files_listed", "files_packed", "sequences_train", "sequences_eval",
+    "Examples": ("files_listed", "files_read", "documents_packed", "sequences_train", "sequences_eval",
                  "tokens_real", "bytes_quarantined", "quarantine_manifest"),
     "Schema": (),
     "ExampleStatistics": (),

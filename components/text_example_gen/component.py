@@ -135,6 +135,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         examples.set_float_custom_property("real_token_fraction", summary["real_token_fraction"])
         examples.set_int_custom_property("seq_len", data.seq_len)
         examples.set_string_custom_property("input", data.input)
+        examples.set_string_custom_property("format", data.format)
+        examples.set_string_custom_property("document", data.document)
         examples.set_string_custom_property("input_root", root)
         examples.set_string_custom_property("input_fingerprint", fingerprint)
         examples.set_string_custom_property("quarantine_manifest", manifest)

@@ -109,7 +109,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
             files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
             eval_fraction=data.eval_fraction, split_salt=data.split_salt,
-            train_shards=data.train_shards, eval_shards=data.eval_shards)
+            train_shards=data.train_shards, eval_shards=data.eval_shards,
+            gzip_level=data.gzip_level)
         result = beam_pipeline.run()
         result.wait_until_finish()
         shutil.rmtree(os.path.join(examples.uri, shards.PIECES_DIR), ignore_errors=True)

@@ -56,8 +56,8 @@ class Packer:
             return None
         stream = np.concatenate(self._parts).astype(np.int32, copy=False)
         count = (len(stream) - 1) // self.seq_len
-        starts = np.arange(count) * self.seq_len
-        windows = stream[starts[:, None] + np.arange(width)]
+        # A strided view, no index arrays: window i starts at i * seq_len.
+        windows = np.lib.stride_tricks.sliding_window_view(stream, width)[::self.seq_len][:count]
         rest = stream[count * self.seq_len:]      # >= 1 id: the last target is the next input
         self._parts, self._pending_ids = [rest], len(rest)
         return windows

@@ -126,7 +126,7 @@ def open_regular(path: str):
                 else "block device" if stat.S_ISBLK(st.st_mode) else "not a regular file")
         raise FileProblem(docs.NOT_REGULAR, f"{kind}: not opened")
     try:
-        return open(path, "rb")
+        return open(path, "rb", buffering=0)  # reads are large and sized: no second buffer
     except OSError as err:
         raise FileProblem(docs.UNREADABLE, f"{type(err).__name__}: {err.strerror or err}") from None
 
@@ -296,6 +296,10 @@ def read_stream(piece: Piece, fh, config: ReaderConfig) -> Iterator:
             yield ("consumed", 0)
             return
         fh.seek(start)
+    if stop is None and not isinstance(fh, gzip.GzipFile):
+        # Read exactly what is there (as of now): one sized read for a small file instead of a
+        # CHUNK_BYTES allocation plus an empty read.
+        stop = os.fstat(fh.fileno()).st_size
     cap = config.max_document_bytes
     if config.format == "jsonl":
         cap = max(cap * 2, cap + 1024)  # JSON escapes: a line may be longer than its text

@@ -97,8 +97,10 @@ class ConvertUnitFn(beam.DoFn):
 
     def __init__(self, config: readers.ReaderConfig, output_dir: str, *, seq_len: int,
                  eval_fraction: float, split_salt: str, num_shards: dict[str, int],
+                 gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids):
         self._config, self._output_dir, self._seq_len = config, output_dir, seq_len
+        self._gzip_level = gzip_level
         self._eval_fraction, self._salt = eval_fraction, split_salt
         self._num_shards, self._tokenize = dict(num_shards), tokenize
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
@@ -128,7 +130,8 @@ class ConvertUnitFn(beam.DoFn):
                 batches[split] += 1
                 if (split, shard) not in writers:
                     writers[(split, shard)] = shards.PieceWriter(
-                        shards.piece_path(self._output_dir, unit.index, split, shard))
+                        shards.piece_path(self._output_dir, unit.index, split, shard),
+                        self._gzip_level)
                 writers[(split, shard)].write(shards.frame_records(shards.encode_examples(batch)))
                 padding = int(np.count_nonzero(batch == tokenizer.PAD_ID))
                 counts[f"sequences_{split}"] += len(batch)
@@ -240,13 +243,15 @@ class TextToTFRecordShards(beam.PTransform):
     def __init__(self, files: list[tuple[str, str]], output_dir: str, *,
                  reader_config: readers.ReaderConfig, seq_len: int, eval_fraction: float,
                  split_salt: str, train_shards: int, eval_shards: int,
+                 gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids):
         super().__init__()
         self._units = readers.plan_units(files, reader_config)
         num_shards = {"train": train_shards, "eval": eval_shards}
         self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
                                       eval_fraction=eval_fraction, split_salt=split_salt,
-                                      num_shards=num_shards, tokenize=tokenize)
+                                      num_shards=num_shards, gzip_level=gzip_level,
+                                      tokenize=tokenize)
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):

@@ -49,7 +49,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from runners.local import run_command
-    return run_command(resolve_config(args), verbose=args.verbose, force=args.force)
+    return run_command(resolve_config(args), verbose=args.verbose, force=args.force,
+                       until=args.until)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -184,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show TFX and Beam logs (and tracebacks of errors)")
     run.add_argument("--force", action="store_true",
                      help="run the pipeline even when up to date (TFX's per-stage cache still applies)")
+    run.add_argument("--until", metavar="STAGE", help="stop after this stage (a name from the run "
+                                                      "report, e.g. TextExampleGen or AnomaliesGate)")
     run.set_defaults(func=cmd_run)
 
     gen = sub.add_parser("generate", help="generate text with the newest pushed model",

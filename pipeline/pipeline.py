@@ -56,10 +56,12 @@ def warm_start_parent(init_from: str):
 def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
                     metadata_connection_config=None,
                     beam_pipeline_args: list[str] | None = None,
-                    enable_cache: bool = True) -> Pipeline:
+                    enable_cache: bool = True, until: str | None = None) -> Pipeline:
+    """The whole DAG; with `until`, only the named stage and what it depends on (e.g.
+    until="TextExampleGen" prepares data without training)."""
     data = config.data
-    if data.format == "text":
-        # Raw text files -> byte-tokenized, packed, gzip TFRecord shards (train / eval).
+    if data.format != "tfrecord":
+        # Raw text / JSONL / Parquet -> byte-tokenized, packed, gzip TFRecord shards (train / eval).
         example_gen = TextExampleGen(data=data)
     else:
         # Already tokenized shards, imported as they are (and validated like any other).
@@ -124,12 +126,39 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_dir, config.model.name)))).with_id("Pusher")
 
+    components = [example_gen, statistics_gen, schema_gen, example_validator, gate,
+                  *[node for node in (tuner, base_model) if node], trainer,
+                  latest_blessed, evaluator, pusher]
+    if until is not None:
+        components = stages_until(components, until)
     return Pipeline(
         pipeline_name=config.paths.pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, gate,
-                    *[node for node in (tuner, base_model) if node], trainer,
-                    latest_blessed, evaluator, pusher],
+        components=components,
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args or []))
+
+
+def stages_until(components: list, until: str) -> list:
+    """The stage named `until` and everything upstream of it, in pipeline order."""
+    by_id = {c.id: c for c in components}
+    if until not in by_id:
+        from pipeline.config import ConfigError
+        raise ConfigError(f"--until {until!r}: no such stage; stages: {', '.join(by_id)}")
+    keep, todo = set(), [by_id[until]]
+    while todo:
+        node = todo.pop()
+        if node.id not in keep:
+            keep.add(node.id)
+            # Channel producers (TFX wires these edges only when the Pipeline is built) and
+            # explicit upstream nodes (the gate before the Trainer).
+            producers = {channel.producer_component_id for channel in node.inputs.values()}
+            todo.extend(by_id[p] for p in producers if p in by_id)
+            todo.extend(node.upstream_nodes)
+    kept = [c for c in components if c.id in keep]
+    for node in kept:  # edges to stages left out would make Pipeline() reject the DAG
+        for downstream in list(node.downstream_nodes):
+            if downstream.id not in keep:
+                node.remove_downstream_node(downstream)
+    return kept

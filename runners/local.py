@@ -58,8 +58,9 @@ def metadata_connection(config: Config, paths: LocalPaths, read_only: bool = Fal
 
 
 def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | None = None,
-              run_options=None) -> str:
-    """Run the pipeline once with run id = the run folder's name; returns the run folder.
+              run_options=None, until: str | None = None) -> str:
+    """Run the pipeline once (up to and including stage `until`, when given) with run id = the
+    run folder's name; returns the run folder.
 
     Raises whatever the failing component raised (after TFX has recorded it in MLMD)."""
     from tfx.dsl.compiler import constants
@@ -76,7 +77,7 @@ def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | No
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
         metadata_connection_config=metadata_connection(config, paths),
-        beam_pipeline_args=list(config.runtime.beam_args))
+        beam_pipeline_args=list(config.runtime.beam_args), until=until)
     # Our run id instead of LocalDagRunner's timestamp: the report then reads exactly this run.
     pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
     runtime_parameter_utils.substitute_runtime_parameter(
@@ -169,8 +170,10 @@ def _print_report(store, run_id: str, **kwargs) -> None:
     print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs)), flush=True)
 
 
-def run_command(config: Config, verbose: bool = False, force: bool = False) -> int:
-    """`bigtrain run`: returns the exit code; raises BigtrainError for named errors."""
+def run_command(config: Config, verbose: bool = False, force: bool = False,
+                until: str | None = None) -> int:
+    """`bigtrain run` (with `until`: that stage and its upstream only): returns the exit code;
+    raises BigtrainError for named errors."""
     from pipeline.lineage import record
     from pipeline.lineage.store import Lineage, open_store
     from pipeline.logs import configure_logging, remove_file_handlers
@@ -205,7 +208,9 @@ def run_command(config: Config, verbose: bool = False, force: bool = False) -> i
                       f"abandoned (see `bigtrain lineage runs`)", flush=True)
         key = uptodate.inputs_key(config)
         reasons = ["forced (--force)"]
-        if store is not None and not force:
+        if until:
+            reasons = [f"partial run up to {until} (--until)"]
+        if store is not None and not force and not until:
             last, reasons = uptodate.check(Lineage(store), config, key)
             if not reasons:
                 print(f"bigtrain run: up to date (nothing the stages depend on changed since run "
@@ -219,12 +224,12 @@ def run_command(config: Config, verbose: bool = False, force: bool = False) -> i
         save_config(config, run_dir)
         configure_logging(verbose, log_path)
         try:
-            return _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons)
+            return _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until)
         finally:
             remove_file_handlers(log_path)
 
 
-def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons) -> int:
+def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=None) -> int:
     from pipeline.lineage import record
     from pipeline.lineage.store import open_store
     from components.validation.anomalies import AnomaliesFoundError
@@ -238,10 +243,10 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons) -> int
           f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}", flush=True)
     failure, error = None, None
     try:
-        run_local(config, paths, run_dir)
+        run_local(config, paths, run_dir, until=until)
     except AnomaliesFoundError as err:
         failure, error = (EXIT_GATE, str(err)), err
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, config_lib.ConfigError):  # e.g. --until naming no stage: nothing ran
         raise
     except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
         import logging
@@ -255,6 +260,9 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons) -> int
                                 inputs_key=None if error else json.dumps(key, sort_keys=True))
         if run is not None:
             run.custom_properties[record.RUN_WHY].string_value = "; ".join(reasons)
+            if until:  # a partial run says so in MLMD (and the report)
+                run.custom_properties["until"].string_value = until
+                print(f"partial run: stages up to {until} (--until)")
             store.put_contexts([run])
             _print_report(store, run_id)
     if error is not None and is_disk_full(error):
@@ -268,5 +276,5 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons) -> int
         print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
               file=sys.stderr)
         return failure[0]
-    print("\nrun COMPLETE")
+    print("\nrun COMPLETE" + (f" (stopped after {until}, as asked by --until)" if until else ""))
     return EXIT_OK

@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 
 from apache_beam.metrics.metric import MetricsFilter
 from tfx import types
@@ -20,7 +21,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.components.util import examples_utils
 
-from components.text_example_gen import packing, transforms
+from components.text_example_gen import documents, readers, shards, transforms
 from pipeline import config as config_lib
 
 COUNTERS_FILE = "counters.json"
@@ -33,6 +34,9 @@ def input_fingerprint(files: list[tuple[str, str]]) -> str:
     outer = hashlib.sha256()
     for relative, absolute in files:
         inner = hashlib.sha256()
+        if readers.regular_size(absolute) is None:  # never open a FIFO, socket or device
+            outer.update(f"{relative}\0not-regular\n".encode("utf-8", "surrogateescape"))
+            continue
         try:
             with open(absolute, "rb") as fh:
                 for block in iter(lambda: fh.read(1 << 20), b""):
@@ -49,6 +53,13 @@ def fingerprint_input(data: config_lib.DataConfig) -> str:
     return input_fingerprint(files)
 
 
+def reader_config(data: config_lib.DataConfig) -> readers.ReaderConfig:
+    return readers.ReaderConfig(
+        format=data.format, document=data.document,
+        separator=data.separator.encode("utf-8"), text_field=data.text_field,
+        max_document_bytes=data.max_document_bytes, range_bytes=data.range_bytes)
+
+
 def counters_from_metrics(result) -> dict[str, int]:
     counters: dict[str, int] = {}
     query = result.metrics().query(MetricsFilter().with_namespace(transforms.NAMESPACE))
@@ -56,29 +67,31 @@ def counters_from_metrics(result) -> dict[str, int]:
         value = counter.committed if counter.committed is not None else counter.attempted
         name = counter.key.metric.name
         counters[name] = counters.get(name, 0) + int(value or 0)
-    names = (["files_seen", "files_packed", "bytes_read", "bytes_packed", "bytes_quarantined",
-              "sequences_train", "sequences_eval", "tokens_real", "tokens_padding"]
-             + [f"files_skipped_{r}" for r in packing.SKIP_REASONS])
-    return {name: counters.get(name, 0) for name in names}
+    return {name: counters.get(name, 0) for name in transforms.COUNTER_NAMES}
 
 
-def check_accounting(counters: dict[str, int], files_listed: int, manifest: str) -> None:
-    """Nothing is lost silently: every listed file is packed or quarantined, every byte read is
-    packed or quarantined, and both splits hold sequences."""
-    skipped = sum(counters[f"files_skipped_{r}"] for r in packing.SKIP_REASONS)
-    if counters["files_seen"] != files_listed or files_listed != counters["files_packed"] + skipped:
+def check_accounting(counters: dict[str, int], files_listed: int, manifest: str, *,
+                     both_splits: bool = True) -> None:
+    """Nothing is lost silently: every listed file is read or quarantined, every byte read is
+    packed, quarantined or a separator, and both splits hold sequences."""
+    skipped = sum(counters[f"files_skipped_{r}"] for r in documents.FILE_REASONS)
+    if counters["files_seen"] != files_listed or files_listed != counters["files_read"] + skipped:
         raise RuntimeError(f"file accounting broken: listed {files_listed}, seen "
-                           f"{counters['files_seen']}, packed {counters['files_packed']}, "
+                           f"{counters['files_seen']}, read {counters['files_read']}, "
                            f"quarantined {skipped}")
-    if counters["bytes_read"] != counters["bytes_packed"] + counters["bytes_quarantined"]:
+    accounted = counters["bytes_packed"] + counters["bytes_quarantined"] + counters["bytes_separators"]
+    if counters["bytes_read"] != accounted:
         raise RuntimeError(f"byte accounting broken: read {counters['bytes_read']} != packed "
-                           f"{counters['bytes_packed']} + quarantined {counters['bytes_quarantined']}")
-    for split in ("train", "eval"):
+                           f"{counters['bytes_packed']} + quarantined {counters['bytes_quarantined']}"
+                           f" + separators {counters['bytes_separators']}")
+    for split in ("train", "eval") if both_splits else ():
         if counters[f"sequences_{split}"] == 0:
+            documents_skipped = sum(counters[f"documents_skipped_{r}"] for r in documents.DOCUMENT_REASONS)
             raise ValueError(
-                f"split {split!r} received no sequences ({counters['files_packed']} files packed, "
-                f"{skipped} quarantined: see {manifest}); use more input files or change "
-                f"data.eval_fraction")
+                f"split {split!r} received no sequences ({counters['files_read']} files read, "
+                f"{skipped} quarantined; {counters['documents_packed']} documents packed, "
+                f"{documents_skipped} quarantined: see {manifest}); add input, split files into "
+                f"documents (data.document=separator or record) or change data.eval_fraction")
 
 
 class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
@@ -94,12 +107,13 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
 
         beam_pipeline = self._make_beam_pipeline()
         _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
-            files, examples.uri, seq_len=data.seq_len, eval_fraction=data.eval_fraction,
-            split_salt=data.split_salt, pack_buckets=data.pack_buckets,
-            max_file_bytes=data.max_file_bytes, train_shards=data.train_shards,
-            eval_shards=data.eval_shards)
+            files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
+            eval_fraction=data.eval_fraction, split_salt=data.split_salt,
+            train_shards=data.train_shards, eval_shards=data.eval_shards,
+            gzip_level=data.gzip_level)
         result = beam_pipeline.run()
         result.wait_until_finish()
+        shutil.rmtree(os.path.join(examples.uri, shards.PIECES_DIR), ignore_errors=True)
 
         counters = counters_from_metrics(result)
         manifest = os.path.join(examples.uri, transforms.QUARANTINE_MANIFEST)
@@ -108,7 +122,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         summary = dict(counters, files_listed=len(files),
                        real_token_fraction=round(counters["tokens_real"] / max(emitted, 1), 6))
         with open(os.path.join(examples.uri, COUNTERS_FILE), "w", encoding="utf-8") as fh:
-            json.dump(dict(summary, input=data.input, input_root=root,
+            json.dump(dict(summary, input=data.input, input_root=root, format=data.format,
+                           document=data.document,
                            input_fingerprint=fingerprint), fh, indent=2, sort_keys=True)
         logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
 
@@ -121,6 +136,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         examples.set_float_custom_property("real_token_fraction", summary["real_token_fraction"])
         examples.set_int_custom_property("seq_len", data.seq_len)
         examples.set_string_custom_property("input", data.input)
+        examples.set_string_custom_property("format", data.format)
+        examples.set_string_custom_property("document", data.document)
         examples.set_string_custom_property("input_root", root)
         examples.set_string_custom_property("input_fingerprint", fingerprint)
         examples.set_string_custom_property("quarantine_manifest", manifest)

@@ -1,73 +1,98 @@
-"""Packing rule, splitting rule and file classification: the data stage's logic as plain functions.
+"""Packing rule as plain functions, streamed: documents in -> fixed-length windows out.
 
-Packing rule. The documents of one bucket are sorted by relative path and concatenated into one
+Packing rule. The documents of one work unit (one byte range of a big file, or a batch of small
+files in path order) that fall in the same split are concatenated, in reading order, into one
 stream `[BOS] doc_1 [EOS] [BOS] doc_2 [EOS] ...`. Sequence i is the window
 `stream[i * seq_len : i * seq_len + seq_len + 1]`: consecutive windows overlap by one id, so every
-id after the first is a training target exactly once (inputs = window[:-1], targets = window[1:]).
-Only the last window of a bucket is padded with PAD_ID. A document may span windows; BOS/EOS mark
-where documents meet, so the model learns document boundaries instead of guessing them.
+id after the first is a target exactly once (inputs = window[:-1], targets = window[1:]). Only the
+last window of a (unit, split) stream is padded with PAD_ID. A document may span windows; BOS/EOS
+mark where documents meet.
 
-Splitting rule. A file's split is decided by sha256(salt + relative path): the same file always
-lands in the same split, whatever else is in the corpus or how the work is parallelized.
+Each sequence therefore depends only on the documents of its own unit: packing needs no grouping
+across workers and holds at most one document plus one window in memory.
 """
 
 from __future__ import annotations
 
-import hashlib
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from components.text_example_gen import tokenizer
+from components.text_example_gen.documents import (BINARY, EMPTY, NOT_UTF8, TOO_LARGE,  # noqa: F401
+                                                   split_for)
 
-# Quarantine reasons: every file that is not packed is counted under exactly one.
-EMPTY, UNREADABLE, BINARY, NOT_UTF8, TOO_LARGE = "empty", "unreadable", "binary", "not_utf8", "too_large"
-SKIP_REASONS = (EMPTY, UNREADABLE, BINARY, NOT_UTF8, TOO_LARGE)
-
-
-def _unit_hash(text: str) -> float:
-    """A stable hash of text mapped to [0, 1)."""
-    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
+_BOS = np.array([tokenizer.BOS_ID], dtype=np.int32)
+_EOS = np.array([tokenizer.EOS_ID], dtype=np.int32)
+# Ids gathered before windows are cut (one concatenate per ~64K ids, not per document).
+_DRAIN_IDS = 1 << 16
 
 
-def split_for(relative_path: str, eval_fraction: float, salt: str = "") -> str:
-    """'eval' for about eval_fraction of paths, else 'train'; deterministic per path."""
-    return "eval" if _unit_hash(salt + relative_path) < eval_fraction else "train"
+def byte_ids(text: bytes) -> np.ndarray:
+    """The tokenizer seam: document text -> ids (without BOS/EOS). Bytes here; a subword
+    tokenizer plugs in as another function of the same shape."""
+    return np.frombuffer(text, dtype=np.uint8)
 
 
-def bucket_for(relative_path: str, num_buckets: int) -> int:
-    return int(_unit_hash("bucket:" + relative_path) * num_buckets)
+class Packer:
+    """Streams documents into windows of seq_len + 1 ids (int32) following the packing rule."""
 
+    def __init__(self, seq_len: int, tokenize: Callable[[bytes], np.ndarray] = byte_ids):
+        self.seq_len = seq_len
+        self._tokenize = tokenize
+        self._parts: list[np.ndarray] = []
+        self._pending_ids = 0
 
-def classify(data: bytes) -> str | None:
-    """None for packable text, else the quarantine reason."""
-    if not data:
-        return EMPTY
-    if b"\x00" in data:
-        return BINARY
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return NOT_UTF8
-    return None
+    def add(self, text: bytes) -> np.ndarray | None:
+        """Add one document; returns the windows completed so far (n, seq_len + 1) or None."""
+        ids = self._tokenize(text)
+        self._parts += [_BOS, ids, _EOS]
+        self._pending_ids += len(ids) + 2
+        return self._drain() if self._pending_ids >= _DRAIN_IDS else None
+
+    def _drain(self) -> np.ndarray | None:
+        width = self.seq_len + 1
+        if self._pending_ids < width:
+            return None
+        stream = np.concatenate(self._parts).astype(np.int32, copy=False)
+        count = (len(stream) - 1) // self.seq_len
+        # A strided view, no index arrays: window i starts at i * seq_len.
+        windows = np.lib.stride_tricks.sliding_window_view(stream, width)[::self.seq_len][:count]
+        rest = stream[count * self.seq_len:]      # >= 1 id: the last target is the next input
+        self._parts, self._pending_ids = [rest], len(rest)
+        return windows
+
+    def finish(self) -> np.ndarray | None:
+        """The remaining full windows and the padded last one."""
+        full = self._drain()
+        rest = np.concatenate(self._parts) if self._parts else np.empty(0, np.int32)
+        self._parts, self._pending_ids = [], 0
+        if len(rest) <= 1:
+            return full  # no target left to predict
+        last = np.full((1, self.seq_len + 1), tokenizer.PAD_ID, dtype=np.int32)
+        last[0, :len(rest)] = rest
+        return last if full is None else np.concatenate([full, last])
 
 
 def pack_documents(documents: Iterable[bytes], seq_len: int) -> Iterator[np.ndarray]:
-    """Yield int64 windows of length seq_len + 1 following the packing rule above."""
-    parts = [tokenizer.document_ids(doc) for doc in documents]
-    if not parts:
-        return
-    stream = np.concatenate(parts)
-    # Windows start every seq_len ids; the last start must still leave a target to predict.
-    for start in range(0, max(len(stream) - 1, 1), seq_len):
-        window = stream[start:start + seq_len + 1]
-        if len(window) < seq_len + 1:
-            window = np.concatenate(
-                [window, np.full(seq_len + 1 - len(window), tokenizer.PAD_ID, dtype=np.int64)])
-        yield window
+    """Yield int64 windows of length seq_len + 1 of one stream (the packing rule above)."""
+    packer = Packer(seq_len)
+    for document in documents:
+        windows = packer.add(document)
+        if windows is not None:
+            yield from windows.astype(np.int64)
+    windows = packer.finish()
+    if windows is not None:
+        yield from windows.astype(np.int64)
 
 
 def stream_length(document_sizes: Iterable[int]) -> int:
-    """Ids in a bucket's stream: each document adds its bytes plus BOS and EOS."""
+    """Ids in a stream: each document adds its bytes plus BOS and EOS."""
     return sum(size + 2 for size in document_sizes)
+
+
+def classify(data: bytes) -> str | None:
+    """The quarantine reason of a whole-file document (None: packable)."""
+    from components.text_example_gen.documents import classify as classify_document
+    verdict = classify_document(data, max_document_bytes=1 << 62)
+    return None if verdict is None else verdict[0]

@@ -1,12 +1,15 @@
-"""Beam transforms of the data stage: list -> read and classify -> pack -> gzip TFRecord shards.
+"""Beam transforms of the data stage: list -> plan work units -> convert each unit -> shards.
 
-    files ── ReadTextFiles ──▶ documents ((split, bucket), (path, bytes))   + quarantine records
-          ── PackSequences ──▶ (split, sort_key, tf.train.Example bytes)
-          ── ToTFRecordShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz
+    files ─plan_units─▶ units ── ConvertUnits ──▶ pieces (per unit: one gzip piece per shard it
+                                                   touched, one quarantine piece)
+          ── AssembleShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz + quarantine.jsonl
 
-Every file is counted exactly once: packed or quarantined (with its reason). Shard contents and
-order are a function of the input alone (sorted keys, hash-assigned shards), so identical input
-gives byte-identical shards whatever the runner's parallelism.
+ConvertUnitFn streams one unit: read (readers.py) -> documents -> split by document id -> pack
+(packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
+travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
+`ReadDocuments` exposes the same document stream as a PCollection (e.g. to sample text for a
+tokenizer). Every input byte is counted once: packed, quarantined (with its reason and location in
+the manifest) or a separator.
 """
 
 from __future__ import annotations
@@ -16,17 +19,25 @@ import glob
 import json
 import os
 import sysconfig
-from typing import Iterable
+from typing import Callable, Iterable
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from components.text_example_gen import packing, tokenizer
+from components.text_example_gen import documents as docs
+from components.text_example_gen import packing, readers, shards, tokenizer
+from components.text_example_gen.documents import Document, Separator, Skipped
 
 NAMESPACE = "bigtrain.data"
 FEATURE = tokenizer.FEATURE
 QUARANTINE_MANIFEST = "quarantine.jsonl"
+SPLITS = ("train", "eval")
+COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", "bytes_packed",
+                  "bytes_quarantined", "bytes_separators", "sequences_train", "sequences_eval",
+                  "tokens_real", "tokens_padding"]
+                 + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
+                 + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -40,8 +51,9 @@ def expand_input(spec: str) -> str:
 def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[tuple[str, str]]]:
     """Resolve a directory or glob to (root, sorted [(relative_path, absolute_path)]).
 
-    Broken symlinks and unreadable entries are kept (they are quarantined later, not lost);
-    directories are not files. Raises FileNotFoundError naming the spec when nothing matches.
+    Broken symlinks, FIFOs, sockets and devices are kept (they are quarantined later, not lost;
+    nothing here opens them); directories are not files. Raises FileNotFoundError naming the spec
+    when nothing matches.
     """
     pattern = expand_input(spec)
     if os.path.isdir(pattern):
@@ -63,223 +75,187 @@ def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[
     return root, sorted(paths)
 
 
-def sequence_example_bytes(window: np.ndarray) -> bytes:
-    from tensorflow.core.example import example_pb2  # imported in the worker, after pickling
-    example = example_pb2.Example()
-    example.features.feature[FEATURE].int64_list.value.extend(window.tolist())
-    return example.SerializeToString()
-
-
 # ----------------------------------------------------------------------------------------------
 # DoFns.
 
 
-class ReadTextFileFn(beam.DoFn):
-    """(relative_path, absolute_path) -> ((split, bucket), (relative_path, bytes)), or a
-    quarantine record on the 'quarantine' output: {path, reason, bytes, detail}."""
+class ReadDocumentsFn(beam.DoFn):
+    """Unit -> (split, Document) for every packable document, in reading order."""
 
-    QUARANTINE = "quarantine"
+    def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str):
+        self._config, self._eval_fraction, self._salt = config, eval_fraction, split_salt
 
-    def __init__(self, eval_fraction: float, split_salt: str, pack_buckets: int,
-                 max_file_bytes: int):
-        self._eval_fraction = eval_fraction
-        self._salt = split_salt
-        self._buckets = pack_buckets
-        self._max_bytes = max_file_bytes
-        self._files = Metrics.counter(NAMESPACE, "files_seen")
-        self._packed_files = Metrics.counter(NAMESPACE, "files_packed")
-        self._bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
-        self._bytes_packed = Metrics.counter(NAMESPACE, "bytes_packed")
-        self._bytes_quarantined = Metrics.counter(NAMESPACE, "bytes_quarantined")
-        self._skipped = {r: Metrics.counter(NAMESPACE, f"files_skipped_{r}")
-                         for r in packing.SKIP_REASONS}
+    def process(self, unit: readers.Unit):
+        for piece in unit.pieces:
+            for event in readers.read_piece(piece, self._config):
+                if isinstance(event, Document):
+                    yield docs.split_for(event.id, self._eval_fraction, self._salt), event
 
-    def _quarantine(self, relative: str, reason: str, size: int, detail: str):
-        self._skipped[reason].inc()
-        self._bytes_quarantined.inc(size)
-        return beam.pvalue.TaggedOutput(self.QUARANTINE, {
-            "path": relative, "reason": reason, "bytes": size, "detail": detail})
 
-    def process(self, element):
-        relative, absolute = element
-        self._files.inc()
-        try:
-            size = os.stat(absolute).st_size
-            if size > self._max_bytes:
-                # Not read: counted as quarantined with 0 bytes read; its size is in the detail.
-                self._skipped[packing.TOO_LARGE].inc()
-                yield beam.pvalue.TaggedOutput(self.QUARANTINE, {
-                    "path": relative, "reason": packing.TOO_LARGE, "bytes": 0,
-                    "detail": f"{size} bytes > data.max_file_bytes={self._max_bytes}"})
+class ConvertUnitFn(beam.DoFn):
+    """Unit -> ((kind, split, shard), (unit index, piece path)) for each piece it wrote."""
+
+    def __init__(self, config: readers.ReaderConfig, output_dir: str, *, seq_len: int,
+                 eval_fraction: float, split_salt: str, num_shards: dict[str, int],
+                 gzip_level: int = shards.GZIP_LEVEL,
+                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids):
+        self._config, self._output_dir, self._seq_len = config, output_dir, seq_len
+        self._gzip_level = gzip_level
+        self._eval_fraction, self._salt = eval_fraction, split_salt
+        self._num_shards, self._tokenize = dict(num_shards), tokenize
+        self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
+
+    def process(self, unit: readers.Unit):
+        counts = dict.fromkeys(COUNTER_NAMES, 0)
+        packers = {split: packing.Packer(self._seq_len, self._tokenize) for split in SPLITS}
+        pending = {split: [] for split in SPLITS}
+        batches = dict.fromkeys(SPLITS, 0)
+        writers: dict[tuple[str, int], shards.PieceWriter] = {}
+        manifest = []
+
+        def write(split: str, windows: np.ndarray | None, final: bool = False) -> None:
+            if windows is not None:
+                pending[split].append(windows)
+            held = sum(len(w) for w in pending[split])
+            if not held or (held < shards.BATCH_SEQUENCES and not final):
                 return
-            with open(absolute, "rb") as fh:
-                data = fh.read()
-        except OSError as err:
-            yield self._quarantine(relative, packing.UNREADABLE, 0,
-                                   f"{type(err).__name__}: {err.strerror or err}")
-            return
-        self._bytes_read.inc(len(data))
-        reason = packing.classify(data)
-        if reason is not None:
-            detail = {packing.EMPTY: "0 bytes", packing.BINARY: "contains NUL bytes",
-                      packing.NOT_UTF8: "not valid UTF-8"}[reason]
-            yield self._quarantine(relative, reason, len(data), detail)
-            return
-        self._packed_files.inc()
-        self._bytes_packed.inc(len(data))
-        split = packing.split_for(relative, self._eval_fraction, self._salt)
-        yield (split, packing.bucket_for(relative, self._buckets)), (relative, data)
+            block = np.concatenate(pending[split])
+            pending[split] = []
+            for begin in range(0, len(block), shards.BATCH_SEQUENCES):
+                if len(block) - begin < shards.BATCH_SEQUENCES and not final:
+                    pending[split] = [block[begin:]]
+                    break
+                batch = block[begin:begin + shards.BATCH_SEQUENCES]
+                shard = shards.shard_for(unit.index, split, batches[split], self._num_shards[split])
+                batches[split] += 1
+                if (split, shard) not in writers:
+                    writers[(split, shard)] = shards.PieceWriter(
+                        shards.piece_path(self._output_dir, unit.index, split, shard),
+                        self._gzip_level)
+                writers[(split, shard)].write(shards.frame_records(shards.encode_examples(batch)))
+                padding = int(np.count_nonzero(batch == tokenizer.PAD_ID))
+                counts[f"sequences_{split}"] += len(batch)
+                counts["tokens_padding"] += padding
+                counts["tokens_real"] += batch.size - padding
+
+        for piece in unit.pieces:
+            counts["files_seen"] += piece.first
+            file_problem = False
+            for event in readers.read_piece(piece, self._config):
+                if isinstance(event, Document):
+                    split = docs.split_for(event.id, self._eval_fraction, self._salt)
+                    counts["documents_packed"] += 1
+                    counts["bytes_packed"] += event.source_bytes
+                    write(split, packers[split].add(event.text))
+                elif isinstance(event, Skipped):
+                    if event.reason in docs.FILE_REASONS:
+                        counts[f"files_skipped_{event.reason}"] += 1
+                        file_problem = True
+                    else:
+                        counts[f"documents_skipped_{event.reason}"] += event.records
+                    counts["bytes_quarantined"] += event.bytes
+                    manifest.append(json.dumps(event.record(), sort_keys=True))
+                elif isinstance(event, Separator):
+                    counts["bytes_separators"] += event.bytes
+                else:  # ("consumed", bytes read from the input)
+                    counts["bytes_read"] += event[1]
+            counts["files_read"] += piece.first and not file_problem
+        for split in SPLITS:
+            write(split, packers[split].finish(), final=True)
+        for name, value in counts.items():
+            if value:
+                self._counters[name].inc(value)
+        for (split, shard), writer in sorted(writers.items()):
+            yield ("shard", split, shard), (unit.index, writer.close())
+        if manifest:
+            path = os.path.join(self._output_dir, shards.PIECES_DIR,
+                                f"unit-{unit.index:06d}-quarantine.jsonl")
+            out = shards._create(path + ".tmp")
+            out.write(("\n".join(manifest) + "\n").encode("utf-8"))
+            out.close()
+            shards._rename(path + ".tmp", path)
+            yield ("manifest", "", 0), (unit.index, path)
 
 
-class PackBucketFn(beam.DoFn):
-    """((split, bucket), [(path, bytes)...]) -> (split, (bucket, index), Example bytes)."""
+class AssembleFn(beam.DoFn):
+    """((kind, split, shard), [(unit, piece path) ...]) -> the final file, pieces in unit order."""
 
-    def __init__(self, seq_len: int):
-        self._seq_len = seq_len
-        self._sequences = {s: Metrics.counter(NAMESPACE, f"sequences_{s}") for s in ("train", "eval")}
-        self._real = Metrics.counter(NAMESPACE, "tokens_real")
-        self._padding = Metrics.counter(NAMESPACE, "tokens_padding")
+    def __init__(self, output_dir: str, num_shards: dict[str, int]):
+        self._output_dir, self._num_shards = output_dir, dict(num_shards)
 
     def process(self, element):
-        (split, bucket), documents = element
-        ordered = [data for _, data in sorted(documents, key=lambda d: d[0])]
-        for index, window in enumerate(packing.pack_documents(ordered, self._seq_len)):
-            padding = int(np.count_nonzero(window == tokenizer.PAD_ID))
-            self._sequences[split].inc()
-            self._padding.inc(padding)
-            self._real.inc(len(window) - padding)
-            yield split, (bucket, index), sequence_example_bytes(window)
-
-
-class WriteShardFn(beam.DoFn):
-    """((split, shard), [(sort_key, bytes) ...]) -> path of one gzip TFRecord shard, written whole
-    to a temporary name and renamed, so a reader never sees a partial shard."""
-
-    def __init__(self, output_dir: str, shards: dict[str, int]):
-        self._output_dir = output_dir
-        self._shards = shards
-
-    def process(self, element):
-        import tensorflow as tf
-        (split, shard), records = element
-        split_dir = os.path.join(self._output_dir, f"Split-{split}")
-        tf.io.gfile.makedirs(split_dir)
-        path = os.path.join(split_dir, f"data_tfrecord-{shard:05d}-of-{self._shards[split]:05d}.gz")
-        tmp = path + ".tmp"
-        with tf.io.TFRecordWriter(tmp, options="GZIP") as writer:
-            for _, record in sorted(records, key=lambda r: r[0]):
-                writer.write(record)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-        yield path
-
-
-class WriteManifestFn(beam.DoFn):
-    """All quarantine records -> one JSON-lines manifest, sorted by path (always written)."""
-
-    def __init__(self, path: str):
-        self._path = path
-
-    def process(self, records):
-        import tensorflow as tf
-        tf.io.gfile.makedirs(os.path.dirname(self._path))
-        with tf.io.gfile.GFile(self._path, "w") as fh:
-            for record in sorted(records, key=lambda r: r["path"]):
-                fh.write(json.dumps(record, sort_keys=True) + "\n")
-        yield self._path
+        (kind, split, shard), pieces = element
+        ordered = [path for _, path in sorted(p for p in pieces if p is not None)]
+        if kind == "manifest":
+            yield shards.concatenate(ordered, os.path.join(self._output_dir, QUARANTINE_MANIFEST))
+        else:
+            yield shards.concatenate(
+                ordered, shards.shard_path(self._output_dir, split, shard, self._num_shards[split]),
+                empty=shards.EMPTY_GZIP)
 
 
 # ----------------------------------------------------------------------------------------------
 # Composite transforms.
 
 
-class ReadTextFiles(beam.PTransform):
-    """PCollection[(relative, absolute)] -> {'documents': ..., 'quarantine': ...}."""
+class ReadDocuments(beam.PTransform):
+    """PCollection[Unit] -> PCollection[(split, Document)] (packable documents only)."""
 
-    def __init__(self, eval_fraction: float, split_salt: str, pack_buckets: int,
-                 max_file_bytes: int):
+    def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str = ""):
         super().__init__()
-        self._fn = ReadTextFileFn(eval_fraction, split_salt, pack_buckets, max_file_bytes)
+        self._fn = ReadDocumentsFn(config, eval_fraction, split_salt)
 
-    def expand(self, files):
-        results = (files
-                   | "Spread" >> beam.Reshuffle()
-                   | "ReadAndClassify" >> beam.ParDo(self._fn).with_outputs(
-                       ReadTextFileFn.QUARANTINE, main="documents"))
-        return {"documents": results.documents, "quarantine": results[ReadTextFileFn.QUARANTINE]}
+    def expand(self, units):
+        return units | "Spread" >> beam.Reshuffle() | "Read" >> beam.ParDo(self._fn)
 
 
-class PackSequences(beam.PTransform):
-    """Documents keyed by (split, bucket) -> (split, sort_key, serialized tf.train.Example)."""
+class ConvertUnits(beam.PTransform):
+    """PCollection[Unit] -> piece records, one per piece file written."""
 
-    def __init__(self, seq_len: int):
+    def __init__(self, fn: ConvertUnitFn):
         super().__init__()
-        self._seq_len = seq_len
+        self._fn = fn
 
-    def expand(self, documents):
-        return (documents
-                | "GroupByBucket" >> beam.GroupByKey()
-                | "PackBucket" >> beam.ParDo(PackBucketFn(self._seq_len)))
+    def expand(self, units):
+        return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn)
 
 
-def shard_for(sort_key: tuple[int, int], num_shards: int) -> int:
-    return int(packing._unit_hash(f"shard:{sort_key[0]}:{sort_key[1]}") * num_shards)
+class AssembleShards(beam.PTransform):
+    """Piece records -> every shard of every split (empty ones included) and the manifest."""
 
-
-class ToTFRecordShards(beam.PTransform):
-    """(split, sort_key, bytes) -> gzip TFRecord shards under output_dir/Split-<split>/.
-
-    Every shard of every split is written, empty ones included, so the file list is stable."""
-
-    def __init__(self, output_dir: str, shards: dict[str, int]):
+    def __init__(self, output_dir: str, num_shards: dict[str, int]):
         super().__init__()
-        self._output_dir = output_dir
-        self._shards = dict(shards)
+        self._output_dir, self._num_shards = output_dir, dict(num_shards)
 
-    def expand(self, sequences):
-        shards = self._shards
-        keyed = sequences | "AssignShard" >> beam.Map(
-            lambda s: ((s[0], shard_for(s[1], shards[s[0]])), (s[1], s[2])))
-        every_shard = (sequences.pipeline
-                       | "AllShardKeys" >> beam.Create(
-                           [((split, i), None) for split, n in sorted(shards.items())
-                            for i in range(n)]))
-        return ((keyed, every_shard)
+    def expand(self, pieces):
+        every = ([(("shard", split, i), None) for split, n in sorted(self._num_shards.items())
+                  for i in range(n)] + [(("manifest", "", 0), None)])
+        placeholders = pieces.pipeline | "EveryOutput" >> beam.Create(every)
+        return ((pieces, placeholders)
                 | "WithEmptyShards" >> beam.Flatten()
-                | "GroupByShard" >> beam.GroupByKey()
-                | "DropPlaceholders" >> beam.MapTuple(
-                    lambda key, values: (key, [v for v in values if v is not None]))
-                | "WriteShard" >> beam.ParDo(WriteShardFn(self._output_dir, shards)))
-
-
-class WriteQuarantineManifest(beam.PTransform):
-    def __init__(self, path: str):
-        super().__init__()
-        self._path = path
-
-    def expand(self, quarantine):
-        return (quarantine
-                | "CollectAll" >> beam.combiners.ToList()
-                | "WriteManifest" >> beam.ParDo(WriteManifestFn(self._path)))
+                | "GroupPiecePaths" >> beam.GroupByKey()  # paths only, a few per unit
+                | "Concatenate" >> beam.ParDo(AssembleFn(self._output_dir, self._num_shards)))
 
 
 class TextToTFRecordShards(beam.PTransform):
     """The whole data stage on a PBegin: list of files in, shards and manifest out."""
 
-    def __init__(self, files: list[tuple[str, str]], output_dir: str, *, seq_len: int,
-                 eval_fraction: float, split_salt: str, pack_buckets: int, max_file_bytes: int,
-                 train_shards: int, eval_shards: int):
+    def __init__(self, files: list[tuple[str, str]], output_dir: str, *,
+                 reader_config: readers.ReaderConfig, seq_len: int, eval_fraction: float,
+                 split_salt: str, train_shards: int, eval_shards: int,
+                 gzip_level: int = shards.GZIP_LEVEL,
+                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids):
         super().__init__()
-        self._files = files
-        self._output_dir = output_dir
-        self._read = ReadTextFiles(eval_fraction, split_salt, pack_buckets, max_file_bytes)
-        self._seq_len = seq_len
-        self._shards = {"train": train_shards, "eval": eval_shards}
+        self._units = readers.plan_units(files, reader_config)
+        num_shards = {"train": train_shards, "eval": eval_shards}
+        self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
+                                      eval_fraction=eval_fraction, split_salt=split_salt,
+                                      num_shards=num_shards, gzip_level=gzip_level,
+                                      tokenize=tokenize)
+        self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
-        read = (pbegin | "ListFiles" >> beam.Create(self._files) | "ReadTextFiles" >> self._read)
-        shards = (read["documents"]
-                  | "PackSequences" >> PackSequences(self._seq_len)
-                  | "ToTFRecordShards" >> ToTFRecordShards(self._output_dir, self._shards))
-        manifest = read["quarantine"] | "Quarantine" >> WriteQuarantineManifest(
-            os.path.join(self._output_dir, QUARANTINE_MANIFEST))
-        return {"shards": shards, "manifest": manifest}
+        return (pbegin
+                | "PlanUnits" >> beam.Create(self._units)
+                | "ConvertUnits" >> ConvertUnits(self._convert)
+                | "AssembleShards" >> self._assemble)

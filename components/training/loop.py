@@ -215,13 +215,24 @@ def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,
 def unigram_baseline(train_files, eval_files, seq_len: int, max_sequences: int = 20000) -> float:
     """Cross-entropy (nats/token) on eval of a byte-unigram model fit on train (add-one smoothed):
     the loss a model that ignores context would reach. Training must get clearly below it."""
+    from components.text_example_gen.tokenizer import FEATURE
+
     def counts(files):
+        # Up to max_sequences sequences, the last partial batch included: a split smaller than
+        # one batch still counts (make_dataset drops remainders, which left a tiny eval split
+        # with no tokens and the baseline NaN).
+        names = sorted(f for p in ([files] if isinstance(files, str) else files)
+                       for f in tf.io.gfile.glob(p))
+        spec = {FEATURE: tf.io.FixedLenFeature([seq_len + 1], tf.int64)}
+        ds = (tf.data.TFRecordDataset(names, compression_type="GZIP").take(max_sequences)
+              .batch(256).map(lambda s: tf.io.parse_example(s, spec)[FEATURE][:, 1:]))
         total = np.zeros(VOCAB_SIZE, np.float64)
-        ds = input_lib.make_dataset(files, seq_len, 256, repeat=False).take(max(max_sequences // 256, 1))
-        for _, targets in ds:
+        for targets in ds:
             total += np.bincount(targets.numpy().ravel(), minlength=VOCAB_SIZE)[:VOCAB_SIZE]
         total[PAD_ID] = 0
         return total
     train_counts, eval_counts = counts(train_files), counts(eval_files)
+    if eval_counts.sum() == 0:
+        raise ValueError(f"unigram baseline: the eval split {eval_files!r} holds no target tokens")
     probs = (train_counts + 1.0) / (train_counts.sum() + VOCAB_SIZE)
     return float(-(eval_counts * np.log(probs)).sum() / eval_counts.sum())

@@ -20,7 +20,7 @@ KEY_PROPERTIES = {
               "config_digest", "code_digest", "fine_tuned_from_model_id", "tuned_hyperparameters"),
     "HyperParameters": ("objective", "best_trial", "trials_completed"),
     "ModelRun": (),
-    "Examples": ("files_listed", "files_packed", "sequences_train", "sequences_eval",
+    "Examples": ("files_listed", "files_read", "documents_packed", "sequences_train", "sequences_eval",
                  "tokens_real", "bytes_quarantined", "quarantine_manifest"),
     "Schema": (),
     "ExampleStatistics": (),

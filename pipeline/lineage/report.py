@@ -126,9 +126,11 @@ def summarize(stage: StageReport) -> str:
         return ", ".join(f"{kind} #{props['id']}" for kind, props in sorted(o.items())) or "nothing resolved"
     if "Examples" in o and "files_listed" in o["Examples"]:
         e = o["Examples"]
-        skipped = e["files_listed"] - e["files_packed"]
-        return (f"{e['files_packed']} files -> {e['sequences_train']} train / {e['sequences_eval']} "
-                f"eval sequences, {skipped} quarantined, {e['real_token_fraction']:.2%} real tokens")
+        skipped = e["files_listed"] - e["files_read"] + sum(
+            v for k, v in e.items() if k.startswith("documents_skipped_"))
+        return (f"{e['files_read']} files, {e['documents_packed']} documents -> "
+                f"{e['sequences_train']} train / {e['sequences_eval']} eval sequences, {skipped} "
+                f"quarantined, {e['real_token_fraction']:.2%} real tokens")
     if "Schema" in o and "curated_schema" in o["Schema"]:
         return f"curated schema {o['Schema']['curated_schema']} for seq_len {o['Schema'].get('seq_len')}"
     if "ExampleStatistics" in o:
@@ -165,10 +167,14 @@ def summarize(stage: StageReport) -> str:
     return ""
 
 
-DATA_COUNTERS = ("files_listed", "files_packed", "files_skipped_empty", "files_skipped_unreadable",
-                 "files_skipped_binary", "files_skipped_not_utf8", "files_skipped_too_large",
-                 "bytes_read", "bytes_packed", "bytes_quarantined", "sequences_train",
-                 "sequences_eval", "tokens_real", "tokens_padding", "real_token_fraction")
+DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
+                 "files_skipped_unreadable", "documents_packed", "documents_skipped_empty",
+                 "documents_skipped_binary", "documents_skipped_not_utf8",
+                 "documents_skipped_too_large", "documents_skipped_invalid_json",
+                 "documents_skipped_missing_field", "documents_skipped_not_string",
+                 "documents_skipped_truncated_input", "bytes_read", "bytes_packed",
+                 "bytes_quarantined", "bytes_separators", "sequences_train", "sequences_eval",
+                 "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
                     "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy",

@@ -8,7 +8,7 @@ import os
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from components.text_example_gen import packing, transforms
+from components.text_example_gen import documents, transforms
 from pipeline.lineage.store import properties
 from tests.e2e.conftest import run_cli
 
@@ -47,14 +47,16 @@ def test_counters_are_mlmd_properties_and_add_up(data_run):
     artifact = examples_artifact(data_run.store())
     props = properties(artifact, custom_only=True)
     on_disk = json.load(open(os.path.join(artifact.uri, "counters.json")))
-    for name in ("files_listed", "files_packed", "bytes_read", "bytes_packed", "bytes_quarantined",
+    for name in ("files_listed", "files_read", "bytes_read", "bytes_packed", "bytes_quarantined",
                  "sequences_train", "sequences_eval", "tokens_real", "tokens_padding"):
         assert props[name] == on_disk[name], name
-    assert props["bytes_read"] == props["bytes_packed"] + props["bytes_quarantined"]
-    skipped = sum(props.get(f"files_skipped_{r}", 0) for r in packing.SKIP_REASONS)
-    assert props["files_listed"] == props["files_packed"] + skipped == len(
+    assert props["bytes_read"] == (props["bytes_packed"] + props["bytes_quarantined"]
+                                   + props["bytes_separators"])
+    files_skipped = sum(props.get(f"files_skipped_{r}", 0) for r in documents.FILE_REASONS)
+    assert props["files_listed"] == props["files_read"] + files_skipped == len(
         transforms.list_input_files(data_run.corpus)[1])
-    assert skipped == len(data_run.quarantined)
+    documents_skipped = sum(props.get(f"documents_skipped_{r}", 0) for r in documents.DOCUMENT_REASONS)
+    assert files_skipped + documents_skipped == len(data_run.quarantined)
     assert props["real_token_fraction"] >= 0.95
     assert props["input_fingerprint"] == on_disk["input_fingerprint"] and len(props["input_fingerprint"]) == 64
     assert artifact.custom_properties["file_format"].string_value == "tfrecords_gzip"
@@ -63,7 +65,7 @@ def test_counters_are_mlmd_properties_and_add_up(data_run):
 
 
 def test_report_prints_counters(data_run):
-    for line in ("TextExampleGen", "files_packed", "bytes_quarantined", "sequences_train",
+    for line in ("TextExampleGen", "documents_packed", "bytes_quarantined", "sequences_train",
                  "quarantine manifest"):
         assert line in data_run.stdout
     assert os.path.exists(glob.glob(os.path.join(data_run.home, "runs", "*", "config.yaml"))[0])
@@ -117,3 +119,76 @@ def test_good_shards_pass_the_gate(data_run, tmp_path, session_capsys):
     run = run_cli(session_capsys, str(tmp_path / "home"), "--set", "data.format=tfrecord",
                   "--set", f"data.input={tmp_path / 'shards'}", "--set", "data.seq_len=64")
     assert run.exit_code == 0, run.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# Other corpus shapes, data stages only (`--until`): one big text file, JSON Lines, Parquet.
+
+
+def stage_states(run):
+    return {node: state for node, state in run.states().items()}
+
+
+def split_sizes(run):
+    props = properties(examples_artifact(run.store()), custom_only=True)
+    return props, (props["sequences_train"], props["sequences_eval"])
+
+
+def test_single_text_file_split_by_separator_until_example_gen(tmp_path, session_capsys, corpus):
+    """One text file (the corpus concatenated), documents split on blank lines, read in byte
+    ranges: both splits get sequences; --until stops after the data stage."""
+    root, quarantined = corpus
+    (tmp_path / "in").mkdir()
+    with open(tmp_path / "in" / "dump.txt", "wb") as out:
+        for relative, path in transforms.list_input_files(root, exclude=["*.bin", "*latin1*"])[1]:
+            if relative not in quarantined:
+                out.write(open(path, "rb").read() + b"\n\n")
+    run = run_cli(session_capsys, str(tmp_path / "home"), "--until", "TextExampleGen",
+                  "--set", f"data.input={tmp_path / 'in'}", "--set", "data.document=separator",
+                  "--set", "data.range_bytes=100000", "--set", "data.seq_len=64")
+    assert run.exit_code == 0, run.stderr
+    assert set(stage_states(run)) == {"TextExampleGen"}
+    assert "stopped after TextExampleGen" in run.stdout
+    (context,) = [c for c in run.store().get_contexts_by_type("pipeline_run") if c.name == run.run_id]
+    assert context.custom_properties["until"].string_value == "TextExampleGen"
+    props, (train, evaluation) = split_sizes(run)
+    assert props["files_listed"] == props["files_read"] == 1 and train > 0 and evaluation > 0
+    assert props["document"] == "separator" and props["documents_packed"] > 100
+
+
+def test_jsonl_corpus_through_the_validation_gate(tmp_path, session_capsys, corpus):
+    root, quarantined = corpus
+    (tmp_path / "in").mkdir()
+    with open(tmp_path / "in" / "part-0.jsonl", "w", encoding="utf-8") as out:
+        for relative, path in transforms.list_input_files(os.path.join(root, "json"))[1]:
+            for i, chunk in enumerate(open(path, encoding="utf-8").read().split("\n\n")):
+                out.write(json.dumps({"text": chunk, "source": relative, "i": i}) + "\n")
+        out.write("{broken\n")
+    run = run_cli(session_capsys, str(tmp_path / "home"), "--until", "AnomaliesGate",
+                  "--set", "data.format=jsonl", "--set", f"data.input={tmp_path / 'in'}",
+                  "--set", "data.seq_len=64")
+    assert run.exit_code == 0, run.stderr
+    assert set(stage_states(run)) == {"TextExampleGen", "StatisticsGen", "CuratedSchemaGen",
+                                      "ExampleValidator", "AnomaliesGate"}
+    props, (train, evaluation) = split_sizes(run)
+    assert train > 0 and evaluation > 0 and props["documents_skipped_invalid_json"] == 1
+
+
+def test_parquet_corpus_until_example_gen(tmp_path, session_capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    (tmp_path / "in").mkdir()
+    texts = [f"paragraph {i}: " + "lorem ipsum dolor " * (i % 13 + 1) for i in range(400)]
+    pq.write_table(pa.table({"content": texts}), tmp_path / "in" / "data.parquet", row_group_size=64)
+    run = run_cli(session_capsys, str(tmp_path / "home"), "--until", "TextExampleGen",
+                  "--set", "data.format=parquet", "--set", "data.text_field=content",
+                  "--set", f"data.input={tmp_path / 'in'}", "--set", "data.seq_len=64")
+    assert run.exit_code == 0, run.stderr
+    props, (train, evaluation) = split_sizes(run)
+    assert props["documents_packed"] == 400 and train > 0 and evaluation > 0
+
+
+def test_until_names_an_unknown_stage(tmp_path, session_capsys, corpus):
+    run = run_cli(session_capsys, str(tmp_path / "home"), "--until", "Trainr",
+                  "--set", f"data.input={corpus[0]}")
+    assert run.exit_code == 2 and "no such stage" in run.stderr and "Trainer" in run.stderr

@@ -1,0 +1,85 @@
+"""Documents: what a reader yields, how each is classified, and the split rule (plain functions).
+
+A document is (id, text bytes). Its id is stable and says where it came from:
+  - `data.document=file`:      the relative path                      e.g. `json/decoder.py`
+  - text / JSONL by separator or line: path + byte offset             e.g. `dump.txt@1048576`
+  - gzip JSONL, Parquet rows:  path + record index                    e.g. `part-0.parquet#1234`
+
+Splitting rule. A document's split is decided by sha256(salt + id): the same document always lands
+in the same split, whatever else is in the corpus or how the work is parallelized, and a single
+file split into documents feeds both splits. With `data.document=file` the id is the path, so
+whole files keep the split they always had.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+# Quarantine reasons. File-level (the file is not opened or not read at all):
+NOT_REGULAR, UNREADABLE = "not_regular_file", "unreadable"
+FILE_REASONS = (NOT_REGULAR, UNREADABLE)
+# Record-level (one document, line or row; the rest of the file is still read):
+EMPTY, BINARY, NOT_UTF8, TOO_LARGE = "empty", "binary", "not_utf8", "too_large"
+INVALID_JSON, MISSING_FIELD, NOT_STRING = "invalid_json", "missing_field", "not_string"
+TRUNCATED = "truncated_input"  # a gzip stream that ends early or is corrupt; an I/O error mid-read
+DOCUMENT_REASONS = (EMPTY, BINARY, NOT_UTF8, TOO_LARGE, INVALID_JSON, MISSING_FIELD, NOT_STRING,
+                    TRUNCATED)
+
+
+class Document(NamedTuple):
+    id: str
+    text: bytes
+    # Input bytes this document accounts for (its text, or its whole JSON line without the newline).
+    source_bytes: int
+
+
+class Skipped(NamedTuple):
+    """A quarantined document (or file): where, why, how many input bytes and records."""
+    location: str
+    reason: str
+    bytes: int
+    detail: str
+    records: int = 1
+
+    def record(self) -> dict:
+        return {"path": self.location, "reason": self.reason, "bytes": self.bytes,
+                "records": self.records, "detail": self.detail}
+
+
+class Separator(NamedTuple):
+    """Input bytes between documents (separators, newlines): read, neither packed nor quarantined."""
+    bytes: int
+
+
+def unit_hash(text: str) -> float:
+    """A stable hash of text mapped to [0, 1)."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def split_for(document_id: str, eval_fraction: float, salt: str = "") -> str:
+    """'eval' for about eval_fraction of documents, else 'train'; deterministic per id."""
+    return "eval" if unit_hash(salt + document_id) < eval_fraction else "train"
+
+
+def classify(text: bytes, max_document_bytes: int) -> tuple[str, str] | None:
+    """None for a packable document, else (reason, detail)."""
+    if len(text) > max_document_bytes:
+        return TOO_LARGE, f"{len(text)} bytes > data.max_document_bytes={max_document_bytes}"
+    if not text.strip():
+        return EMPTY, f"{len(text)} bytes, no text" if text else "0 bytes"
+    if b"\x00" in text:
+        return BINARY, "contains NUL bytes"
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return NOT_UTF8, f"not valid UTF-8 at byte {err.start}"
+    return None
+
+
+def check(document: Document, max_document_bytes: int) -> Document | Skipped:
+    verdict = classify(document.text, max_document_bytes)
+    if verdict is None:
+        return document
+    return Skipped(document.id, verdict[0], document.source_bytes, verdict[1])

@@ -1,0 +1,385 @@
+"""Readers: input files -> work units -> a stream of Documents, Skipped records and Separators.
+
+Plain functions (no Beam). Nothing reads a whole file: every reader streams in CHUNK_BYTES blocks
+and holds at most one document (capped at data.max_document_bytes) plus one block.
+
+Work units. `plan_units` turns the sorted file list into units of about data.range_bytes each:
+a large splittable file (uncompressed text or JSONL read by separator or line) becomes one unit
+per byte range [k * range_bytes, (k + 1) * range_bytes); small files are batched, in path order,
+into one unit. Units are a function of the file list, the file sizes and the config alone.
+
+Range alignment. Range k owns the bytes [align(k * R), align((k + 1) * R)), where align(x) is
+the offset just after the first separator occurrence that starts at or after x (0 for x = 0,
+the file size when there is none). Neighbouring ranges call the same function on the same offset,
+so every byte belongs to exactly one range and every document is read whole by one reader.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import stat
+import zlib
+from typing import Callable, Iterator, NamedTuple
+
+from components.text_example_gen import documents as docs
+from components.text_example_gen.documents import Document, Separator, Skipped
+
+CHUNK_BYTES = 1 << 22
+MAX_FILES_PER_UNIT = 2048
+FORMATS = ("text", "jsonl", "parquet")
+GZIP_SUFFIXES = (".gz", ".gzip")
+
+
+class Piece(NamedTuple):
+    relative: str
+    absolute: str
+    start: int            # nominal byte range (aligned by the reader); whole file: 0, None
+    end: int | None
+    first: bool           # the piece that counts (or quarantines) the file itself
+
+
+class Unit(NamedTuple):
+    index: int
+    pieces: tuple[Piece, ...]
+
+
+class ReaderConfig(NamedTuple):
+    format: str
+    document: str          # file | record | separator
+    separator: bytes
+    text_field: str
+    max_document_bytes: int
+    range_bytes: int
+
+
+def is_gzip(path: str) -> bool:
+    return path.lower().endswith(GZIP_SUFFIXES)
+
+
+def regular_size(path: str) -> int | None:
+    """Size of a regular file (following symlinks), else None. Never opens the file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def boundary(config: ReaderConfig) -> bytes | None:
+    """The bytes that end a document in a stream, or None when a whole file is one document."""
+    if config.format == "jsonl" or (config.format == "text" and config.document == "record"):
+        return b"\n"
+    if config.format == "text" and config.document == "separator":
+        return config.separator
+    return None
+
+
+def plan_units(files: list[tuple[str, str]], config: ReaderConfig) -> list[Unit]:
+    units: list[Unit] = []
+    batch: list[Piece] = []
+    batch_bytes = 0
+
+    def flush():
+        nonlocal batch, batch_bytes
+        if batch:
+            units.append(Unit(len(units), tuple(batch)))
+        batch, batch_bytes = [], 0
+
+    splittable = boundary(config) is not None
+    for relative, absolute in files:
+        size = regular_size(absolute) or 0
+        if splittable and size > config.range_bytes and not is_gzip(absolute):
+            flush()
+            starts = range(0, size, config.range_bytes)
+            for k, start in enumerate(starts):
+                end = start + config.range_bytes if k < len(starts) - 1 else None
+                units.append(Unit(len(units), (Piece(relative, absolute, start, end, k == 0),)))
+            continue
+        batch.append(Piece(relative, absolute, 0, None, True))
+        batch_bytes += size
+        if batch_bytes >= config.range_bytes or len(batch) >= MAX_FILES_PER_UNIT:
+            flush()
+    flush()
+    return units
+
+
+# ----------------------------------------------------------------------------------------------
+# Opening a file: never a FIFO, socket or device (opening a FIFO blocks forever).
+
+
+class FileProblem(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def open_regular(path: str):
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise FileProblem(docs.UNREADABLE, f"{type(err).__name__}: {err.strerror or err}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("FIFO" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
+                else "character device" if stat.S_ISCHR(st.st_mode)
+                else "block device" if stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise FileProblem(docs.NOT_REGULAR, f"{kind}: not opened")
+    try:
+        return open(path, "rb", buffering=0)  # reads are large and sized: no second buffer
+    except OSError as err:
+        raise FileProblem(docs.UNREADABLE, f"{type(err).__name__}: {err.strerror or err}") from None
+
+
+class ReadError(Exception):
+    pass
+
+
+def _reader(fh) -> Callable[[int], bytes]:
+    """read(n): up to n bytes; the bytes before a truncated or corrupt gzip stream (or an I/O
+    error) are still returned, and the error is raised (as ReadError) on the next call."""
+    failed: list[str] = []
+
+    def read(n: int) -> bytes:
+        if failed:
+            raise ReadError(failed[0])
+        parts, got = [], 0
+        while got < n:
+            try:
+                part = fh.read1(n - got) if hasattr(fh, "read1") else fh.read(n - got)
+            except (EOFError, OSError, zlib.error) as err:
+                failed.append(f"{type(err).__name__}: {err}")
+                break
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        if failed and not parts:
+            raise ReadError(failed[0])
+        return b"".join(parts)
+    return read
+
+
+def smallest_period(separator: bytes) -> int:
+    """p such that a run of the separator repeats every p bytes ("\n\n": 1, "<|eot|>": 7)."""
+    return next(p for p in range(1, len(separator) + 1) if separator[p:] == separator[:-p])
+
+
+def _run_end(data: bytes, i: int, separator: bytes, period: int) -> int:
+    """A separator found at i, extended over its run (back-to-back or overlapping repeats):
+    "\n\n\n\n" is one separator, so a document never starts inside a run, wherever a reader
+    starts scanning."""
+    size = len(separator)
+    end = i + size
+    while data[end - size + period:end + period] == separator:
+        end += period
+    return end
+
+
+def align(fh, offset: int, separator: bytes) -> int:
+    """Offset just after the separator run containing the first occurrence at or after `offset`."""
+    if offset == 0:
+        return 0
+    period = smallest_period(separator)
+    fh.seek(offset)
+    data, data_at, eof = b"", offset, False
+    while True:
+        chunk = b"" if eof else fh.read(CHUNK_BYTES)
+        eof = eof or not chunk
+        data += chunk
+        i = data.find(separator)
+        if i >= 0:
+            end = _run_end(data, i, separator, period)
+            if eof or end + period <= len(data):
+                return data_at + end
+            continue  # the run may go on in the next block
+        if eof:
+            return data_at + len(data)
+        keep = min(len(separator) - 1, len(data))
+        data_at += len(data) - keep
+        data = data[len(data) - keep:] if keep else b""
+
+
+# ----------------------------------------------------------------------------------------------
+# Splitting a byte stream into segments: ("doc", offset, bytes) | ("big", offset, length) |
+# ("sep", length) | ("error", offset, length, detail) | ("consumed", total bytes read).
+
+
+def split_stream(read, start: int, stop: int | None, separator: bytes | None,
+                 cap: int) -> Iterator[tuple]:
+    size = len(separator) if separator else 0
+    period = smallest_period(separator) if separator else 0
+    buf, buf_at, search = b"", start, 0    # buf: the current document (its tail when skipping)
+    doc_start, skipping, consumed, done = start, False, 0, False
+    while True:
+        chunk = b""
+        want = CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - start - consumed)
+        if want <= 0:
+            done = True
+        else:
+            try:
+                chunk = read(want)
+            except ReadError as err:
+                yield ("error", doc_start, buf_at + len(buf) - doc_start, str(err))
+                yield ("consumed", consumed)
+                return
+            done = not chunk
+            consumed += len(chunk)
+        data = buf + chunk if buf else chunk
+        pos, undecided = 0, -1
+        while separator and (i := data.find(separator, search)) >= 0:
+            end = _run_end(data, i, separator, period)
+            if not done and end + period > len(data):
+                undecided = i  # decide when the next block shows where the run ends
+                break
+            if skipping:
+                yield ("big", doc_start, buf_at + i - doc_start)
+                skipping = False
+            elif i > pos:
+                yield ("doc", doc_start, data[pos:i])
+            yield ("sep", end - i)
+            pos = search = end
+            doc_start = buf_at + end
+        if done:
+            end = buf_at + len(data)
+            if skipping:
+                yield ("big", doc_start, end - doc_start)
+            elif end > doc_start or separator is None:  # a whole file is a document, even empty
+                yield ("doc", doc_start, data[pos:])
+            yield ("consumed", consumed)
+            return
+        held = (undecided if undecided >= 0 else len(data)) - pos
+        if not skipping and held > cap:
+            skipping = True  # the current document is too large: drop it, keep scanning
+        if undecided >= 0:
+            keep_from = undecided if skipping else pos
+        else:
+            keep_from = max(pos, len(data) - max(size - 1, 0)) if skipping else pos
+        buf, buf_at = data[keep_from:], buf_at + keep_from
+        search = undecided - keep_from if undecided >= 0 else max(0, len(buf) - size + 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Formats: segments -> Documents / Skipped / Separators.
+
+
+def _json_record(location: str, line: bytes, field: str) -> Document | Skipped:
+    size = len(line)
+    if not line.strip():
+        return Skipped(location, docs.EMPTY, size, "blank line")
+    try:
+        value = json.loads(line)
+    except UnicodeDecodeError as err:
+        return Skipped(location, docs.NOT_UTF8, size, f"not valid UTF-8: {err.reason}")
+    except ValueError as err:
+        return Skipped(location, docs.INVALID_JSON, size, f"invalid JSON: {err}")
+    if not isinstance(value, dict) or field not in value or value[field] is None:
+        return Skipped(location, docs.MISSING_FIELD, size, f"no field {field!r} (data.text_field)")
+    text = value[field]
+    if not isinstance(text, str):
+        return Skipped(location, docs.NOT_STRING, size,
+                       f"field {field!r} is {type(text).__name__}, not a string")
+    try:
+        return Document(location, text.encode("utf-8"), size)
+    except UnicodeEncodeError as err:
+        return Skipped(location, docs.NOT_UTF8, size, f"field {field!r}: {err.reason}")
+
+
+def read_stream(piece: Piece, fh, config: ReaderConfig) -> Iterator:
+    """Documents of one text/JSONL piece; the last element is ("consumed", bytes read)."""
+    separator = boundary(config)
+    start, stop = 0, None
+    if piece.end is not None or piece.start:  # a byte range of an uncompressed file
+        start = align(fh, piece.start, separator)
+        stop = align(fh, piece.end, separator) if piece.end is not None else None
+        if stop is not None and stop <= start:
+            yield ("consumed", 0)
+            return
+        fh.seek(start)
+    if stop is None and not isinstance(fh, gzip.GzipFile):
+        # Read exactly what is there (as of now): one sized read for a small file instead of a
+        # CHUNK_BYTES allocation plus an empty read.
+        stop = os.fstat(fh.fileno()).st_size
+    cap = config.max_document_bytes
+    if config.format == "jsonl":
+        cap = max(cap * 2, cap + 1024)  # JSON escapes: a line may be longer than its text
+    whole_file = separator is None
+    for segment in split_stream(_reader(fh), start, stop, separator, cap):
+        kind = segment[0]
+        if kind == "consumed":
+            yield segment
+        elif kind == "sep":
+            yield Separator(segment[1])
+        else:
+            location = piece.relative if whole_file else f"{piece.relative}@{segment[1]}"
+            if kind == "big":
+                yield Skipped(location, docs.TOO_LARGE, segment[2],
+                              f"{segment[2]} bytes > data.max_document_bytes={config.max_document_bytes}"
+                              + ("; set data.document=separator (or record) to split the file"
+                                 if whole_file else ""))
+            elif kind == "error":
+                yield Skipped(location, docs.TRUNCATED, segment[2], segment[3])
+            elif config.format == "jsonl":
+                record = _json_record(location, segment[2], config.text_field)
+                yield record if isinstance(record, Skipped) else docs.check(record, config.max_document_bytes)
+            else:
+                text = segment[2]
+                yield docs.check(Document(location, text, len(text)), config.max_document_bytes)
+
+
+def read_parquet(piece: Piece, config: ReaderConfig) -> Iterator:
+    """Rows of one Parquet file, streamed one row group batch at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    field, consumed = config.text_field, 0
+    try:
+        parquet = pq.ParquetFile(piece.absolute)
+    except (OSError, pa.ArrowException) as err:
+        yield Skipped(piece.relative, docs.UNREADABLE, 0, f"not a Parquet file: {err}", records=0)
+        yield ("consumed", 0)
+        return
+    rows = parquet.metadata.num_rows
+    schema = parquet.schema_arrow
+    if field not in schema.names:
+        yield Skipped(piece.relative, docs.MISSING_FIELD, 0,
+                      f"no column {field!r} (data.text_field) in {schema.names}; {rows} rows",
+                      records=rows)
+    elif not (pa.types.is_string(schema.field(field).type) or pa.types.is_large_string(schema.field(field).type)
+              or pa.types.is_binary(schema.field(field).type) or pa.types.is_large_binary(schema.field(field).type)):
+        yield Skipped(piece.relative, docs.NOT_STRING, 0,
+                      f"column {field!r} is {schema.field(field).type}, not a string; {rows} rows",
+                      records=rows)
+    else:
+        row = 0
+        for batch in parquet.iter_batches(batch_size=4096, columns=[field]):
+            for value in batch.column(0).to_pylist():
+                location = f"{piece.relative}#{row}"
+                row += 1
+                if value is None:
+                    yield Skipped(location, docs.MISSING_FIELD, 0, f"{field!r} is null")
+                    continue
+                text = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+                consumed += len(text)
+                yield docs.check(Document(location, text, len(text)), config.max_document_bytes)
+    yield ("consumed", consumed)
+
+
+def read_piece(piece: Piece, config: ReaderConfig) -> Iterator:
+    """Everything one piece yields. A file-level problem (not a regular file, cannot open) is one
+    Skipped with records=0 from the file's first piece (other pieces of that file yield nothing)."""
+    try:
+        fh = open_regular(piece.absolute)
+    except FileProblem as problem:
+        if piece.first:
+            yield Skipped(piece.relative, problem.reason, 0, problem.detail, records=0)
+        yield ("consumed", 0)
+        return
+    with fh:
+        if config.format == "parquet":
+            fh.close()
+            yield from read_parquet(piece, config)
+        elif is_gzip(piece.absolute):
+            with gzip.GzipFile(fileobj=fh, mode="rb") as stream:
+                yield from read_stream(piece, stream, config)
+        else:
+            yield from read_stream(piece, fh, config)

@@ -26,6 +26,10 @@ import yaml
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "tfrecord")
+TOKENIZERS = ("bytes", "sentencepiece")
+TOKENIZER_MODEL_TYPES = ("unigram", "bpe")
+# Byte fallback needs 256 byte pieces + pad, unk, bos, eos + at least one character.
+MIN_SENTENCEPIECE_VOCAB = 261
 
 
 class ConfigError(ValueError):
@@ -54,6 +58,15 @@ class DataConfig:
     pack_buckets: int = 8
     # Files larger than this are quarantined (reason `too_large`) instead of read into memory.
     max_file_bytes: int = 16_000_000
+    # Tokenizer: `bytes` (UTF-8 bytes, 259 ids) or `sentencepiece`, trained by TokenizerGen on a
+    # deterministic sample (by hash of document id) of the train split, byte fallback on.
+    tokenizer: str = "bytes"
+    # SentencePiece only (the byte tokenizer's vocabulary is fixed at 259 ids).
+    vocab_size: int = 2000
+    tokenizer_model_type: str = "unigram"
+    # UTF-8 bytes of train documents the tokenizer is trained on (the eval sample for its
+    # bytes-per-token figure uses the same budget).
+    tokenizer_sample_bytes: int = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -359,6 +372,16 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(f"data.eval_fraction: must be in (0, 1), got {d.eval_fraction}")
     if d.format not in DATA_FORMATS:
         raise ConfigError(f"data.format: {d.format!r} is not one of {DATA_FORMATS}")
+    if d.tokenizer not in TOKENIZERS:
+        raise ConfigError(f"data.tokenizer: {d.tokenizer!r} is not one of {TOKENIZERS}")
+    if d.tokenizer_model_type not in TOKENIZER_MODEL_TYPES:
+        raise ConfigError(f"data.tokenizer_model_type: {d.tokenizer_model_type!r} is not one of "
+                          f"{TOKENIZER_MODEL_TYPES}")
+    if d.tokenizer_sample_bytes <= 0:
+        raise ConfigError(f"data.tokenizer_sample_bytes: must be > 0, got {d.tokenizer_sample_bytes}")
+    if d.tokenizer == "sentencepiece" and d.vocab_size < MIN_SENTENCEPIECE_VOCAB:
+        raise ConfigError(f"data.vocab_size ({d.vocab_size}) is below the byte-fallback minimum "
+                          f"{MIN_SENTENCEPIECE_VOCAB} (256 byte pieces + pad, unk, bos, eos + 1)")
     if r.strategy not in STRATEGIES:
         raise ConfigError(f"runtime.strategy: {r.strategy!r} is not one of {STRATEGIES}")
     if r.precision not in PRECISIONS:

@@ -63,7 +63,9 @@ class DataConfig:
     tokenizer: str = "bytes"
     # SentencePiece only (the byte tokenizer's vocabulary is fixed at 259 ids).
     vocab_size: int = 2000
-    tokenizer_model_type: str = "unigram"
+    # `bpe` or `unigram`. BPE by default: on the stdlib corpus at 2000 pieces it trains ~6x faster
+    # and packs more bytes per token (README, Tokenizers).
+    tokenizer_model_type: str = "bpe"
     # UTF-8 bytes of train documents the tokenizer is trained on (the eval sample for its
     # bytes-per-token figure uses the same budget).
     tokenizer_sample_bytes: int = 8_000_000

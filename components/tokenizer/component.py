@@ -50,9 +50,15 @@ class Tokenizer(artifact.Artifact):
     }
 
 
+# Settings the byte tokenizer ignores: changing them under data.tokenizer=bytes re-runs nothing.
+SENTENCEPIECE_ONLY = ("vocab_size", "tokenizer_model_type")
+
+
 def tokenizer_settings_json(data: config_lib.DataConfig) -> str:
     values = config_lib.to_dict(data)
-    return json.dumps({k: values[k] for k in TOKENIZER_SETTINGS}, sort_keys=True)
+    names = [k for k in TOKENIZER_SETTINGS
+             if data.tokenizer == "sentencepiece" or k not in SENTENCEPIECE_ONLY]
+    return json.dumps({k: values[k] for k in names}, sort_keys=True)
 
 
 def record(artifact_: Tokenizer, tokenizer, figures: dict, code_digest: str) -> None:

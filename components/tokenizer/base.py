@@ -57,6 +57,12 @@ class Tokenizer(abc.ABC):
         (plus tensorflow-text's SentencePiece ops), to be tracked by the exported model."""
 
     @abc.abstractmethod
+    def token_byte_lengths(self) -> np.ndarray:
+        """int64 [vocab_size]: UTF-8 bytes each id stands for (0 for pad, bos, eos). The raw bytes
+        under any ids are lengths[ids].sum(), so packed eval windows give bits per byte without
+        the original text: bits/byte = sum of target losses / lengths[targets].sum() / ln 2."""
+
+    @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """What the tokenizer is, as JSON-able values (written to tokenizer.json and MLMD)."""
 

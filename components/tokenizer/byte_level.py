@@ -31,6 +31,9 @@ class ByteTokenizer(Tokenizer):
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         return arr[(arr >= 0) & (arr < 256)].astype(np.uint8).tobytes()
 
+    def token_byte_lengths(self) -> np.ndarray:
+        return np.array([1] * 256 + [0] * 3, dtype=np.int64)
+
     def describe(self) -> dict:
         return {"kind": self.kind, "vocab_size": VOCAB_SIZE, **self.special_ids(),
                 "description": "UTF-8 bytes 0-255, pad 256, bos 257, eos 258"}

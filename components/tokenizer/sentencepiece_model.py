@@ -94,6 +94,25 @@ class SentencePieceTokenizer(Tokenizer):
         keep &= (arr != self.pad_id) & (arr != self.bos_id) & (arr != self.eos_id)
         return self._sp.decode(arr[keep].tolist()).encode("utf-8")
 
+    def token_byte_lengths(self) -> np.ndarray:
+        lengths = np.zeros(self.vocab_size, dtype=np.int64)
+        for i in range(self.vocab_size):
+            if self._sp.is_byte(i):
+                lengths[i] = 1
+            elif not (self._sp.is_control(i) or self._sp.is_unknown(i)):
+                # "▁" is how SentencePiece writes a space (one byte once decoded).
+                lengths[i] = len(self._sp.id_to_piece(i).replace("\u2581", " ").encode("utf-8"))
+        return lengths
+
+    # The SentencePiece processor is a C++ object: pickle the model proto (Beam ships DoFns and
+    # their tokenizer to workers by pickling) and rebuild the processor on arrival.
+    def __getstate__(self):
+        return {"model_proto": self.model_proto, "source": self.source,
+                "model_type": self.model_type}
+
+    def __setstate__(self, state):
+        self.__init__(state["model_proto"], state["source"], state["model_type"])
+
     def pieces(self) -> list[tuple[str, float]]:
         return [(self._sp.id_to_piece(i), float(self._sp.get_score(i)))
                 for i in range(self.vocab_size)]

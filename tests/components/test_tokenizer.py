@@ -291,10 +291,27 @@ def export_tokenizer(tok, export_dir):
         return {"ids": ids.to_tensor(default_value=-1), "lengths": ids.row_lengths(),
                 "text": graph.detokenize(ids)}
 
+    def copy_loop(prompt, max_new_tokens):
+        """Like a generate signature: tokenize one prompt, grow an id vector in a while_loop (here
+        copying the prompt's ids), detokenize inside the same graph."""
+        ids = graph.tokenize(prompt[None])[0]                            # int32 [L]
+        out = tf.zeros([0], tf.int32)
+
+        def body(i, out):
+            return i + 1, tf.concat([out, ids[i:i + 1]], 0)
+
+        _, out = tf.while_loop(lambda i, out: i < tf.minimum(max_new_tokens, tf.size(ids)), body,
+                               [tf.constant(0), out],
+                               shape_invariants=[tf.TensorShape([]), tf.TensorShape([None])])
+        return {"text": graph.detokenize(tf.RaggedTensor.from_tensor(out[None]))[0]}
+
     archive = keras.export.ExportArchive()
     archive.track(graph)
     archive.add_endpoint("serving_default", encode,
                          input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    archive.add_endpoint("copy_loop", copy_loop,
+                         input_signature=[tf.TensorSpec([], tf.string, name="prompt"),
+                                          tf.TensorSpec([], tf.int32, name="max_new_tokens")])
     archive.write_out(export_dir, verbose=False)
 
 
@@ -308,9 +325,14 @@ def test_sentencepiece_saved_model_under_the_tf1_session_loader(sp, tmp_path):
         signature = meta_graph.signature_def["serving_default"]
         out = session.run({k: v.name for k, v in signature.outputs.items()},
                           {signature.inputs["text"].name: [t.encode() for t in texts]})
+        loop = meta_graph.signature_def["copy_loop"]
+        copied = session.run(loop.outputs["text"].name,
+                             {loop.inputs["prompt"].name: texts[0].encode(),
+                              loop.inputs["max_new_tokens"].name: 1000})
     for i, text in enumerate(texts):
         assert out["ids"][i, :out["lengths"][i]].tolist() == sp.encode(text).tolist()
         assert out["text"][i] == text.encode("utf-8")
+    assert copied == texts[0].encode()
 
 
 @pytest.mark.slow
@@ -328,3 +350,43 @@ def test_saved_model_cli_run_with_tensorflow_text_registered(sp, tmp_path):
     assert "def f(): pass" in result.stdout
     assert str(sp.encode("def f(): pass").tolist()[:3])[1:-1].replace(",", "") in \
         " ".join(result.stdout.split())
+
+
+# ---------------------------------------------------------------- bytes under ids, Beam workers
+
+
+def test_token_byte_lengths_add_up_to_the_raw_bytes(sp, sp_bpe):
+    texts = TRICKY + stdlib_texts(["html", "json"])
+    for tok in (sp, sp_bpe, ByteTokenizer()):
+        lengths = tok.token_byte_lengths()
+        assert lengths.shape == (tok.vocab_size,)
+        assert lengths[[tok.pad_id, tok.bos_id, tok.eos_id]].tolist() == [0, 0, 0]
+        for text in texts:
+            ids = tok.document_ids(text)
+            assert lengths[ids].sum() == len(text.encode("utf-8")), (tok.kind, text[:30])
+
+
+def test_tokenizer_pickles_for_beam_workers(sp):
+    import pickle
+    clone = pickle.loads(pickle.dumps(sp))
+    assert clone.encode("def f():\n").tolist() == sp.encode("def f():\n").tolist()
+
+
+def test_tokenize_document_fn_in_a_beam_pipeline(sp, tmp_path):
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from components.tokenizer.beam import QUARANTINE, TokenizeDocumentFn
+
+    sp.save(str(tmp_path))
+    docs = [("k", ("a.py", "def f():\n    return 1\n".encode())),
+            ("k", ("b.py", "caf\u00e9 \U0001f600".encode())), ("k", ("bad.txt", b"\xff\xfe"))]
+    expected = [("k", (doc_id, sp.document_ids(data).tolist())) for _, (doc_id, data) in docs[:2]]
+    with TestPipeline() as pipeline:
+        out = (pipeline | beam.Create(docs)
+               | beam.ParDo(TokenizeDocumentFn(str(tmp_path))).with_outputs(QUARANTINE, main="ids"))
+        as_lists = out.ids | beam.MapTuple(lambda k, v: (k, (v[0], v[1].tolist())))
+        assert_that(as_lists, equal_to(expected), label="ids")
+        assert_that(out[QUARANTINE] | beam.Map(lambda r: (r["path"], r["reason"], r["bytes"])),
+                    equal_to([("bad.txt", "not_utf8", 2)]), label="quarantine")

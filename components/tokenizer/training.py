@@ -99,12 +99,9 @@ def training_sentences(texts: Iterable[str]) -> Iterable[str]:
     SentencePiece does not skip them silently."""
     for text in texts:
         for line in text.split("\n"):
-            while len(line.encode("utf-8")) > MAX_SENTENCE_BYTES:
-                cut = MAX_SENTENCE_BYTES // 4    # characters: at most 4 bytes each
-                yield line[:cut]
-                line = line[cut:]
-            if line:
-                yield line
+            # Pieces of MAX_SENTENCE_BYTES // 4 characters: at most MAX_SENTENCE_BYTES bytes.
+            for start in range(0, len(line), MAX_SENTENCE_BYTES // 4):
+                yield line[start:start + MAX_SENTENCE_BYTES // 4]
 
 
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")

@@ -181,6 +181,13 @@ def test_sample_is_the_smallest_keys_within_the_budget():
     assert training.sample_documents(docs, 10**9).bytes == sample.bytes_seen
 
 
+def test_long_lines_are_cut_not_skipped():
+    line = "\u00e9" * 5000 + "x" * 7000                     # 17,000 bytes, no newline
+    pieces = list(training.training_sentences([line + "\n\nshort"]))
+    assert "".join(pieces[:-1]) == line and pieces[-1] == "short"
+    assert max(len(p.encode("utf-8")) for p in pieces) <= training.MAX_SENTENCE_BYTES
+
+
 def test_sample_cuts_on_character_boundaries():
     sample = training.sample_documents([("a", "\u00e9" * 100)], 51)  # 2-byte characters
     assert sample.texts == ["\u00e9" * 25] and sample.bytes == 50

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from components.tokenizer import base, digest, stage
+from components.tokenizer import base, digest, stage, training
 from components.tokenizer.training import TokenizerTrainingError
 from pipeline import config as config_lib
 from pipeline.config import ConfigError, DataConfig, build_config
@@ -74,6 +74,7 @@ def test_config_settings_and_validation():
                                                       r"byte-fallback minimum 261")]:
         with pytest.raises(ConfigError, match=message):
             build_config("tiny", overrides=["data.tokenizer=sentencepiece", override])
+    assert config_lib.MIN_SENTENCEPIECE_VOCAB == training.MIN_VOCAB_SIZE  # one rule, two places
     # The byte tokenizer ignores data.vocab_size (its vocabulary is fixed).
     assert build_config("tiny", overrides=["data.vocab_size=100"]).data.vocab_size == 100
 

@@ -1,0 +1,122 @@
+"""TokenizerGen: the TFX component (spec + thin executor) around stage.build_tokenizer.
+
+Output: a Tokenizer artifact (type `Tokenizer`): the tokenizer's directory (tokenizer.json, and
+for SentencePiece tokenizer.model + tokenizer.vocab) with its figures as MLMD properties, so
+`bigtrain lineage` and the run report read them from one place.
+
+Cache key: the tokenizer's settings (only the data settings that decide its output, so changing
+data.seq_len does not retrain it), a content fingerprint of the raw input, and a digest of the
+code that decides the output (editing the tokenizer invalidates the cache).
+"""
+
+from __future__ import annotations
+
+import json
+
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.types import artifact, artifact_utils
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from components.tokenizer import base as tokenizer_base
+from components.tokenizer import digest, documents, stage
+from pipeline import config as config_lib
+
+# The data settings a tokenizer depends on; every other data setting leaves it unchanged.
+TOKENIZER_SETTINGS = ("input", "exclude", "format", "eval_fraction", "split_salt",
+                      "max_file_bytes", "tokenizer", "vocab_size", "tokenizer_model_type",
+                      "tokenizer_sample_bytes")
+
+_STRING = artifact.Property(type=artifact.PropertyType.STRING)
+_INT = artifact.Property(type=artifact.PropertyType.INT)
+_FLOAT = artifact.Property(type=artifact.PropertyType.FLOAT)
+
+
+class Tokenizer(artifact.Artifact):
+    """A trained tokenizer: what the data stage tokenizes with and the export embeds."""
+    TYPE_NAME = "Tokenizer"
+    PROPERTIES = {
+        "kind": _STRING,                 # bytes | sentencepiece
+        "model_type": _STRING,           # unigram | bpe | none (bytes)
+        "vocab_size": _INT,
+        "pad_id": _INT, "bos_id": _INT, "eos_id": _INT,
+        "model_file": _STRING,           # path of tokenizer.model ("" for bytes)
+        "vocab_file": _STRING,           # path of tokenizer.vocab ("" for bytes)
+        "model_sha256": _STRING,
+        "bytes_per_token": _FLOAT,       # on the eval sample, specials excluded
+        "sample_bytes": _INT,            # training sample
+        "sample_documents": _INT,
+        "code_digest": _STRING,
+    }
+
+
+# Settings the byte tokenizer ignores: changing them under data.tokenizer=bytes re-runs nothing.
+SENTENCEPIECE_ONLY = ("vocab_size", "tokenizer_model_type")
+
+
+def tokenizer_settings_json(data: config_lib.DataConfig) -> str:
+    values = config_lib.to_dict(data)
+    names = [k for k in TOKENIZER_SETTINGS
+             if data.tokenizer == "sentencepiece" or k not in SENTENCEPIECE_ONLY]
+    return json.dumps({k: values[k] for k in names}, sort_keys=True)
+
+
+def record(artifact_: Tokenizer, tokenizer, figures: dict, code_digest: str) -> None:
+    import os
+    description = tokenizer.describe()
+    has_model = tokenizer.kind == "sentencepiece"
+    artifact_.kind = tokenizer.kind
+    artifact_.model_type = description.get("model_type", "none") if has_model else "none"
+    artifact_.vocab_size = tokenizer.vocab_size
+    artifact_.pad_id, artifact_.bos_id, artifact_.eos_id = (
+        tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+    artifact_.model_file = (os.path.join(artifact_.uri, tokenizer_base.MODEL_FILE)
+                            if has_model else "")
+    artifact_.vocab_file = (os.path.join(artifact_.uri, tokenizer_base.VOCAB_FILE)
+                            if has_model else "")
+    artifact_.model_sha256 = description.get("model_sha256", "")
+    artifact_.bytes_per_token = float(figures["bytes_per_token"])
+    artifact_.sample_bytes = int(figures["sample_bytes"])
+    artifact_.sample_documents = int(figures["sample_documents"])
+    artifact_.code_digest = code_digest
+    for name in ("eval_sample_bytes", "eval_sample_tokens", "eval_sample_documents",
+                 "train_documents_seen", "train_bytes_seen", "documents_skipped"):
+        artifact_.set_int_custom_property(name, int(figures[name]))
+    artifact_.set_float_custom_property("training_seconds", float(figures["training_seconds"]))
+
+
+class TokenizerGenExecutor(base_executor.BaseExecutor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        data = config_lib.from_dict(config_lib.DataConfig,
+                                    json.loads(exec_properties["tokenizer_config"]))
+        output = artifact_utils.get_single_instance(output_dict["tokenizer"])
+        tokenizer, figures = stage.build_tokenizer(data, output.uri)
+        record(output, tokenizer, figures, exec_properties["code_digest"])
+
+
+class TokenizerGenSpec(ComponentSpec):
+    PARAMETERS = {
+        # The tokenizer's data settings as canonical JSON (TOKENIZER_SETTINGS only).
+        "tokenizer_config": ExecutionParameter(type=str),
+        # Content digest of the raw input, so edited files retrain the tokenizer.
+        "input_fingerprint": ExecutionParameter(type=str),
+        # Digest of the code that decides the output (digest.TOKENIZER_CODE).
+        "code_digest": ExecutionParameter(type=str),
+    }
+    INPUTS = {}
+    OUTPUTS = {"tokenizer": ChannelParameter(type=Tokenizer)}
+
+
+class TokenizerGen(base_component.BaseComponent):
+    SPEC_CLASS = TokenizerGenSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(TokenizerGenExecutor)
+
+    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None,
+                 code_digest: str | None = None):
+        if input_fingerprint is None:
+            input_fingerprint = documents.input_fingerprint(data)
+        super().__init__(spec=TokenizerGenSpec(
+            tokenizer_config=tokenizer_settings_json(data),
+            input_fingerprint=input_fingerprint,
+            code_digest=code_digest or digest.tokenizer_code_digest(),
+            tokenizer=types.Channel(type=Tokenizer)))

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.model.gpt import build_model
+from components.training import warm_start
 from components.training.export import serving_copy, write_serving_model
 
 MANIFEST = "variants.json"
@@ -63,6 +64,8 @@ def export_variants(trained_model, model_config, context_length: int, model_dir:
         if variant == "float":
             write_serving_model(float_model, context_length, path, metadata=meta,
                                 max_new_tokens_limit=max_new_tokens_limit)
+            # Named weights beside it: what a fine-tune (train.init_from) starts from.
+            warm_start.save_weights(float_model, os.path.join(model_dir, warm_start.WEIGHTS_PREFIX))
             manifest[variant] = {"path": DIRS[variant], "format": "saved_model"}
         elif variant == "int8":
             write_serving_model(int8_copy(float_model, model_config, context_length), context_length,

@@ -1,7 +1,9 @@
 """Warm start (fine-tuning): a parent model's weights into a freshly built model, then optional
-freezing. Sources are TF checkpoints only: the variables of a Model artifact's SavedModel (its
-Format-Serving/variables), of any SavedModel, or a tf.train checkpoint whose root holds the
-model as `model` (as bigtrain's export and checkpoints do). Never pickles, HDF5 or .keras files.
+freezing. Sources are TF checkpoints only: a Model artifact's named weights (Format-Weights/weights, written
+by `save_weights` at export), the variables of a SavedModel saved with the model under `model`
+(bigtrain's exports before ExportArchive), or a tf.train checkpoint whose root holds the model as
+`model`. Never pickles, HDF5 or .keras files. (The serving SavedModel itself, written through
+Keras' ExportArchive, stores its variables unnamed as `_all_variables/<n>`: no use for matching.)
 
 Variables are matched by their path in the object graph (`model/blocks/0/attn/qkv/_kernel`),
 the names TensorFlow itself writes, so a different depth or width is an error naming the first
@@ -17,6 +19,8 @@ import keras
 import tensorflow as tf
 
 FORMAT_SERVING = "Format-Serving"
+FORMAT_WEIGHTS = "Format-Weights"
+WEIGHTS_PREFIX = os.path.join(FORMAT_WEIGHTS, "weights")
 ROOT = "model"
 SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 REFUSED_SUFFIXES = (".h5", ".hdf5", ".keras", ".pkl", ".pickle", ".npz")
@@ -46,7 +50,10 @@ def checkpoint_prefix(path: str) -> str:
     if path.lower().endswith(REFUSED_SUFFIXES):
         raise WarmStartError(f"train.init_from: {path}: pickles, HDF5 and .keras files are not "
                              "loaded; give a Model artifact, a SavedModel or a TF checkpoint")
-    for candidate in (os.path.join(path, FORMAT_SERVING, "variables", "variables"),
+    if os.path.basename(path.rstrip("/")) == FORMAT_SERVING:    # a Model artifact's SavedModel
+        path = os.path.dirname(path.rstrip("/"))
+    for candidate in (os.path.join(path, WEIGHTS_PREFIX),
+                      os.path.join(path, FORMAT_SERVING, "variables", "variables"),
                       os.path.join(path, "variables", "variables")):
         if tf.io.gfile.exists(candidate + ".index"):
             return candidate
@@ -77,6 +84,23 @@ def variable_paths(model: keras.Model) -> dict[str, keras.Variable]:
 
     walk(model, ROOT)
     return out
+
+
+def save_weights(model: keras.Model, prefix: str) -> str:
+    """A TF checkpoint of the model's weights keyed by their object-graph paths (as
+    `variable_paths` names them), for warm starts. Written by hand because neither serving
+    format keeps the names: ExportArchive stores `_all_variables/<n>`, and tf.train.Checkpoint
+    (model=...) does not see Keras 3's list of blocks."""
+    root = tf.Module()
+    for path, variable in variable_paths(model).items():
+        node = root
+        *parents, leaf = path.split("/")[1:]          # drop ROOT: the checkpoint adds it back
+        for name in parents:
+            if not hasattr(node, name):
+                setattr(node, name, tf.Module())
+            node = getattr(node, name)
+        setattr(node, leaf, variable)
+    return tf.train.Checkpoint(**{ROOT: root}).write(prefix)
 
 
 def load_weights(model: keras.Model, prefix: str) -> int:

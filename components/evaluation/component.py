@@ -28,6 +28,14 @@ class Decision:
     reason: str
 
 
+def regression_failure(candidate: dict, baseline: dict | None, eval_config) -> str | None:
+    """The baseline gate (float model vs the baseline's float model), or None when it holds."""
+    if baseline is None or candidate["loss"] <= baseline["loss"] + eval_config.max_loss_regression:
+        return None
+    return (f"loss {candidate['loss']:.4f} > baseline loss {baseline['loss']:.4f} "
+            f"+ eval.max_loss_regression {eval_config.max_loss_regression:.4f}")
+
+
 def decide_blessing(candidate: dict, baseline: dict | None, eval_config) -> Decision:
     """Blessed iff every absolute threshold holds AND the loss is not worse than the baseline's
     by more than eval.max_loss_regression. The reason names the threshold, value and baseline."""
@@ -37,11 +45,9 @@ def decide_blessing(candidate: dict, baseline: dict | None, eval_config) -> Deci
     if candidate["accuracy"] < eval_config.min_accuracy:
         failures.append(f"accuracy {candidate['accuracy']:.4f} < eval.min_accuracy "
                         f"{eval_config.min_accuracy:.4f}")
-    if baseline is not None:
-        allowed = baseline["loss"] + eval_config.max_loss_regression
-        if candidate["loss"] > allowed:
-            failures.append(f"loss {candidate['loss']:.4f} > baseline loss {baseline['loss']:.4f} "
-                            f"+ eval.max_loss_regression {eval_config.max_loss_regression:.4f}")
+    regression = regression_failure(candidate, baseline, eval_config)
+    if regression:
+        failures.append(regression)
     if failures:
         return Decision(False, "not blessed: " + "; ".join(failures))
     versus = (f"baseline loss {baseline['loss']:.4f} (+{eval_config.max_loss_regression:g} allowed)"
@@ -98,9 +104,20 @@ def decide_serving(serve: str, variant_metrics: dict, fitness: dict, baseline: d
     if serve not in variant_metrics:
         return Decision(False, f"not blessed: export.serve variant {serve!r} was not exported "
                                f"(have {sorted(variant_metrics)})")
-    decision = decide_blessing(variant_metrics[serve], baseline, eval_config)
     if serve == "float":
-        return decision
+        return decide_blessing(variant_metrics[serve], baseline, eval_config)
+    # A quantized variant: the absolute thresholds apply to what is served; the baseline gate
+    # compares like with like (this float model vs the baseline's float model: training quality),
+    # and the quantization cost is bounded separately by the variant's fitness.
+    decision = decide_blessing(variant_metrics[serve], None, eval_config)
+    regression = regression_failure(variant_metrics["float"], baseline, eval_config)
+    if regression:
+        failures = ([decision.reason[len("not blessed: "):]] if not decision.blessed else [])
+        decision = Decision(False, "not blessed: " + "; ".join(failures + [f"float model {regression}"]))
+    elif baseline is not None and decision.blessed:
+        decision = Decision(True, f"{decision.reason[:-len(', no blessed baseline yet')]}, float model "
+                                  f"loss {variant_metrics['float']['loss']:.4f} vs baseline loss "
+                                  f"{baseline['loss']:.4f} (+{eval_config.max_loss_regression:g} allowed)")
     fit = fitness[serve]
     if not fit.blessed:
         failures = [decision.reason[len("not blessed: "):]] if not decision.blessed else []

@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from components.push import push
-from components.evaluation.component import decide_blessing
+from components.evaluation.component import Decision, decide_blessing, decide_serving
 from pipeline.config import EvalConfig
 
 
@@ -82,3 +82,22 @@ def test_blessing_decision_names_threshold_value_and_baseline(candidate, baselin
     assert decision.blessed is blessed
     assert reason in decision.reason
     assert decision.reason.startswith("blessed:" if blessed else "not blessed:")
+
+
+def test_quantized_serving_compares_float_with_the_baseline_float():
+    """export.serve=int8: the baseline gate compares this float model with the baseline's float
+    model (training quality); the quantization cost is bounded by the variant's own fitness.
+    The bug this catches: comparing the int8 loss with the baseline's float loss rejected a
+    model whose only difference from its baseline (itself) was the quantization delta."""
+    config = EvalConfig(max_loss=3.0, max_loss_regression=0.02)
+    metrics = {"float": {"loss": 2.00, "accuracy": 0.4}, "int8": {"loss": 2.03, "accuracy": 0.4}}
+    fit = {"int8": Decision(True, "fit to serve: loss delta +0.0300 <= 0.0500")}
+    same_model = decide_serving("int8", metrics, fit, {"loss": 2.00}, config)
+    assert same_model.blessed, same_model.reason
+    worse = decide_serving("int8", metrics, fit, {"loss": 1.90}, config)
+    assert not worse.blessed and "float model loss 2.0000 > baseline loss 1.9000" in worse.reason
+    unfit = decide_serving("int8", metrics, {"int8": Decision(False, "not fit: delta too big")},
+                           {"loss": 2.00}, config)
+    assert not unfit.blessed and "int8 variant not fit" in unfit.reason
+    absolute = decide_serving("int8", metrics, fit, None, EvalConfig(max_loss=2.01))
+    assert not absolute.blessed and "loss 2.0300 > eval.max_loss" in absolute.reason

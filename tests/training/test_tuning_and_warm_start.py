@@ -11,6 +11,7 @@ import tensorflow as tf
 from components.model.gpt import build_model
 from components.training import loop, warm_start
 from components.training.export import export_saved_model
+from components.training.variants import export_variants
 from components.tuner import search, space
 from pipeline.config import ConfigError
 from tests.training.conftest import tiny_config
@@ -101,15 +102,16 @@ def parent(tmp_path_factory, shards):
     out = tmp_path_factory.mktemp("parent")
     config = tiny_config("train.train_steps=15", "train.learning_rate=1e-2", "train.min_learning_rate=1e-3")
     result = loop.train(config, [shards["train"]], str(out / "run"), str(out / "ckpt"))
-    export_saved_model(result.model, config.model, config.data.seq_len,
-                       str(out / "model" / "Format-Serving"))
+    export_variants(result.model, config.model, config.data.seq_len, str(out / "model"), quantize=())
     return config, result, str(out / "model")
 
 
 def test_warm_start_loads_the_parents_weights(parent):
     config, result, model_dir = parent
     prefix = warm_start.checkpoint_prefix(model_dir)
-    assert prefix.endswith("Format-Serving/variables/variables")
+    # The named weights beside the SavedModel (ExportArchive stores its variables unnamed).
+    assert prefix.endswith("Format-Weights/weights")
+    assert warm_start.checkpoint_prefix(os.path.join(model_dir, "Format-Serving")) == prefix
     child = build_model(config.model, config.data.seq_len)
     assert warm_start.load_weights(child, prefix) == len(child.weights)
     for a, b in zip(child.get_weights(), result.model.get_weights()):
@@ -129,7 +131,9 @@ def test_shape_mismatch_names_the_variable(parent):
                                 warm_start.checkpoint_prefix(model_dir))
     # The Trainer's path for an imported folder that is not a Model artifact: <path>/Format-Serving.
     sm = os.path.join(model_dir, "Format-Serving")
-    assert warm_start.resolve_source(sm, sm + "/Format-Serving") == sm + "/variables/variables"
+    # A Model artifact's SavedModel folder resolves to the named weights beside it.
+    assert warm_start.resolve_source(sm, sm + "/Format-Serving") == os.path.join(
+        model_dir, "Format-Weights", "weights")
     assert warm_start.resolve_source("none", None) is None
     with pytest.raises(warm_start.WarmStartError, match="is not a Model artifact"):
         warm_start.checkpoint_prefix(model_dir + "/nothing-here")

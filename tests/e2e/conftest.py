@@ -129,8 +129,11 @@ def failed_run(impossible_threshold_run, corpus, session_capsys):
 
 @pytest.fixture(scope="session")
 def int8_serve_run(failed_run, corpus, session_capsys):
-    """export.serve=int8: only the Evaluator and Pusher re-run; the int8 variant is pushed."""
+    """export.serve=int8: only the Evaluator and Pusher re-run; the int8 variant is pushed. The
+    regression allowance is widened because this (lr 2e-3) model need not beat the lr 3e-3
+    baseline: the test is about which variant is blessed and pushed, not about the baseline."""
     run = run_cli(session_capsys, failed_run.home, *base_args(corpus[0]),
-                  "--set", "train.learning_rate=2e-3", "--set", "export.serve=int8")
+                  "--set", "train.learning_rate=2e-3", "--set", "export.serve=int8",
+                  "--set", "eval.max_loss_regression=1.0")
     run.served_after = run.serving_versions()
     return run

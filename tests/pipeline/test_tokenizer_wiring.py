@@ -72,3 +72,32 @@ def test_bits_per_byte_setting_is_validated():
     from pipeline.config import ConfigError
     with pytest.raises(ConfigError, match=r"eval\.max_bits_per_byte"):
         build_config("tiny", overrides=["eval.max_bits_per_byte=-1"])
+
+
+def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
+    """Uniform logits over V ids: every real target costs ln V nats, so bits per byte is
+    (targets x ln V) / (bytes under the targets) / ln 2, with pad targets in neither sum and
+    specials (0 bytes) in the nats but not the bytes. Catches bytes counted per token instead of
+    per id, or pad targets counted."""
+    import math
+
+    import numpy as np
+    import tensorflow as tf
+
+    from components.evaluation.metrics import evaluate_logits_fn
+    from components.text_example_gen import shards as shard_files
+
+    vocab, pad, seq_len = 8, 0, 4
+    token_bytes = np.array([0, 0, 0, 1, 2, 3, 4, 5])          # ids 0-2: pad, bos, eos
+    windows = np.array([[1, 3, 4, 7, 2], [1, 5, 2, 0, 0]], np.int64)
+    path = str(tmp_path / "eval.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for record in shard_files.encode_examples(windows):
+            writer.write(record)
+    metrics = evaluate_logits_fn(lambda ids: tf.zeros(tf.concat([tf.shape(ids), [vocab]], 0)),
+                                 [path], seq_len, 2, 0, pad_id=pad, token_bytes=token_bytes)
+    targets = [3, 4, 7, 2, 5, 2]                               # pads dropped
+    raw_bytes = sum(int(token_bytes[t]) for t in targets)      # 1 + 2 + 5 + 0 + 3 + 0 = 11
+    assert metrics["tokens"] == len(targets) and metrics["eval_bytes"] == raw_bytes
+    assert metrics["bits_per_byte"] == pytest.approx(len(targets) * math.log(vocab) / raw_bytes
+                                                     / math.log(2), rel=1e-5)

@@ -71,7 +71,8 @@ def write_shard(directory: str, seq_len: int, sequences: int) -> str:
     """Random byte-token sequences (each starting with BOS) as one gzip TFRecord shard."""
     import tensorflow as tf
 
-    from components.text_example_gen import shards as shard_io, transforms
+    from components.text_example_gen import transforms
+    from components.text_example_gen import shards as shard_files
     from components.text_example_gen.tokenizer import BOS_ID
     rng = np.random.default_rng(0)
     path = os.path.join(directory, "train-0.gz")
@@ -79,7 +80,7 @@ def write_shard(directory: str, seq_len: int, sequences: int) -> str:
         for _ in range(sequences):
             window = rng.integers(0, 256, seq_len + 1)
             window[0] = BOS_ID
-            writer.write(shard_io.encode_examples(window[None])[0])
+            writer.write(shard_files.encode_examples(np.asarray(window)[None])[0])
     return path
 
 

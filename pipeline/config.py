@@ -149,6 +149,13 @@ class EvalConfig:
     # A quantized variant whose loss exceeds the float model's (same sequences) by more than this
     # (nats/token) is marked not fit to serve.
     max_quantization_loss_delta: float = 0.05
+    # Tokenizer-independent gates in bits per byte (total nats over the raw UTF-8 bytes of the
+    # targets / ln 2), so models with different tokenizers compare fairly. max_bits_per_byte:
+    # 0 = off; max_bits_per_byte_regression: < 0 = off. The nats/token gates above (max_loss,
+    # max_loss_regression) apply to byte-level models only: a token of another vocabulary is
+    # not the same unit.
+    max_bits_per_byte: float = 0.0
+    max_bits_per_byte_regression: float = -1.0
 
 
 EXPORT_VARIANTS = ("int8", "tflite")
@@ -508,6 +515,8 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
     if e.max_loss_regression < 0:
         raise ConfigError(f"eval.max_loss_regression: must be >= 0, got {e.max_loss_regression}")
+    if e.max_bits_per_byte < 0:
+        raise ConfigError(f"eval.max_bits_per_byte: must be >= 0 (0 = off), got {e.max_bits_per_byte}")
     if e.max_quantization_loss_delta < 0:
         raise ConfigError(f"eval.max_quantization_loss_delta: must be >= 0, got {e.max_quantization_loss_delta}")
     x = config.export
@@ -543,6 +552,9 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
                           f"{TOKENIZER_MODEL_TYPES}")
     if d.tokenizer_sample_bytes <= 0:
         raise ConfigError(f"data.tokenizer_sample_bytes: must be > 0, got {d.tokenizer_sample_bytes}")
+    if d.tokenizer == "sentencepiece" and d.format == "tfrecord":
+        raise ConfigError("data.tokenizer=sentencepiece needs raw input (data.format text, jsonl "
+                          "or parquet): data.format=tfrecord shards are already tokenized")
     if d.tokenizer == "sentencepiece" and d.vocab_size < MIN_SENTENCEPIECE_VOCAB:
         raise ConfigError(f"data.vocab_size ({d.vocab_size}) is below the byte-fallback minimum "
                           f"{MIN_SENTENCEPIECE_VOCAB} (256 byte pieces + pad, unk, bos, eos + 1)")

@@ -21,6 +21,8 @@ from components.push.executor import AtomicPusherExecutor
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
 from components.tuner.component import make_tuner
+from components.tokenizer.component import TokenizerGen
+from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
 from pipeline.config import Config
 
@@ -60,9 +62,13 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     """The whole DAG; with `until`, only the named stage and what it depends on (e.g.
     until="TextExampleGen" prepares data without training)."""
     data = config.data
+    # data.tokenizer=sentencepiece: a SentencePiece model trained on a sample of the train
+    # documents (the Tokenizer artifact) that the data stage tokenizes with and export embeds.
+    tokenizer_gen = TokenizerGen(data=data) if data.tokenizer == "sentencepiece" else None
     if data.format != "tfrecord":
-        # Raw text / JSONL / Parquet -> byte-tokenized, packed, gzip TFRecord shards (train / eval).
-        example_gen = TextExampleGen(data=data)
+        # Raw text / JSONL / Parquet -> tokenized, packed, gzip TFRecord shards (train / eval).
+        example_gen = TextExampleGen(
+            data=data, tokenizer=tokenizer_gen.outputs["tokenizer"] if tokenizer_gen else None)
     else:
         # Already tokenized shards, imported as they are (and validated like any other).
         example_gen = ImportExampleGen(
@@ -75,7 +81,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
 
     # The curated schema from schemas/, resolved for this sequence length.
-    schema_gen = CuratedSchemaGen(seq_len=data.seq_len)
+    schema_gen = CuratedSchemaGen(seq_len=data.seq_len, vocab_size=token_spec(data).vocab_size)
 
     # Statistics checked against the schema.
     example_validator = ExampleValidator(
@@ -126,7 +132,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_dir, config.model.name)))).with_id("Pusher")
 
-    components = [example_gen, statistics_gen, schema_gen, example_validator, gate,
+    components = [*[node for node in (tokenizer_gen,) if node], example_gen, statistics_gen, schema_gen, example_validator, gate,
                   *[node for node in (tuner, base_model) if node], trainer,
                   latest_blessed, evaluator, pusher]
     if until is not None:

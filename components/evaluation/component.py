@@ -36,10 +36,31 @@ def regression_failure(candidate: dict, baseline: dict | None, eval_config) -> s
             f"+ eval.max_loss_regression {eval_config.max_loss_regression:.4f}")
 
 
-def decide_blessing(candidate: dict, baseline: dict | None, eval_config) -> Decision:
+def decide_blessing(candidate: dict, baseline: dict | None, eval_config,
+                    per_token: bool = True) -> Decision:
     """Blessed iff every absolute threshold holds AND the loss is not worse than the baseline's
-    by more than eval.max_loss_regression. The reason names the threshold, value and baseline."""
+    by more than eval.max_loss_regression. The reason names the threshold, value and baseline.
+    per_token=False (a subword tokenizer): the nats/token gates are skipped, the bits-per-byte
+    gates (eval.max_bits_per_byte, eval.max_bits_per_byte_regression) still apply."""
     failures = []
+    bpb_max = getattr(eval_config, "max_bits_per_byte", 0.0)
+    bpb_regression = getattr(eval_config, "max_bits_per_byte_regression", -1.0)
+    bpb = candidate.get("bits_per_byte")
+    if bpb is not None and bpb_max > 0 and bpb > bpb_max:
+        failures.append(f"bits per byte {bpb:.4f} > eval.max_bits_per_byte {bpb_max:.4f}")
+    if (bpb is not None and baseline is not None and bpb_regression >= 0
+            and baseline.get("bits_per_byte") is not None
+            and bpb > baseline["bits_per_byte"] + bpb_regression):
+        failures.append(f"bits per byte {bpb:.4f} > baseline {baseline['bits_per_byte']:.4f} + "
+                        f"eval.max_bits_per_byte_regression {bpb_regression:.4f}")
+    if not per_token:
+        if failures:
+            return Decision(False, "not blessed: " + "; ".join(failures))
+        versus = (f"baseline {baseline['bits_per_byte']:.4f} bits/byte"
+                  if baseline is not None and baseline.get("bits_per_byte") is not None
+                  else "no comparable baseline")
+        return Decision(True, f"blessed: {bpb:.4f} bits/byte (nats/token gates apply to byte "
+                              f"models only), {versus}")
     if candidate["loss"] > eval_config.max_loss:
         failures.append(f"loss {candidate['loss']:.4f} > eval.max_loss {eval_config.max_loss:.4f}")
     if candidate["accuracy"] < eval_config.min_accuracy:
@@ -57,18 +78,31 @@ def decide_blessing(candidate: dict, baseline: dict | None, eval_config) -> Deci
                           f"{eval_config.min_accuracy:.4f}, {versus}")
 
 
-def evaluate_saved_model(serving_dir: str, eval_files, eval_config) -> dict:
+def examples_tokenization(examples_uri: str) -> dict:
+    """pad_id and token_bytes of the tokenizer the examples were encoded with (bytes if none)."""
+    from components.text_example_gen.component import examples_tokenizer_dir, load_tokenizer
+    directory = examples_tokenizer_dir(examples_uri)
+    if not os.path.isdir(directory):
+        return {}
+    tokenizer = load_tokenizer(directory)
+    return {"pad_id": tokenizer.pad_id, "token_bytes": tokenizer.token_byte_lengths()}
+
+
+def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenization=None) -> dict:
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
     from components.evaluation.metrics import evaluate_logits_fn
     loaded = tf.saved_model.load(serving_dir)
     with tf.io.gfile.GFile(os.path.join(serving_dir, "assets.extra", "bigtrain_model.json")) as fh:
         seq_len = json.load(fh)["context_length"]
     signature = loaded.signatures["token_logits"]
     return evaluate_logits_fn(lambda ids: signature(input_ids=ids)["logits"], eval_files, seq_len,
-                              eval_config.batch_size, eval_config.max_batches)
+                              eval_config.batch_size, eval_config.max_batches,
+                              **(tokenization or {}))
 
 
-def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config) -> dict:
+def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config,
+                     tokenization=None) -> dict:
     """Metrics of one exported variant (SavedModel or TFLite) on the same eval sequences as the
     float model, plus its size on disk and the median latency of token_logits on one eval batch."""
     import tensorflow as tf
@@ -80,7 +114,8 @@ def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config) -> di
     logits_fn = variants.logits_fn(model_dir, entry)
     in_graph = entry["format"] == "saved_model"
     metrics = evaluate_logits_fn(logits_fn, eval_files, seq_len, eval_config.batch_size,
-                                 eval_config.max_batches, in_graph=in_graph)
+                                 eval_config.max_batches, in_graph=in_graph,
+                                 **(tokenization or {}))
     metrics["latency_ms"] = latency_ms(logits_fn, eval_files, seq_len, eval_config.batch_size)
     metrics["size_bytes"] = variants.size_bytes(os.path.join(model_dir, entry["path"]))
     return metrics
@@ -98,26 +133,27 @@ def variant_fitness(float_loss: float, variant_loss: float, max_delta: float) ->
 
 
 def decide_serving(serve: str, variant_metrics: dict, fitness: dict, baseline: dict | None,
-                   eval_config) -> Decision:
+                   eval_config, per_token: bool = True) -> Decision:
     """Blessing of the variant export.serve names: the thresholds and the baseline applied to its
     own metrics, and for a quantized variant its fitness against the float model."""
     if serve not in variant_metrics:
         return Decision(False, f"not blessed: export.serve variant {serve!r} was not exported "
                                f"(have {sorted(variant_metrics)})")
     if serve == "float":
-        return decide_blessing(variant_metrics[serve], baseline, eval_config)
+        return decide_blessing(variant_metrics[serve], baseline, eval_config, per_token)
     # A quantized variant: the absolute thresholds apply to what is served; the baseline gate
     # compares like with like (this float model vs the baseline's float model: training quality),
     # and the quantization cost is bounded separately by the variant's fitness.
-    decision = decide_blessing(variant_metrics[serve], None, eval_config)
-    regression = regression_failure(variant_metrics["float"], baseline, eval_config)
-    if regression:
-        failures = ([decision.reason[len("not blessed: "):]] if not decision.blessed else [])
-        decision = Decision(False, "not blessed: " + "; ".join(failures + [f"float model {regression}"]))
-    elif baseline is not None and decision.blessed:
-        decision = Decision(True, f"{decision.reason[:-len(', no blessed baseline yet')]}, float model "
-                                  f"loss {variant_metrics['float']['loss']:.4f} vs baseline loss "
-                                  f"{baseline['loss']:.4f} (+{eval_config.max_loss_regression:g} allowed)")
+    decision = decide_blessing(variant_metrics[serve], None, eval_config, per_token)
+    if baseline is not None:
+        quality = decide_blessing(variant_metrics["float"], baseline, eval_config, per_token)
+        if not quality.blessed:
+            failures = [decision.reason[len("not blessed: "):]] if not decision.blessed else []
+            decision = Decision(False, "not blessed: " + "; ".join(
+                failures + ["float model " + quality.reason[len("not blessed: "):]]))
+        elif decision.blessed:
+            decision = Decision(True, f"{decision.reason}; float model vs baseline: "
+                                      f"{quality.reason[len('blessed: '):]}")
     fit = fitness[serve]
     if not fit.blessed:
         failures = [decision.reason[len("not blessed: "):]] if not decision.blessed else []
@@ -143,6 +179,21 @@ def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_con
     return metrics
 
 
+def same_vocabulary(baseline_uri: str, model_uri: str) -> bool:
+    """Whether two Model artifacts were trained on the same tokenizer (assets.extra metadata)."""
+    from tfx.utils import path_utils
+
+    def tokenizer_of(uri):
+        path = os.path.join(path_utils.serving_model_path(uri), "assets.extra", "bigtrain_model.json")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                meta = json.load(fh)
+        except OSError:
+            return None
+        return json.dumps([meta.get("vocab_size"), meta.get("tokenizer")], sort_keys=True)
+    return tokenizer_of(baseline_uri) == tokenizer_of(model_uri)
+
+
 class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         from tfx.utils import path_utils
@@ -156,13 +207,20 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         baselines = input_dict.get("baseline_model") or []
         baseline = baselines[0] if baselines else None
         eval_files = [os.path.join(examples.uri, "Split-eval", "*")]
+        tokenization = examples_tokenization(examples.uri)
+        per_token = not tokenization   # byte-level examples: the nats/token gates apply
+        if baseline is not None and not same_vocabulary(baseline.uri, model.uri):
+            # Its ids mean other text: it cannot be measured on these examples.
+            LOGGER.info("baseline model %s uses another tokenizer: no baseline comparison",
+                        baseline.uri)
+            baseline = None
 
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         cache_dir = os.path.join(os.path.dirname(os.path.dirname(evaluation.uri)), ".metrics_cache")
 
         def metrics_of(m):
             return memoized_metrics(cache_dir, m.uri, examples.uri, eval_config, lambda: evaluate_saved_model(
-                path_utils.serving_model_path(m.uri), eval_files, eval_config))
+                path_utils.serving_model_path(m.uri), eval_files, eval_config, tokenization))
 
         # Every exported variant, measured on the same sequences (memoized per model and variant;
         # the float one under the model's own key, which is also how a baseline is looked up).
@@ -170,7 +228,8 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         variant_metrics = {
             name: memoized_metrics(cache_dir, model.uri if name == "float" else f"{model.uri}#{name}",
                                    examples.uri, eval_config,
-                                   lambda entry=entry: evaluate_variant(model.uri, entry, eval_files, eval_config))
+                                   lambda entry=entry: evaluate_variant(model.uri, entry, eval_files,
+                                                                        eval_config, tokenization))
             for name, entry in manifest.items()}
         candidate = variant_metrics["float"]
         baseline_metrics = metrics_of(baseline) if baseline is not None else None
@@ -180,10 +239,12 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                                          eval_config.max_quantization_loss_delta)
                    for name, m in variant_metrics.items()}
         serve = export_config.serve
-        decision = decide_serving(serve, variant_metrics, fitness, baseline_metrics, eval_config)
-        LOGGER.info("evaluation: loss %.4f, perplexity %.2f, accuracy %.4f on %d tokens; %s",
-                    candidate["loss"], candidate["perplexity"], candidate["accuracy"],
-                    candidate["tokens"], decision.reason)
+        decision = decide_serving(serve, variant_metrics, fitness, baseline_metrics, eval_config,
+                                  per_token)
+        LOGGER.info("evaluation: loss %.4f nats/token, %.4f bits/byte, perplexity %.2f, accuracy "
+                    "%.4f on %d tokens; %s", candidate["loss"], candidate["bits_per_byte"],
+                    candidate["perplexity"], candidate["accuracy"], candidate["tokens"],
+                    decision.reason)
 
         blessing = artifact_utils.get_single_instance(output_dict["blessing"])
         record = {"candidate": candidate, "baseline": baseline_metrics,
@@ -195,12 +256,15 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         os.makedirs(evaluation.uri, exist_ok=True)
         with open(os.path.join(evaluation.uri, METRICS_FILE), "w", encoding="utf-8") as fh:
             json.dump(record, fh, indent=2, sort_keys=True)
-        for name in ("loss", "perplexity", "accuracy"):
+        for name in ("loss", "perplexity", "accuracy", "bits_per_byte"):
             evaluation.set_float_custom_property(name, float(candidate[name]))
         evaluation.set_int_custom_property("examples", candidate["examples"])
         evaluation.set_int_custom_property("tokens", candidate["tokens"])
         if baseline_metrics is not None:
             evaluation.set_float_custom_property("baseline_loss", float(baseline_metrics["loss"]))
+            if baseline_metrics.get("bits_per_byte") is not None:
+                evaluation.set_float_custom_property("baseline_bits_per_byte",
+                                                     float(baseline_metrics["bits_per_byte"]))
         # Per variant: <variant>_loss, _loss_delta (vs float), _size_bytes, _latency_ms, _fit_to_serve, _reason.
         evaluation.set_string_custom_property("variants", ",".join(variant_metrics))
         evaluation.set_string_custom_property("serve_variant", serve)

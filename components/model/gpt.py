@@ -194,12 +194,13 @@ def decay_variables(model: GPT, decay_embeddings: bool = True) -> list:
 
 
 def build_model(model_config, context_length: int, precision: str = "float32",
-                remat: str = "none") -> GPT:
+                remat: str = "none", vocab_size: int = tokenizer.VOCAB_SIZE) -> GPT:
     """A built (weights created) GPT for a config; `precision` is a Keras dtype policy name."""
     model = GPT(context_length=context_length, n_layer=model_config.n_layer,
                 n_head=model_config.n_head, d_model=model_config.d_model,
                 mlp_ratio=model_config.mlp_ratio, dropout=model_config.dropout,
                 tie_embeddings=model_config.tie_embeddings, dtype=precision, remat=remat,
+                vocab_size=vocab_size,
                 name=model_config.name)
     model(tf.zeros([1, context_length], tf.int32))
     return model

@@ -22,6 +22,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.components.util import examples_utils
 
 from components.text_example_gen import documents, readers, shards, transforms
+from components.tokenizer.component import Tokenizer
 from pipeline import config as config_lib
 
 COUNTERS_FILE = "counters.json"
@@ -105,12 +106,24 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         logging.getLogger("bigtrain.data").info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
                      fingerprint[:16])
 
+        # The stage's Tokenizer artifact (data.tokenizer=sentencepiece), else UTF-8 bytes. Its
+        # files are copied next to the shards: the Examples say which ids they hold, and the
+        # Trainer (which sees only the examples) embeds exactly this tokenizer in the export.
+        tokenizer_dir = None
+        if input_dict.get("tokenizer"):
+            tokenizer_dir = examples_tokenizer_dir(examples.uri)
+            shutil.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri,
+                            tokenizer_dir, dirs_exist_ok=True)
+            loaded = load_tokenizer(tokenizer_dir)
+            from components.tokenizer import spec as spec_lib
+            spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
+
         beam_pipeline = self._make_beam_pipeline()
         _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
             files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
             eval_fraction=data.eval_fraction, split_salt=data.split_salt,
             train_shards=data.train_shards, eval_shards=data.eval_shards,
-            gzip_level=data.gzip_level)
+            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir)
         result = beam_pipeline.run()
         result.wait_until_finish()
         shutil.rmtree(os.path.join(examples.uri, shards.PIECES_DIR), ignore_errors=True)
@@ -141,6 +154,30 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         examples.set_string_custom_property("input_root", root)
         examples.set_string_custom_property("input_fingerprint", fingerprint)
         examples.set_string_custom_property("quarantine_manifest", manifest)
+        if tokenizer_dir is not None:
+            examples.set_string_custom_property("tokenizer_dir", tokenizer_dir)
+            examples.set_string_custom_property("tokenizer_kind", loaded.kind)
+            examples.set_int_custom_property("vocab_size", loaded.vocab_size)
+            examples.set_int_custom_property("pad_id", loaded.pad_id)
+
+
+TOKENIZER_SUBDIR = "tokenizer"
+
+
+def examples_tokenizer_dir(examples_uri: str) -> str:
+    """Where an Examples artifact keeps the tokenizer its ids come from (absent: UTF-8 bytes)."""
+    return os.path.join(examples_uri, TOKENIZER_SUBDIR)
+
+
+def load_tokenizer(directory: str):
+    from components.tokenizer import base as tokenizer_base
+    return tokenizer_base.load(directory)
+
+
+def data_code_digest() -> str:
+    """Digest of the code that decides the Examples (this package and the tokenizer seam)."""
+    from components.tokenizer.digest import code_digest
+    return code_digest("components.text_example_gen", "components.tokenizer")
 
 
 class TextExampleGenSpec(ComponentSpec):
@@ -150,8 +187,11 @@ class TextExampleGenSpec(ComponentSpec):
         # Content digest of the input files, computed when the pipeline is built, so that edited
         # input files invalidate the cache even when the config is unchanged.
         "input_fingerprint": ExecutionParameter(type=str),
+        # Digest of the data stage's and the tokenizer's code: editing them re-runs this stage.
+        "code_digest": ExecutionParameter(type=str, optional=True),
     }
-    INPUTS = {}
+    # The Tokenizer artifact to tokenize with (TokenizerGen); absent: UTF-8 bytes.
+    INPUTS = {"tokenizer": ChannelParameter(type=Tokenizer, optional=True)}
     OUTPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
 
 
@@ -159,7 +199,8 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = TextExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TextExampleGenExecutor)
 
-    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None):
+    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None,
+                 tokenizer: types.BaseChannel | None = None):
         if input_fingerprint is None:
             try:
                 input_fingerprint = fingerprint_input(data)
@@ -171,4 +212,6 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
         super().__init__(spec=TextExampleGenSpec(
             data_config=config_lib.section_json(data),
             input_fingerprint=input_fingerprint,
+            code_digest=data_code_digest() if tokenizer is not None else None,
+            tokenizer=tokenizer,
             examples=types.Channel(type=standard_artifacts.Examples)))

@@ -22,8 +22,6 @@ from components.text_example_gen import tokenizer
 from components.text_example_gen.documents import (BINARY, EMPTY, NOT_UTF8, TOO_LARGE,  # noqa: F401
                                                    split_for)
 
-_BOS = np.array([tokenizer.BOS_ID], dtype=np.int32)
-_EOS = np.array([tokenizer.EOS_ID], dtype=np.int32)
 # Ids gathered before windows are cut (one concatenate per ~64K ids, not per document).
 _DRAIN_IDS = 1 << 16
 
@@ -37,16 +35,22 @@ def byte_ids(text: bytes) -> np.ndarray:
 class Packer:
     """Streams documents into windows of seq_len + 1 ids (int32) following the packing rule."""
 
-    def __init__(self, seq_len: int, tokenize: Callable[[bytes], np.ndarray] = byte_ids):
+    def __init__(self, seq_len: int, tokenize: Callable[[bytes], np.ndarray] = byte_ids,
+                 specials: tuple[int, int, int] = (tokenizer.PAD_ID, tokenizer.BOS_ID,
+                                                   tokenizer.EOS_ID)):
+        """specials: the tokenizer's (pad, bos, eos) ids."""
         self.seq_len = seq_len
         self._tokenize = tokenize
+        self._pad_id = specials[0]
+        self._bos = np.array([specials[1]], dtype=np.int32)
+        self._eos = np.array([specials[2]], dtype=np.int32)
         self._parts: list[np.ndarray] = []
         self._pending_ids = 0
 
     def add(self, text: bytes) -> np.ndarray | None:
         """Add one document; returns the windows completed so far (n, seq_len + 1) or None."""
         ids = self._tokenize(text)
-        self._parts += [_BOS, ids, _EOS]
+        self._parts += [self._bos, ids, self._eos]
         self._pending_ids += len(ids) + 2
         return self._drain() if self._pending_ids >= _DRAIN_IDS else None
 
@@ -69,7 +73,7 @@ class Packer:
         self._parts, self._pending_ids = [], 0
         if len(rest) <= 1:
             return full  # no target left to predict
-        last = np.full((1, self.seq_len + 1), tokenizer.PAD_ID, dtype=np.int32)
+        last = np.full((1, self.seq_len + 1), self._pad_id, dtype=np.int32)
         last[0, :len(rest)] = rest
         return last if full is None else np.concatenate([full, last])
 

@@ -98,16 +98,29 @@ class ConvertUnitFn(beam.DoFn):
     def __init__(self, config: readers.ReaderConfig, output_dir: str, *, seq_len: int,
                  eval_fraction: float, split_salt: str, num_shards: dict[str, int],
                  gzip_level: int = shards.GZIP_LEVEL,
-                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids):
+                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids,
+                 tokenizer_dir: str | None = None):
+        """tokenizer_dir: a Tokenizer artifact's directory; each worker loads it once (setup) and
+        tokenizes with it (only the path is pickled). None: `tokenize` (UTF-8 bytes)."""
         self._config, self._output_dir, self._seq_len = config, output_dir, seq_len
         self._gzip_level = gzip_level
         self._eval_fraction, self._salt = eval_fraction, split_salt
         self._num_shards, self._tokenize = dict(num_shards), tokenize
+        self._tokenizer_dir = tokenizer_dir
+        self._specials = (tokenizer.PAD_ID, tokenizer.BOS_ID, tokenizer.EOS_ID)
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
+
+    def setup(self):
+        if self._tokenizer_dir is not None:
+            from components.tokenizer import base as tokenizer_base
+            loaded = tokenizer_base.load(self._tokenizer_dir)
+            self._tokenize = loaded.encode
+            self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
 
     def process(self, unit: readers.Unit):
         counts = dict.fromkeys(COUNTER_NAMES, 0)
-        packers = {split: packing.Packer(self._seq_len, self._tokenize) for split in SPLITS}
+        packers = {split: packing.Packer(self._seq_len, self._tokenize, self._specials)
+                   for split in SPLITS}
         pending = {split: [] for split in SPLITS}
         batches = dict.fromkeys(SPLITS, 0)
         writers: dict[tuple[str, int], shards.PieceWriter] = {}
@@ -133,7 +146,7 @@ class ConvertUnitFn(beam.DoFn):
                         shards.piece_path(self._output_dir, unit.index, split, shard),
                         self._gzip_level)
                 writers[(split, shard)].write(shards.frame_records(shards.encode_examples(batch)))
-                padding = int(np.count_nonzero(batch == tokenizer.PAD_ID))
+                padding = int(np.count_nonzero(batch == self._specials[0]))
                 counts[f"sequences_{split}"] += len(batch)
                 counts["tokens_padding"] += padding
                 counts["tokens_real"] += batch.size - padding
@@ -244,14 +257,15 @@ class TextToTFRecordShards(beam.PTransform):
                  reader_config: readers.ReaderConfig, seq_len: int, eval_fraction: float,
                  split_salt: str, train_shards: int, eval_shards: int,
                  gzip_level: int = shards.GZIP_LEVEL,
-                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids):
+                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids,
+                 tokenizer_dir: str | None = None):
         super().__init__()
         self._units = readers.plan_units(files, reader_config)
         num_shards = {"train": train_shards, "eval": eval_shards}
         self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
                                       eval_fraction=eval_fraction, split_salt=split_salt,
                                       num_shards=num_shards, gzip_level=gzip_level,
-                                      tokenize=tokenize)
+                                      tokenize=tokenize, tokenizer_dir=tokenizer_dir)
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):

@@ -34,8 +34,8 @@ def code_digest(*modules: str) -> str:
 
 # What decides a Tokenizer artifact: this package, and the data stage's listing, classification
 # and split rules that documents.read_documents applies.
-TOKENIZER_CODE = ("components.tokenizer", "components.text_example_gen.packing",
-                  "components.text_example_gen.transforms")
+TOKENIZER_CODE = ("components.tokenizer", "components.text_example_gen.readers",
+                  "components.text_example_gen.documents", "components.text_example_gen.transforms")
 
 
 def tokenizer_code_digest() -> str:

@@ -1,45 +1,44 @@
-"""Where TokenizerGen gets its documents: one small function, to be swapped for the data stage's
-document reader when that lands (issue 11). Until then it follows the data stage's current rules
-exactly: the same file listing (data.input, data.exclude), the same quarantine classification
-(empty, binary, not UTF-8, too large, unreadable files are not documents) and the same
-train/eval split by hash of the relative path.
+"""Where TokenizerGen gets its documents: the data stage's own readers (components/
+text_example_gen/readers.py), so the tokenizer trains on exactly the documents the data stage
+packs: the same listing (data.input, data.exclude), the same document rules (data.format,
+data.document, data.separator, data.text_field, data.max_document_bytes), the same quarantine
+classification and the same train/eval split by document id.
 """
 
 from __future__ import annotations
 
 import collections
-import os
 from typing import Iterator, NamedTuple
 
 
 class Document(NamedTuple):
-    document_id: str     # the relative path: what the split and the sample are keyed on
+    document_id: str     # the data stage's document id: what the split and the sample key on
     split: str           # "train" | "eval"
     text: str
 
 
 def read_documents(data, skipped: collections.Counter | None = None) -> Iterator[Document]:
-    """Every packable document of the raw input `data` (a DataConfig), in listing order.
-    Files that are not documents are counted in `skipped` by reason, never silently lost."""
-    from components.text_example_gen import packing, transforms
+    """Every packable document of the raw input `data` (a DataConfig), in reading order.
+    Quarantined files and documents are counted in `skipped` by reason, never silently lost."""
+    from components.text_example_gen import documents as data_documents
+    from components.text_example_gen import readers, transforms
     skipped = skipped if skipped is not None else collections.Counter()
     _, files = transforms.list_input_files(data.input, data.exclude)
-    for relative, absolute in files:
-        try:
-            if os.stat(absolute).st_size > data.max_file_bytes:
-                skipped[packing.TOO_LARGE] += 1
-                continue
-            with open(absolute, "rb") as fh:
-                raw = fh.read()
-        except OSError:
-            skipped[packing.UNREADABLE] += 1
-            continue
-        reason = packing.classify(raw)
-        if reason is not None:
-            skipped[reason] += 1
-            continue
-        split = packing.split_for(relative, data.eval_fraction, data.split_salt)
-        yield Document(relative, split, raw.decode("utf-8"))
+    config = readers.ReaderConfig(
+        format=data.format, document=data.document, separator=data.separator.encode("utf-8"),
+        text_field=data.text_field, max_document_bytes=data.max_document_bytes,
+        range_bytes=data.range_bytes)
+    for unit in readers.plan_units(files, config):
+        for piece in unit.pieces:
+            for event in readers.read_piece(piece, config):
+                if isinstance(event, data_documents.Document):
+                    split = data_documents.split_for(event.id, data.eval_fraction,
+                                                     data.split_salt)
+                    yield Document(event.id, split, event.text.decode("utf-8"))
+                elif isinstance(event, data_documents.Skipped):
+                    # A file-level skip (records=0) is one file, as the data stage counts it.
+                    file_level = event.reason in data_documents.FILE_REASONS
+                    skipped[event.reason] += 1 if file_level else event.records
 
 
 def input_fingerprint(data) -> str:

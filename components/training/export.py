@@ -39,8 +39,18 @@ DEFAULT_MAX_NEW_TOKENS_LIMIT = 4096
 class LanguageModelServer:
     """The graph functions behind the signatures, for one (float or quantized) Keras GPT."""
 
-    def __init__(self, model, context_length: int, max_new_tokens_limit: int = DEFAULT_MAX_NEW_TOKENS_LIMIT):
+    def __init__(self, model, context_length: int, max_new_tokens_limit: int = DEFAULT_MAX_NEW_TOKENS_LIMIT,
+                 tokenizer=None):
+        """tokenizer: a components.tokenizer Tokenizer whose in-graph ops the signatures use
+        (SentencePiece through tensorflow-text); None: UTF-8 bytes with stock TensorFlow ops."""
         self.model = model
+        self.tokenizer = tokenizer
+        self.graph_tokenizer = tokenizer.in_graph() if tokenizer is not None else None
+        if tokenizer is not None:
+            self.vocab_size, self.pad_id = tokenizer.vocab_size, tokenizer.pad_id
+            self.bos_id, self.eos_id = tokenizer.bos_id, tokenizer.eos_id
+        else:
+            self.vocab_size, self.pad_id, self.bos_id, self.eos_id = VOCAB_SIZE, PAD_ID, BOS_ID, EOS_ID
         self.context_length = context_length
         self.keep = max(1, context_length // 2)   # ids kept when a full window slides
         self.max_new_tokens_limit = max_new_tokens_limit
@@ -48,22 +58,26 @@ class LanguageModelServer:
 
     # -- tokenization and windows ---------------------------------------------------------------
     def _encode(self, prompts):
-        """string[B] -> ragged int32[B, None]: [BOS] + UTF-8 bytes of each prompt."""
+        """string[B] -> ragged int32[B, None]: [BOS] + the prompt's ids (UTF-8 bytes by default)."""
+        if self.graph_tokenizer is not None:
+            ids = tf.cast(self.graph_tokenizer.tokenize(prompts), tf.int32)
+            bos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(prompts)[0], 1], self.bos_id))
+            return tf.concat([bos, ids], axis=1)
         chars = tf.strings.bytes_split(prompts)
         ids = tf.ragged.map_flat_values(
             lambda c: tf.cast(tf.reshape(tf.io.decode_raw(c, tf.uint8), [-1]), tf.int32), chars)
-        bos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(prompts)[0], 1], BOS_ID))
+        bos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(prompts)[0], 1], self.bos_id))
         return tf.concat([bos, ids], axis=1)
 
     def _last_window(self, ids):
         """ragged [B, None] -> (int32[B, T] right-padded last T ids, int32[B] lengths <= T)."""
         lengths = tf.cast(ids.row_lengths(), tf.int32)
-        dense = ids.to_tensor(default_value=PAD_ID)                   # (B, Lmax)
+        dense = ids.to_tensor(default_value=self.pad_id)                   # (B, Lmax)
         start = tf.maximum(lengths - self.context_length, 0)
         index = start[:, None] + tf.range(self.context_length)[None]  # (B, T)
         valid = index < lengths[:, None]
         gathered = tf.gather(dense, tf.minimum(index, tf.shape(dense)[1] - 1), batch_dims=1)
-        return tf.where(valid, gathered, PAD_ID), tf.minimum(lengths, self.context_length)
+        return tf.where(valid, gathered, self.pad_id), tf.minimum(lengths, self.context_length)
 
     def _next_logits(self, window, lengths):
         # Causal attention: right padding cannot change the logits at position length - 1.
@@ -103,13 +117,13 @@ class LanguageModelServer:
         else:
             logits, cache = self._next_logits(window, lengths), ()
         steps = tf.reduce_max(tf.concat([max_new_tokens, [0]], 0))
-        shifted_pad = tf.fill([batch, slots - keep], PAD_ID)
+        shifted_pad = tf.fill([batch, slots - keep], self.pad_id)
 
         def body(i, window, lengths, cache, logits, done, out):
             token = choose(logits, i)                                   # (B,)
             active = tf.logical_and(tf.logical_not(done), i < max_new_tokens)
-            out = out.write(i + 1, tf.where(active, token, PAD_ID))
-            done = tf.logical_or(tf.logical_not(active), tf.equal(token, EOS_ID))
+            out = out.write(i + 1, tf.where(active, token, self.pad_id))
+            done = tf.logical_or(tf.logical_not(active), tf.equal(token, self.eos_id))
             # A full window slides: keep its last `keep` ids, positions restart at 0.
             full = lengths >= slots
             window = tf.where(full[:, None], tf.concat([window[:, slots - keep:], shifted_pad], 1), window)
@@ -131,10 +145,17 @@ class LanguageModelServer:
 
         # Row 0 is a PAD column: stacking an empty TensorArray (0 steps) is an error.
         out = tf.TensorArray(tf.int32, size=1, dynamic_size=True, element_shape=[None]).write(
-            0, tf.fill([batch], PAD_ID))
+            0, tf.fill([batch], self.pad_id))
         loop = tf.while_loop(cond, body, [tf.constant(0), window, lengths, cache, logits,
                                           tf.zeros([batch], tf.bool), out])
         new = tf.transpose(tf.reshape(loop[-1].stack(), [-1, batch]))   # (B, steps run)
+        if self.graph_tokenizer is not None:
+            # pad / bos / eos are dropped by detokenize and not counted as new tokens.
+            text = self.graph_tokenizer.detokenize(tf.RaggedTensor.from_tensor(new))
+            special = tf.logical_or(tf.equal(new, self.pad_id),
+                                    tf.logical_or(tf.equal(new, self.bos_id), tf.equal(new, self.eos_id)))
+            new_tokens = tf.reduce_sum(tf.cast(tf.logical_not(special), tf.int32), axis=1)
+            return text, new_tokens
         text = tf.strings.reduce_join(tf.gather(self.byte_strings, new), axis=1)  # specials -> b""
         new_tokens = tf.reduce_sum(tf.cast(new < 256, tf.int32), axis=1)
         return text, new_tokens
@@ -146,7 +167,7 @@ class LanguageModelServer:
         checks = [tf.debugging.assert_less_equal(tf.shape(input_ids)[1], self.context_length,
                                                  message=f"input_ids: at most {self.context_length} positions"),
                   tf.debugging.assert_non_negative(input_ids, message="input_ids must be >= 0"),
-                  tf.debugging.assert_less(input_ids, VOCAB_SIZE, message=f"input_ids must be < {VOCAB_SIZE}")]
+                  tf.debugging.assert_less(input_ids, self.vocab_size, message=f"input_ids must be < {self.vocab_size}")]
         with tf.control_dependencies(checks):
             return {"logits": tf.cast(self.model(input_ids, training=False), tf.float32)}
 
@@ -154,9 +175,8 @@ class LanguageModelServer:
         window, lengths = self._last_window(self._encode(prompts))
         return {"logits": self._next_logits(window, lengths), "prompt_tokens": lengths}
 
-    @staticmethod
-    def _mask_pad(logits):  # PAD is never a sensible continuation
-        return tf.where(tf.equal(tf.range(VOCAB_SIZE), PAD_ID)[None], -1e9, logits)
+    def _mask_pad(self, logits):  # PAD is never a sensible continuation
+        return tf.where(tf.equal(tf.range(self.vocab_size), self.pad_id)[None], -1e9, logits)
 
     def generate(self, prompt, max_new_tokens, cached: bool = True):
         limit = self._checked_max_new_tokens(max_new_tokens, tf.shape(prompt)[0])
@@ -182,7 +202,7 @@ class LanguageModelServer:
             # Gumbel-max with a per-row stateless stream (seed, step): a row's text depends on its
             # own prompt and seed only, not on the other requests TF Serving batched with it.
             uniform = tf.map_fn(
-                lambda s: tf.random.stateless_uniform([VOCAB_SIZE], seed=tf.stack([s, i]),
+                lambda s: tf.random.stateless_uniform([self.vocab_size], seed=tf.stack([s, i]),
                                                       minval=1e-20, maxval=1.0),
                 seed, fn_output_signature=tf.float32)                    # (B, V)
             gumbel = -tf.math.log(-tf.math.log(uniform))
@@ -206,12 +226,16 @@ def input_signatures(context_length: int) -> dict:
 
 def write_serving_model(model, context_length: int, export_dir: str, *,
                         max_new_tokens_limit: int = DEFAULT_MAX_NEW_TOKENS_LIMIT,
-                        signatures=SIGNATURES, metadata: dict | None = None) -> str:
+                        signatures=SIGNATURES, metadata: dict | None = None,
+                        tokenizer=None) -> str:
     """Write `model` (a built Keras GPT, float or quantized) with the signatures through Keras'
-    ExportArchive, plus assets.extra/bigtrain_model.json."""
-    server = LanguageModelServer(model, context_length, max_new_tokens_limit)
+    ExportArchive, plus assets.extra/bigtrain_model.json. tokenizer: the Tokenizer the model was
+    trained with (None: UTF-8 bytes); a SentencePiece model is embedded in the graph."""
+    server = LanguageModelServer(model, context_length, max_new_tokens_limit, tokenizer=tokenizer)
     specs = input_signatures(context_length)
     archive = keras.export.ExportArchive()
+    if server.graph_tokenizer is not None:  # its SentencePiece resource must be saved and restored
+        archive.track(server.graph_tokenizer)
     # No archive.track(model): the endpoints' own variables are what the session loader restores,
     # and tracking the model as well stores every weight twice (Keras' variable wrappers and the
     # tf.Variables under them are separate checkpoint entries: 2x on disk; test_weights_are_stored_once).
@@ -229,15 +253,17 @@ def write_serving_model(model, context_length: int, export_dir: str, *,
     extra = os.path.join(export_dir, "assets.extra")
     tf.io.gfile.makedirs(extra)
     with tf.io.gfile.GFile(os.path.join(extra, "bigtrain_model.json"), "w") as fh:
-        json.dump(dict(metadata or {}, context_length=context_length, vocab_size=VOCAB_SIZE,
+        json.dump(dict(metadata or {}, context_length=context_length, vocab_size=server.vocab_size,
                        max_new_tokens_limit=max_new_tokens_limit, signatures=list(signatures),
-                       tokenizer="utf-8 bytes 0-255, pad 256, bos 257, eos 258"), fh, indent=2)
+                       tokenizer=(tokenizer.describe() if tokenizer is not None else
+                                  "utf-8 bytes 0-255, pad 256, bos 257, eos 258")), fh, indent=2)
     return export_dir
 
 
 def serving_copy(trained_model, model_config, context_length: int):
     """The trained weights in a float32, single-device model (what every variant starts from)."""
-    serving_model = build_model(model_config, context_length, "float32")
+    serving_model = build_model(model_config, context_length, "float32",
+                                vocab_size=trained_model.vocab_size)
     serving_model.set_weights(trained_model.get_weights())
     return serving_model
 

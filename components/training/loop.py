@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.text_example_gen.tokenizer import PAD_ID, VOCAB_SIZE
+from components.tokenizer.spec import token_spec
 from components.training import input as input_lib
 from components.training import memory
 from components.training.schedule import WarmupCosine
@@ -86,7 +87,8 @@ def build_training(config, strategy, prepare_model=None):
     `prepare_model(model)` (warm start, freezing) runs before the optimizer exists."""
     t = config.train
     with strategy.scope():
-        model = build_model(config.model, config.data.seq_len, config.runtime.precision, t.remat)
+        model = build_model(config.model, config.data.seq_len, config.runtime.precision, t.remat,
+                            vocab_size=token_spec(config.data).vocab_size)
         if prepare_model:
             prepare_model(model)
         state = TrainState()
@@ -147,7 +149,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                               global_batch_size=t.global_batch_size, seq_len=data.seq_len,
                               accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
                               dynamic_loss_scale=runtime.precision == "mixed_float16",
-                              seed=t.seed, xla=xla)
+                              seed=t.seed, xla=xla, pad_id=token_spec(data).pad_id)
     writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
     tokens_per_step = t.global_batch_size * data.seq_len
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
@@ -205,14 +207,15 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
 
 
 def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,
-             max_batches: int) -> dict:
+             max_batches: int, pad_id: int = PAD_ID, token_bytes=None) -> dict:
     """Metrics of the in-memory model (the Evaluator measures the exported SavedModel)."""
     from components.evaluation.metrics import evaluate_logits_fn
     return evaluate_logits_fn(lambda ids: model(ids, training=False), eval_files, seq_len,
-                              batch_size, max_batches)
+                              batch_size, max_batches, pad_id=pad_id, token_bytes=token_bytes)
 
 
-def unigram_baseline(train_files, eval_files, seq_len: int, max_sequences: int = 20000) -> float:
+def unigram_baseline(train_files, eval_files, seq_len: int, max_sequences: int = 20000,
+                     vocab_size: int = VOCAB_SIZE, pad_id: int = PAD_ID) -> float:
     """Cross-entropy (nats/token) on eval of a byte-unigram model fit on train (add-one smoothed):
     the loss a model that ignores context would reach. Training must get clearly below it."""
     from components.text_example_gen.tokenizer import FEATURE
@@ -226,13 +229,13 @@ def unigram_baseline(train_files, eval_files, seq_len: int, max_sequences: int =
         spec = {FEATURE: tf.io.FixedLenFeature([seq_len + 1], tf.int64)}
         ds = (tf.data.TFRecordDataset(names, compression_type="GZIP").take(max_sequences)
               .batch(256).map(lambda s: tf.io.parse_example(s, spec)[FEATURE][:, 1:]))
-        total = np.zeros(VOCAB_SIZE, np.float64)
+        total = np.zeros(vocab_size, np.float64)
         for targets in ds:
-            total += np.bincount(targets.numpy().ravel(), minlength=VOCAB_SIZE)[:VOCAB_SIZE]
-        total[PAD_ID] = 0
+            total += np.bincount(targets.numpy().ravel(), minlength=vocab_size)[:vocab_size]
+        total[pad_id] = 0
         return total
     train_counts, eval_counts = counts(train_files), counts(eval_files)
     if eval_counts.sum() == 0:
         raise ValueError(f"unigram baseline: the eval split {eval_files!r} holds no target tokens")
-    probs = (train_counts + 1.0) / (train_counts.sum() + VOCAB_SIZE)
+    probs = (train_counts + 1.0) / (train_counts.sum() + vocab_size)
     return float(-(eval_counts * np.log(probs)).sum() / eval_counts.sum())

@@ -12,6 +12,7 @@ import os
 from tfx.components.trainer.executor import GenericExecutor
 from tfx.types import artifact_utils
 
+from components.tokenizer.spec import token_spec
 from pipeline import config as config_lib
 
 SUMMARY_FILE = "training_summary.json"
@@ -22,7 +23,10 @@ def training_view(config: config_lib.Config) -> dict:
     run_fn rebuilds. Paths and Beam options are left out so they cannot trigger a retrain."""
     runtime = config_lib.to_dict(config.runtime)
     runtime.pop("beam_args")
-    return {"data": {"seq_len": config.data.seq_len}, "model": config_lib.to_dict(config.model),
+    data = {"seq_len": config.data.seq_len}
+    if config.data.tokenizer != "bytes":  # the byte default keeps its cache and checkpoint keys
+        data.update(tokenizer=config.data.tokenizer, vocab_size=config.data.vocab_size)
+    return {"data": data, "model": config_lib.to_dict(config.model),
             "train": config_lib.to_dict(config.train), "runtime": runtime}
 
 
@@ -77,18 +81,25 @@ def run_fn(fn_args) -> None:
     result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
                         prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss))
     seq_len, t = config.data.seq_len, config.train
+    tokenizer = examples_tokenizer(fn_args.train_files, config)
+    spec = token_spec(config.data)
     # eval.batch_size micro-batches (the global batch in one piece does not fit at scale).
     metrics = loop.evaluate(result.model, fn_args.eval_files, seq_len, config.eval.batch_size,
-                            t.eval_batches)
-    baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len)
-    logging.getLogger("bigtrain.train").info("eval loss %.4f nats/token (perplexity %.2f, accuracy %.3f) vs byte-unigram "
-                    "baseline %.4f", metrics["loss"], metrics["perplexity"], metrics["accuracy"], baseline)
+                            t.eval_batches, pad_id=spec.pad_id,
+                            token_bytes=tokenizer.token_byte_lengths() if tokenizer else None)
+    baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len,
+                                     vocab_size=spec.vocab_size, pad_id=spec.pad_id)
+    logging.getLogger("bigtrain.train").info(
+        "eval loss %.4f nats/token, %.4f bits/byte (perplexity %.2f, accuracy %.3f) vs unigram "
+        "baseline %.4f nats/token", metrics["loss"], metrics["bits_per_byte"],
+        metrics["perplexity"], metrics["accuracy"], baseline)
     summary = {
         "steps": result.steps, "resumed_from_step": result.resumed_from_step,
         "skipped_steps": result.skipped_steps, "tokens_seen": result.tokens_seen,
         "tokens_per_second": round(result.tokens_per_second, 1),
         "final_loss": result.final_loss, "eval_loss": metrics["loss"],
         "eval_accuracy": metrics["accuracy"], "unigram_baseline_loss": baseline,
+        "eval_bits_per_byte": metrics["bits_per_byte"],
         "parameter_count": result.parameter_count, "flops_per_token": result.flops_per_token,
         "num_replicas": result.num_replicas, "precision": config.runtime.precision,
         "config_digest": config_lib.digest(config), "code_digest": custom["code_digest"],
@@ -105,10 +116,26 @@ def run_fn(fn_args) -> None:
     manifest = export_variants(result.model, config.model, seq_len,
                                os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
                                quantize=export.quantize, max_new_tokens_limit=export.max_new_tokens,
-                               metadata={"config": training_view(config), "training": summary})
+                               metadata={"config": training_view(config), "training": summary},
+                               tokenizer=tokenizer)
     summary["variants"] = ",".join(manifest)
     with open(os.path.join(fn_args.model_run_dir, SUMMARY_FILE), "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=2, sort_keys=True)
+
+
+def examples_tokenizer(train_files, config):
+    """The Tokenizer the examples were encoded with (copied into the Examples artifact by
+    TextExampleGen), checked against the config; None for byte-level examples."""
+    from components.text_example_gen.component import examples_tokenizer_dir, load_tokenizer
+    from components.tokenizer import spec as spec_lib
+    pattern = train_files[0] if train_files else ""
+    examples_uri = os.path.dirname(os.path.dirname(pattern))   # <uri>/Split-train/*
+    directory = examples_tokenizer_dir(examples_uri)
+    if config.data.tokenizer == "bytes" and not os.path.isdir(directory):
+        return None
+    tokenizer = load_tokenizer(directory)   # TokenizerFileError naming a missing/corrupt file
+    spec_lib.check(tokenizer, token_spec(config.data), f"Trainer (tokenizer {directory})")
+    return tokenizer
 
 
 class TrainerExecutor(GenericExecutor):

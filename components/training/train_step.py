@@ -95,15 +95,15 @@ class TrainState(tf.Module):
                                      aggregation=agg, name="last_loss")
 
 
-def masked_token_loss_sum(targets, logits):
+def masked_token_loss_sum(targets, logits, pad_id: int = PAD_ID):
     """Sum of next-token cross-entropy over non-pad targets. targets (B, T) int, logits (B, T, V)."""
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)  # (B, T)
-    return tf.reduce_sum(ce * tf.cast(tf.not_equal(targets, PAD_ID), ce.dtype))
+    return tf.reduce_sum(ce * tf.cast(tf.not_equal(targets, pad_id), ce.dtype))
 
 
-def target_count(targets):
+def target_count(targets, pad_id: int = PAD_ID):
     """Non-pad targets: the loss's denominator (float32, >= 1 so an all-pad batch gives 0 loss)."""
-    return tf.maximum(tf.reduce_sum(tf.cast(tf.not_equal(targets, PAD_ID), tf.float32)), 1.0)
+    return tf.maximum(tf.reduce_sum(tf.cast(tf.not_equal(targets, pad_id), tf.float32)), 1.0)
 
 
 def dropout_seed(base_seed: int, step, replica, micro):
@@ -117,7 +117,7 @@ def dropout_seed(base_seed: int, step, replica, micro):
 
 def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: int,
                      accumulation_steps: int, dynamic_loss_scale: bool, seed: int = 0,
-                     xla: bool = False):
+                     xla: bool = False, pad_id: int = PAD_ID):
     """replica_gradients(inputs, targets) in replica context -> (loss, grads, replica_loss):
     the all-reduced, unscaled gradient of the global mean token loss, before clipping; the loss;
     this replica's own (un-reduced) share of it. The train step and the tests share this code."""
@@ -135,7 +135,7 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
             with tf.GradientTape() as tape:
                 logits = model(inputs[i], training=True,
                                seed=dropout_seed(seed, step, replica, i))   # (b, T, V) float32
-                micro_loss = masked_token_loss_sum(targets[i], logits) / count
+                micro_loss = masked_token_loss_sum(targets[i], logits, pad_id) / count
                 scaled = micro_loss * scale
             grads = tape.gradient(scaled, variables)
             return micro_loss, [tf.cast(tf.convert_to_tensor(g), v.dtype) for g, v in zip(grads, variables)]
@@ -158,7 +158,7 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
 
     def replica_gradients(inputs, targets):                   # (global batch, T) each
         context = tf.distribute.get_replica_context()
-        count = target_count(targets)                          # N over the global batch
+        count = target_count(targets, pad_id)                  # N over the global batch
         replica = context.replica_id_in_sync_group
         start = replica * share                                # this replica's contiguous share
         scale = state.loss_scale.read_value() if dynamic_loss_scale else tf.constant(1.0)
@@ -173,7 +173,8 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
 
 def make_train_step(model, optimizer, strategy, state: TrainState, *, global_batch_size: int,
                     seq_len: int, accumulation_steps: int, clip_norm: float | None,
-                    dynamic_loss_scale: bool, seed: int = 0, xla: bool = False):
+                    dynamic_loss_scale: bool, seed: int = 0, xla: bool = False,
+                    pad_id: int = PAD_ID):
     """Returns a tf.function(iterator) -> (global loss, gradient norm, finite) for one step.
     clip_norm=None: no clipping (the SGD reference check)."""
     del seq_len  # the loss is normalized by the count of real targets, not by positions
@@ -181,7 +182,7 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
     replica_gradients = make_gradient_fn(
         model, strategy, state, global_batch_size=global_batch_size,
         accumulation_steps=accumulation_steps, dynamic_loss_scale=dynamic_loss_scale, seed=seed,
-        xla=xla)
+        xla=xla, pad_id=pad_id)
 
     def apply_or_skip(distribution, grads, finite):
         # Cross-replica context (inside merge_call): a cond here may branch around the optimizer's

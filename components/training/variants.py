@@ -32,7 +32,7 @@ def int8_copy(float_model, model_config, context_length: int):
     """Weight-only int8 (per-output-channel scales) of every Dense and Embedding layer through
     Keras' own model.quantize. The tied output head then reads the embedding dequantized
     (GPT.output_embedding); LayerNorms stay float32."""
-    model = build_model(model_config, context_length, "float32")
+    model = build_model(model_config, context_length, "float32", vocab_size=float_model.vocab_size)
     model.set_weights(float_model.get_weights())
     model.quantize("int8")
     return model
@@ -53,7 +53,7 @@ def write_tflite(float_saved_model: str, out_dir: str) -> str:
 
 def export_variants(trained_model, model_config, context_length: int, model_dir: str,
                     quantize=("int8", "tflite"), max_new_tokens_limit: int = 4096,
-                    metadata: dict | None = None) -> dict:
+                    metadata: dict | None = None, tokenizer=None) -> dict:
     """Write the float SavedModel and each requested variant under model_dir; returns the
     manifest (also written to model_dir/variants.json)."""
     float_model = serving_copy(trained_model, model_config, context_length)
@@ -63,13 +63,14 @@ def export_variants(trained_model, model_config, context_length: int, model_dir:
         meta = dict(metadata or {}, variant=variant)
         if variant == "float":
             write_serving_model(float_model, context_length, path, metadata=meta,
-                                max_new_tokens_limit=max_new_tokens_limit)
+                                max_new_tokens_limit=max_new_tokens_limit, tokenizer=tokenizer)
             # Named weights beside it: what a fine-tune (train.init_from) starts from.
             warm_start.save_weights(float_model, os.path.join(model_dir, warm_start.WEIGHTS_PREFIX))
             manifest[variant] = {"path": DIRS[variant], "format": "saved_model"}
         elif variant == "int8":
             write_serving_model(int8_copy(float_model, model_config, context_length), context_length,
-                                path, metadata=meta, max_new_tokens_limit=max_new_tokens_limit)
+                                path, metadata=meta, max_new_tokens_limit=max_new_tokens_limit,
+                                tokenizer=tokenizer)
             manifest[variant] = {"path": DIRS[variant], "format": "saved_model"}
         else:
             write_tflite(os.path.join(model_dir, DIRS["float"]), path)
@@ -102,6 +103,7 @@ def logits_fn(model_dir: str, entry: dict):
     token_logits signature, or the TFLite Interpreter's."""
     path = os.path.join(model_dir, entry["path"])
     if entry["format"] == "saved_model":
+        import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
         loaded = tf.saved_model.load(path)   # must outlive the signature (it owns the variables)
 
         def saved_model_logits(ids):

@@ -85,8 +85,10 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
         run_dir = os.path.join(self.log_dir, f"trial_{trial.trial_id}")
         result = loop.train(config, self.train_files, run_dir, checkpoint_dir)
         t = config.train
+        from components.tokenizer.spec import token_spec
         metrics = loop.evaluate(result.model, self.eval_files, config.data.seq_len,
-                                t.global_batch_size, self.eval_batches)
+                                t.global_batch_size, self.eval_batches,
+                                pad_id=token_spec(config.data).pad_id)
         objective = space_lib.objective_value(metrics)
         self.trial_figures[trial.trial_id] = {
             "steps": result.steps, "seconds": round(time.perf_counter() - started, 1),

@@ -19,11 +19,11 @@ def load_schema(name: str = TEXT_LM) -> schema_pb2.Schema:
         return text_format.Parse(fh.read(), schema_pb2.Schema())
 
 
-def resolve_text_lm_schema(seq_len: int) -> schema_pb2.Schema:
+def resolve_text_lm_schema(seq_len: int, vocab_size: int | None = None) -> schema_pb2.Schema:
     """The curated text_lm schema with value_count = seq_len + 1 and the tokenizer's id range."""
     schema = load_schema(TEXT_LM)
     (feature,) = [f for f in schema.feature if f.name == tokenizer.FEATURE]
     feature.value_count.min = feature.value_count.max = seq_len + 1
     feature.int_domain.min = 0
-    feature.int_domain.max = tokenizer.VOCAB_SIZE - 1
+    feature.int_domain.max = (vocab_size or tokenizer.VOCAB_SIZE) - 1
     return schema

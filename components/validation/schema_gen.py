@@ -17,7 +17,9 @@ from components.validation.schema import TEXT_LM, resolve_text_lm_schema
 class CuratedSchemaGenExecutor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         artifact = artifact_utils.get_single_instance(output_dict["schema"])
-        schema = resolve_text_lm_schema(exec_properties["seq_len"])
+        # vocab_size absent (pipelines compiled before it existed): the byte tokenizer's 259.
+        schema = resolve_text_lm_schema(exec_properties["seq_len"],
+                                        exec_properties.get("vocab_size") or None)
         os.makedirs(artifact.uri, exist_ok=True)
         with open(os.path.join(artifact.uri, "schema.pbtxt"), "w", encoding="utf-8") as fh:
             fh.write(text_format.MessageToString(schema))
@@ -27,7 +29,9 @@ class CuratedSchemaGenExecutor(base_executor.BaseExecutor):
 
 class CuratedSchemaGenSpec(ComponentSpec):
     PARAMETERS = {"schema_name": ExecutionParameter(type=str),
-                  "seq_len": ExecutionParameter(type=int)}
+                  "seq_len": ExecutionParameter(type=int),
+                  # The tokenizer's vocabulary size: ids must lie in [0, vocab_size - 1].
+                  "vocab_size": ExecutionParameter(type=int, optional=True)}
     INPUTS = {}
     OUTPUTS = {"schema": ChannelParameter(type=standard_artifacts.Schema)}
 
@@ -36,7 +40,10 @@ class CuratedSchemaGen(base_component.BaseComponent):
     SPEC_CLASS = CuratedSchemaGenSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(CuratedSchemaGenExecutor)
 
-    def __init__(self, seq_len: int, schema_name: str = TEXT_LM):
+    def __init__(self, seq_len: int, schema_name: str = TEXT_LM, vocab_size: int | None = None):
+        # The byte vocabulary stays implicit (None) so the default pipeline's cache key is as before.
+        from components.tokenizer.spec import BYTES
         super().__init__(spec=CuratedSchemaGenSpec(
             schema_name=schema_name, seq_len=seq_len,
+            vocab_size=None if vocab_size in (None, BYTES.vocab_size) else vocab_size,
             schema=types.Channel(type=standard_artifacts.Schema)))

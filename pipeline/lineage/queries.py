@@ -11,11 +11,15 @@ from pipeline.lineage.store import Lineage, changed_parameters, properties
 KEY_PROPERTIES = {
     "PushedModel": ("pushed", "pushed_version", "pushed_destination", "reason", "variant"),
     "ModelBlessing": ("blessed", "reason", "current_model_id", "baseline_model_id", "serve_variant"),
-    "ModelEvaluation": ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss",
+    "Tokenizer": ("kind", "model_type", "vocab_size", "bytes_per_token", "sample_bytes",
+                  "sample_documents", "model_file"),
+    "ModelEvaluation": ("loss", "bits_per_byte", "perplexity", "accuracy", "examples", "tokens",
+                        "baseline_loss", "baseline_bits_per_byte",
                         "variants", "serve_variant") + tuple(
         f"{variant}_{figure}" for variant in ("float", "int8", "tflite")
         for figure in ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")),
-    "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "unigram_baseline_loss",
+    "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "eval_bits_per_byte",
+              "unigram_baseline_loss",
               "parameter_count", "tokens_per_second", "precision", "num_replicas",
               "config_digest", "code_digest", "fine_tuned_from_model_id", "tuned_hyperparameters"),
     "HyperParameters": ("objective", "best_trial", "trials_completed"),
@@ -205,8 +209,10 @@ def diff(lin: Lineage, ref_a: str, ref_b: str) -> dict:
     code = [{"name": "code_digest", "a": output(a, "Model", "code_digest"),
              "b": output(b, "Model", "code_digest")}]
     metrics = [{"name": f"{t}.{n}", "a": output(a, t, n), "b": output(b, t, n)}
-               for t, names in (("ModelEvaluation", ("loss", "perplexity", "accuracy")),
-                                ("Model", ("final_loss", "eval_loss", "tokens_per_second")),
+               for t, names in (("ModelEvaluation", ("loss", "bits_per_byte", "perplexity", "accuracy")),
+                                ("Model", ("final_loss", "eval_loss", "eval_bits_per_byte",
+                                           "tokens_per_second")),
+                                ("Tokenizer", ("kind", "vocab_size", "bytes_per_token")),
                                 ("ModelBlessing", ("blessed",)),
                                 ("PushedModel", ("pushed", "pushed_version")))
                for n in names]

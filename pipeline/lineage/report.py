@@ -150,9 +150,14 @@ def summarize(stage: StageReport) -> str:
     if "Model" in o and "steps" in o["Model"]:
         m = o["Model"]
         note = tuning_summary.model_lineage_note(m)
-        return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])} (byte-unigram "
+        bpb = (f", {_fmt(m['eval_bits_per_byte'])} bits/byte" if "eval_bits_per_byte" in m else "")
+        return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])}{bpb} (unigram "
                 f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s"
                 + (f"; {note}" if note else ""))
+    if "Tokenizer" in o and "kind" in o["Tokenizer"]:
+        t = o["Tokenizer"]
+        return (f"{t['kind']} {t.get('model_type', '')}, vocab {t.get('vocab_size')}, "
+                f"{_fmt(t.get('bytes_per_token'))} bytes/token on the eval sample")
     if "TunerResults" in o and "trials" in o["TunerResults"]:
         return tuning_summary.tuner_line(o["TunerResults"])
     if "ModelBlessing" in o:
@@ -177,10 +182,12 @@ DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
                  "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
-                    "final_loss", "eval_loss", "unigram_baseline_loss", "eval_accuracy",
+                    "final_loss", "eval_loss", "eval_bits_per_byte", "unigram_baseline_loss",
+                    "eval_accuracy",
                     "first_step_loss", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
                     "tuned_hyperparameters")
-EVAL_FIGURES = ("loss", "perplexity", "accuracy", "examples", "tokens", "baseline_loss")
+EVAL_FIGURES = ("loss", "bits_per_byte", "perplexity", "accuracy", "examples", "tokens",
+                "baseline_loss", "baseline_bits_per_byte")
 
 
 def _section(title: str, props: dict, names) -> list[str]:

@@ -74,6 +74,8 @@ def test_config_settings_and_validation():
                                                       r"byte-fallback minimum 261")]:
         with pytest.raises(ConfigError, match=message):
             build_config("tiny", overrides=["data.tokenizer=sentencepiece", override])
+    with pytest.raises(ConfigError, match=r"data\.tokenizer=sentencepiece needs raw input"):
+        build_config("tiny", overrides=["data.tokenizer=sentencepiece", "data.format=tfrecord"])
     assert config_lib.MIN_SENTENCEPIECE_VOCAB == training.MIN_VOCAB_SIZE  # one rule, two places
     # The byte tokenizer ignores data.vocab_size (its vocabulary is fixed).
     assert build_config("tiny", overrides=["data.vocab_size=100"]).data.vocab_size == 100
@@ -83,10 +85,11 @@ def test_cache_key_holds_only_the_tokenizer_settings():
     from components.tokenizer.component import tokenizer_settings_json
     data = DataConfig(tokenizer="sentencepiece")
     assert tokenizer_settings_json(data) == tokenizer_settings_json(
-        dataclasses.replace(data, seq_len=512, train_shards=9, pack_buckets=3))
+        dataclasses.replace(data, seq_len=512, train_shards=9, gzip_level=6))
     for change in ({"vocab_size": 4000}, {"tokenizer": "bytes"},
                    {"tokenizer_model_type": "unigram"}, {"tokenizer_sample_bytes": 1},
-                   {"eval_fraction": 0.5}, {"input": "/elsewhere"}):
+                   {"eval_fraction": 0.5}, {"input": "/elsewhere"}, {"document": "separator"},
+                   {"max_document_bytes": 10}):
         assert tokenizer_settings_json(data) != tokenizer_settings_json(
             dataclasses.replace(data, **change)), change
     # The byte tokenizer ignores the SentencePiece settings, and so does its cache key.

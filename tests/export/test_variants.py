@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from components.push import push
 from components.evaluation.component import decide_serving, evaluate_variant, variant_fitness
-from components.text_example_gen import packing, shards as shard_io, transforms
+from components.text_example_gen import packing, transforms
+from components.text_example_gen import shards as shard_files
 from components.text_example_gen.tokenizer import BOS_ID
 from components.training import variants
 from pipeline.config import EvalConfig, ModelConfig
@@ -37,7 +38,7 @@ def eval_files(tmp_path_factory, corpus):
     out = tmp_path_factory.mktemp("eval") / "part-0.gz"
     with tf.io.TFRecordWriter(str(out), options="GZIP") as writer:
         for window in packing.pack_documents(docs, CONTEXT):
-            writer.write(shard_io.encode_examples(window[None])[0])
+            writer.write(shard_files.encode_examples(np.asarray(window)[None])[0])
     return [str(out)]
 
 

@@ -1,9 +1,11 @@
 import os
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.text_example_gen import packing, shards as shard_io, transforms
+from components.text_example_gen import packing, transforms
+from components.text_example_gen import shards as shard_files
 from pipeline.config import build_config
 
 SEQ_LEN = 32
@@ -24,7 +26,7 @@ def shards(tmp_path_factory, corpus):
         os.makedirs(out / split)
         with tf.io.TFRecordWriter(str(out / split / "part-0.gz"), options="GZIP") as writer:
             for window in packing.pack_documents(contents, SEQ_LEN):
-                writer.write(shard_io.encode_examples(window[None])[0])
+                writer.write(shard_files.encode_examples(np.asarray(window)[None])[0])
         patterns[split] = str(out / split / "*.gz")
     return patterns
 

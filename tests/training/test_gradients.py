@@ -29,7 +29,8 @@ import tensorflow as tf
 
 from components.evaluation.metrics import evaluate_logits_fn
 from components.model.gpt import build_model
-from components.text_example_gen import shards as shard_io, transforms
+from components.text_example_gen import transforms
+from components.text_example_gen import shards as shard_files
 from components.text_example_gen.tokenizer import PAD_ID
 from components.training import input as input_lib
 from components.training import loop, train_step
@@ -153,7 +154,7 @@ def test_half_padded_batch_train_loss_equals_metrics_loss(ids, tmp_path):
     path = str(tmp_path / "half_padded.gz")
     with tf.io.TFRecordWriter(path, options="GZIP") as writer:
         for row in ids:
-            writer.write(shard_io.encode_examples(row[None])[0])
+            writer.write(shard_files.encode_examples(np.asarray(row)[None])[0])
     model = build_model(config.model, SEQ_LEN)
     model.set_weights(weights)
     metrics = evaluate_logits_fn(lambda x: model(x, training=False), path, SEQ_LEN, 4, 0)

@@ -1,0 +1,123 @@
+"""A model trained on SentencePiece ids, exported with the tokenizer embedded (tensorflow-text):
+the TF1 session loader (TF Serving, `saved_model_cli run`) runs generate on raw text, the prompt
+ids equal the Python tokenizer's, greedy text equals an independent Python decode of the Keras
+model, and a missing or corrupt tokenizer file is an error naming the file."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.tokenizer import training
+from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
+from tests.export.conftest import CONTEXT, SessionModel
+from tests.components.test_tokenizer import stdlib_texts
+
+PROMPTS = ["def main():\n    return ", "import os\n", "caf\u00e9 \U0001f600 x"]
+
+
+@pytest.fixture(scope="module")
+def sp():
+    proto = training.train_sentencepiece(stdlib_texts(["json", "email"]), 400, "bpe")
+    return SentencePieceTokenizer(proto, model_type="bpe")
+
+
+@pytest.fixture(scope="module")
+def sp_model(sp):
+    from components.model.gpt import build_model
+    from pipeline.config import ModelConfig
+    model = build_model(ModelConfig(n_layer=2, n_head=2, d_model=32), CONTEXT,
+                        vocab_size=sp.vocab_size)
+    rng = np.random.RandomState(0)
+    model.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in model.get_weights()])
+    return model
+
+
+@pytest.fixture(scope="module")
+def sp_exported(sp, sp_model, tmp_path_factory):
+    from components.training.export import write_serving_model
+    path = str(tmp_path_factory.mktemp("sp_export") / "Format-Serving")
+    return write_serving_model(sp_model, CONTEXT, path, max_new_tokens_limit=32, tokenizer=sp)
+
+
+def python_greedy(model, tok, prompt: str, steps: int) -> bytes:
+    """Reference decode: no cache, no graph tokenizer; the window is the last CONTEXT ids
+    (prompts here stay short enough that the window never slides)."""
+    ids = [tok.bos_id] + tok.encode(prompt).tolist()
+    new = []
+    for _ in range(steps):
+        logits = model(np.array([ids[-CONTEXT:]], np.int32), training=False).numpy()[0, -1]
+        logits[tok.pad_id] = -1e9
+        token = int(np.argmax(logits))
+        new.append(token)
+        if token == tok.eos_id:
+            break
+        ids.append(token)
+    return tok.decode(new)
+
+
+def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported):
+    import tensorflow_text  # noqa: F401  (TF Serving links these ops in; Python must import them)
+    session = SessionModel(sp_exported)
+    steps = 6
+    prompts = [p for p in PROMPTS if len(sp.encode(p)) + 1 + steps <= CONTEXT]
+    out = session.run("generate", prompt=np.array([p.encode() for p in prompts], object),
+                      max_new_tokens=np.int32(steps))
+    for i, prompt in enumerate(prompts):
+        assert out["text"][i] == python_greedy(sp_model, sp, prompt, steps), prompt
+    first = session.run("serving_default", prompts=np.array([p.encode() for p in PROMPTS], object))
+    # [BOS] + the Python tokenizer's ids, cut to the context window.
+    assert first["prompt_tokens"].tolist() == [min(len(sp.encode(p)) + 1, CONTEXT) for p in PROMPTS]
+    assert first["logits"].shape == (len(PROMPTS), sp.vocab_size)
+    with open(os.path.join(sp_exported, "assets.extra", "bigtrain_model.json")) as fh:
+        meta = json.load(fh)
+    assert meta["vocab_size"] == sp.vocab_size and meta["tokenizer"]["kind"] == "sentencepiece"
+
+
+def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
+    import tensorflow_text  # noqa: F401
+    session = SessionModel(sp_exported)
+    ok = session.run("token_logits", input_ids=np.array([[sp.bos_id, 5, 6]], np.int32))
+    assert ok["logits"].shape == (1, 3, sp.vocab_size)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"input_ids must be < {sp.vocab_size}"):
+        session.run("token_logits", input_ids=np.array([[sp.vocab_size]], np.int32))
+
+
+def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_path):
+    from components.training import variants
+    from pipeline.config import ModelConfig
+    manifest = variants.export_variants(sp_model, ModelConfig(n_layer=2, n_head=2, d_model=32),
+                                        CONTEXT, str(tmp_path), quantize=("int8", "tflite"),
+                                        max_new_tokens_limit=8, tokenizer=sp)
+    ids = np.array([[sp.bos_id] + sp.encode("import os").tolist()], np.int32)
+    reference = sp_model(ids, training=False).numpy()
+    for name in ("float", "int8", "tflite"):
+        logits = np.asarray(variants.logits_fn(str(tmp_path), manifest[name])(ids))
+        assert logits.shape == reference.shape
+        assert np.abs(logits - reference).max() < (1e-4 if name == "float" else 0.5), name
+
+
+def test_missing_or_corrupt_tokenizer_at_export_names_the_file(sp, tmp_path):
+    from components.tokenizer.base import TokenizerFileError
+    from components.training.run_fn import examples_tokenizer
+    from pipeline.config import build_config
+    config = build_config("tiny", overrides=["data.tokenizer=sentencepiece",
+                                             f"data.vocab_size={sp.vocab_size}"])
+    examples = tmp_path / "examples"
+    train_files = [str(examples / "Split-train" / "*")]
+    with pytest.raises(TokenizerFileError, match=r"tokenizer/tokenizer\.json does not exist"):
+        examples_tokenizer(train_files, config)
+    sp.save(str(examples / "tokenizer"))
+    assert examples_tokenizer(train_files, config).vocab_size == sp.vocab_size
+    (examples / "tokenizer" / "tokenizer.model").write_bytes(b"not a model")
+    with pytest.raises(TokenizerFileError, match=r"tokenizer/tokenizer\.model"):
+        examples_tokenizer(train_files, config)
+    other = build_config("tiny", overrides=["data.tokenizer=sentencepiece", "data.vocab_size=999"])
+    sp.save(str(examples / "tokenizer"))
+    with pytest.raises(ValueError, match="the config expects"):
+        examples_tokenizer(train_files, other)
+    # Byte-level examples carry no tokenizer: the byte default needs no file.
+    assert examples_tokenizer([str(tmp_path / "bytes" / "Split-train" / "*")],
+                              build_config("tiny")) is None

@@ -243,7 +243,13 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
           f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}", flush=True)
     failure, error = None, None
     try:
-        run_local(config, paths, run_dir, until=until)
+        # Libraries parse sys.argv themselves (Beam's options, absl flags: `-v` is absl's
+        # verbosity flag), so they must not see bigtrain's own command line.
+        command_line, sys.argv = sys.argv, sys.argv[:1]
+        try:
+            run_local(config, paths, run_dir, until=until)
+        finally:
+            sys.argv = command_line
     except AnomaliesFoundError as err:
         failure, error = (EXIT_GATE, str(err)), err
     except (KeyboardInterrupt, config_lib.ConfigError):  # e.g. --until naming no stage: nothing ran

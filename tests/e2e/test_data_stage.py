@@ -5,6 +5,8 @@ import glob
 import json
 import os
 
+import sys
+
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
@@ -174,15 +176,19 @@ def test_jsonl_corpus_through_the_validation_gate(tmp_path, session_capsys, corp
     assert train > 0 and evaluation > 0 and props["documents_skipped_invalid_json"] == 1
 
 
-def test_parquet_corpus_until_example_gen(tmp_path, session_capsys):
+def test_parquet_corpus_until_example_gen(tmp_path, session_capsys, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
     (tmp_path / "in").mkdir()
     texts = [f"paragraph {i}: " + "lorem ipsum dolor " * (i % 13 + 1) for i in range(400)]
     pq.write_table(pa.table({"content": texts}), tmp_path / "in" / "data.parquet", row_group_size=64)
-    run = run_cli(session_capsys, str(tmp_path / "home"), "--until", "TextExampleGen",
-                  "--set", "data.format=parquet", "--set", "data.text_field=content",
-                  "--set", f"data.input={tmp_path / 'in'}", "--set", "data.seq_len=64")
+    args = ["--until", "TextExampleGen", "--set", "data.format=parquet",
+            "--set", "data.text_field=content", "--set", f"data.input={tmp_path / 'in'}",
+            "--set", "data.seq_len=64", "-v"]
+    # As typed: with `-v` in sys.argv, absl's flag parsing inside the Beam stage read bigtrain's
+    # own `-v` as its verbosity flag and failed (invalid literal for int()).
+    monkeypatch.setattr(sys, "argv", ["bigtrain", "run", "--home", str(tmp_path / "home"), *args])
+    run = run_cli(session_capsys, str(tmp_path / "home"), *args)
     assert run.exit_code == 0, run.stderr
     props, (train, evaluation) = split_sizes(run)
     assert props["documents_packed"] == 400 and train > 0 and evaluation > 0

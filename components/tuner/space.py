@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pipeline import config as config_lib
+from pipeline.config_rules import validate
 
 # What a trial minimizes, named in one place: the Tuner's oracle, MLMD, the report and the
 # TensorBoard HParams view all read it from here. Every trial of one Tuner shares the examples
@@ -72,7 +73,7 @@ def apply_hyperparameters(config: config_lib.Config, values: dict) -> config_lib
     if t.warmup_steps >= t.train_steps:
         t = replace(t, warmup_steps=t.train_steps - 1)
     updated = replace(updated, train=t)
-    config_lib.validate(updated)
+    validate(updated)
     return updated
 
 

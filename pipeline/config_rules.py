@@ -1,0 +1,176 @@
+"""Cross-field rules of the config tree: what must fail before anything runs (each error names
+the keys). Kept apart from pipeline/config.py (the tree, presets, YAML and --set) so each stays one
+screenful of concern; `build_config` applies them."""
+
+from __future__ import annotations
+
+import datetime
+
+from pipeline.config import (DATA_FORMATS, DOCUMENT_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
+                             PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES, TOKENIZER_MODEL_TYPES,
+                             TOKENIZERS, XLA_MODES, Config, ConfigError)
+
+
+def expected_replicas(config: Config) -> int:
+    """Replicas the strategy will have on a machine without GPUs (the CLI's early check)."""
+    if config.runtime.strategy == "mirrored":
+        return config.runtime.cpu_replicas
+    return 1
+
+
+def validate(config: Config, num_replicas: int | None = None) -> None:
+    """Cross-field checks that must fail before anything runs. Raises ConfigError."""
+    d, m, t, r = config.data, config.model, config.train, config.runtime
+
+    def positive(key: str, value: float) -> None:
+        if value <= 0:
+            raise ConfigError(f"{key}: must be > 0, got {value}")
+
+    for key, value in [("data.seq_len", d.seq_len), ("data.train_shards", d.train_shards),
+                       ("data.eval_shards", d.eval_shards),
+                       ("data.max_document_bytes", d.max_document_bytes),
+                       ("data.range_bytes", d.range_bytes), ("model.n_layer", m.n_layer),
+                       ("model.n_head", m.n_head), ("model.d_model", m.d_model),
+                       ("model.mlp_ratio", m.mlp_ratio),
+                       ("train.global_batch_size", t.global_batch_size),
+                       ("train.accumulation_steps", t.accumulation_steps),
+                       ("train.train_steps", t.train_steps),
+                       ("train.learning_rate", t.learning_rate),
+                       ("train.checkpoint_every", t.checkpoint_every),
+                       ("train.log_every", t.log_every), ("train.eval_batches", t.eval_batches),
+                       ("train.shuffle_buffer", t.shuffle_buffer),
+                       ("runtime.cpu_replicas", r.cpu_replicas),
+                       ("eval.batch_size", config.eval.batch_size),
+                       ("eval.max_batches", config.eval.max_batches),
+                       ("eval.max_loss", config.eval.max_loss)]:
+        positive(key, value)
+    if config.orchestrator.retries < 0:
+        raise ConfigError(f"orchestrator.retries: must be >= 0, got {config.orchestrator.retries}")
+    try:
+        datetime.date.fromisoformat(config.orchestrator.start_date)
+    except ValueError:
+        raise ConfigError(f"orchestrator.start_date: {config.orchestrator.start_date!r} is not "
+                          "YYYY-MM-DD") from None
+    e = config.eval
+    if not 0.0 <= e.min_accuracy <= 1.0:
+        raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
+    if e.max_loss_regression < 0:
+        raise ConfigError(f"eval.max_loss_regression: must be >= 0, got {e.max_loss_regression}")
+    if e.max_bits_per_byte < 0:
+        raise ConfigError(f"eval.max_bits_per_byte: must be >= 0 (0 = off), got {e.max_bits_per_byte}")
+    if e.max_quantization_loss_delta < 0:
+        raise ConfigError(f"eval.max_quantization_loss_delta: must be >= 0, got {e.max_quantization_loss_delta}")
+    x = config.export
+    for variant in x.quantize:
+        if variant not in EXPORT_VARIANTS:
+            raise ConfigError(f"export.quantize: {variant!r} is not one of {EXPORT_VARIANTS}")
+    if len(set(x.quantize)) != len(x.quantize):
+        raise ConfigError(f"export.quantize: {list(x.quantize)} lists a variant twice")
+    if x.serve not in SERVABLE_VARIANTS:
+        raise ConfigError(f"export.serve: {x.serve!r} is not one of {SERVABLE_VARIANTS} (the TFLite "
+                          "flatbuffer holds token_logits only, for on-device use; TF Serving needs a SavedModel)")
+    if x.serve != "float" and x.serve not in x.quantize:
+        raise ConfigError(f"export.serve: {x.serve!r} is not exported; add it to export.quantize "
+                          f"(now {list(x.quantize)})")
+    if x.max_new_tokens <= 0:
+        raise ConfigError(f"export.max_new_tokens: must be > 0, got {x.max_new_tokens}")
+    if not 0.0 < d.eval_fraction < 1.0:
+        raise ConfigError(f"data.eval_fraction: must be in (0, 1), got {d.eval_fraction}")
+    if d.format not in DATA_FORMATS:
+        raise ConfigError(f"data.format: {d.format!r} is not one of {DATA_FORMATS}")
+    if not 1 <= d.gzip_level <= 9:
+        raise ConfigError(f"data.gzip_level: must be in [1, 9], got {d.gzip_level}")
+    if d.document not in DOCUMENT_MODES:
+        raise ConfigError(f"data.document: {d.document!r} is not one of {DOCUMENT_MODES}")
+    if d.document == "separator" and not d.separator:
+        raise ConfigError("data.separator: must not be empty with data.document=separator")
+    if d.format in ("jsonl", "parquet") and not d.text_field:
+        raise ConfigError(f"data.text_field: must name the text field for data.format={d.format}")
+    if d.tokenizer not in TOKENIZERS:
+        raise ConfigError(f"data.tokenizer: {d.tokenizer!r} is not one of {TOKENIZERS}")
+    if d.tokenizer_model_type not in TOKENIZER_MODEL_TYPES:
+        raise ConfigError(f"data.tokenizer_model_type: {d.tokenizer_model_type!r} is not one of "
+                          f"{TOKENIZER_MODEL_TYPES}")
+    if d.tokenizer_sample_bytes <= 0:
+        raise ConfigError(f"data.tokenizer_sample_bytes: must be > 0, got {d.tokenizer_sample_bytes}")
+    if d.tokenizer == "sentencepiece" and d.format == "tfrecord":
+        raise ConfigError("data.tokenizer=sentencepiece needs raw input (data.format text, jsonl "
+                          "or parquet): data.format=tfrecord shards are already tokenized")
+    if d.tokenizer == "sentencepiece" and d.vocab_size < MIN_SENTENCEPIECE_VOCAB:
+        raise ConfigError(f"data.vocab_size ({d.vocab_size}) is below the byte-fallback minimum "
+                          f"{MIN_SENTENCEPIECE_VOCAB} (256 byte pieces + pad, unk, bos, eos + 1)")
+    if r.strategy not in STRATEGIES:
+        raise ConfigError(f"runtime.strategy: {r.strategy!r} is not one of {STRATEGIES}")
+    if r.precision not in PRECISIONS:
+        raise ConfigError(f"runtime.precision: {r.precision!r} is not one of {PRECISIONS}")
+    if r.xla not in XLA_MODES:
+        raise ConfigError(f"runtime.xla: {r.xla!r} is not one of {XLA_MODES}")
+    if r.device_memory_gb < 0:
+        raise ConfigError(f"runtime.device_memory_gb: must be >= 0, got {r.device_memory_gb}")
+    if t.remat not in REMAT_MODES:
+        raise ConfigError(f"train.remat: {t.remat!r} is not one of {REMAT_MODES}")
+    if t.max_consecutive_skipped < 1:
+        raise ConfigError(f"train.max_consecutive_skipped: must be >= 1, got "
+                          f"{t.max_consecutive_skipped}")
+    if m.d_model % m.n_head:
+        raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
+    if not 0.0 <= m.dropout < 1.0:
+        raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
+    if t.min_learning_rate > t.learning_rate:
+        raise ConfigError(f"train.min_learning_rate ({t.min_learning_rate}) exceeds "
+                          f"train.learning_rate ({t.learning_rate})")
+    if t.warmup_steps < 0 or t.warmup_steps >= t.train_steps:
+        raise ConfigError(f"train.warmup_steps ({t.warmup_steps}) must be in [0, train.train_steps "
+                          f"= {t.train_steps})")
+    if config.metadata.backend not in ("sqlite", "mysql"):
+        raise ConfigError(f"metadata.backend: {config.metadata.backend!r} is not one of ('sqlite', 'mysql')")
+    replicas = num_replicas if num_replicas is not None else expected_replicas(config)
+    per_step = replicas * t.accumulation_steps
+    if t.global_batch_size % per_step:
+        raise ConfigError(
+            f"train.global_batch_size ({t.global_batch_size}) must be divisible by replicas "
+            f"({replicas}) x train.accumulation_steps ({t.accumulation_steps}) = {per_step}")
+    validate_tuning(config, replicas)
+
+
+TUNE_ALGORITHMS = ("random", "bayesian", "hyperband")
+
+
+def validate_tuning(config: Config, replicas: int) -> None:
+    """tune.* and the warm-start keys (train.init_from, train.freeze)."""
+    tune, space, t, m = config.tune, config.tune.space, config.train, config.model
+    if tune.trials < 0:
+        raise ConfigError(f"tune.trials: must be >= 0, got {tune.trials}")
+    if tune.algorithm not in TUNE_ALGORITHMS:
+        raise ConfigError(f"tune.algorithm: {tune.algorithm!r} is not one of {TUNE_ALGORITHMS}")
+    if tune.steps_per_trial < 2 or tune.eval_batches <= 0:
+        raise ConfigError(f"tune.steps_per_trial (>= 2) and tune.eval_batches (> 0): got "
+                          f"{tune.steps_per_trial} and {tune.eval_batches}")
+    for name in ("learning_rate", "dropout"):
+        bounds = getattr(space, name)
+        if bounds and (len(bounds) != 2 or not 0 <= bounds[0] <= bounds[1]):
+            raise ConfigError(f"tune.space.{name}: expected [low, high] with 0 <= low <= high, "
+                              f"got {list(bounds)}")
+    if space.learning_rate and space.learning_rate[0] <= 0:
+        raise ConfigError(f"tune.space.learning_rate: log-uniform needs low > 0, got {space.learning_rate[0]}")
+    if space.dropout and space.dropout[1] >= 1:
+        raise ConfigError(f"tune.space.dropout: must be below 1, got {space.dropout[1]}")
+    for name in ("warmup_steps", "d_model", "n_layer", "accumulation_steps"):
+        if any(v < (0 if name == "warmup_steps" else 1) for v in getattr(space, name)):
+            raise ConfigError(f"tune.space.{name}: invalid choice in {list(getattr(space, name))}")
+    for width in space.d_model:
+        if width % m.n_head:
+            raise ConfigError(f"tune.space.d_model: {width} is not divisible by model.n_head ({m.n_head})")
+    for k in space.accumulation_steps:
+        if t.global_batch_size % (replicas * k):
+            raise ConfigError(f"tune.space.accumulation_steps: train.global_batch_size "
+                              f"({t.global_batch_size}) is not divisible by {replicas} replicas x {k}")
+    if not t.init_from.strip():
+        raise ConfigError("train.init_from: empty; use none, latest_blessed or a path")
+    for item in t.freeze:
+        blocks = item[len("blocks:"):] if item.startswith("blocks:") else None
+        if item != "embeddings" and not (blocks and blocks.isdigit() and 0 < int(blocks) <= m.n_layer):
+            raise ConfigError(f"train.freeze: {item!r} is not `embeddings` or `blocks:N` with "
+                              f"1 <= N <= model.n_layer ({m.n_layer})")
+    if t.freeze and t.init_from == "none":
+        raise ConfigError("train.freeze needs train.init_from (freezing random weights trains nothing)")

@@ -12,7 +12,6 @@ This module imports nothing heavier than PyYAML: the CLI validates a config in m
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import difflib
 import hashlib
 import json

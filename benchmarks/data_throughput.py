@@ -82,10 +82,11 @@ def run_baseline(corpus: str, out: str) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from components.text_example_gen import transforms
-    from components.text_example_gen.tokenizer import BOS_ID, EOS_ID, FEATURE, PAD_ID
+    from components.common import listing
+    from schemas import FEATURE
+    from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
     seq_len = 128
-    _, files = transforms.list_input_files(corpus)
+    _, files = listing.list_input_files(corpus)
     os.makedirs(out)
     start = time.perf_counter()
     writers = [tf.io.TFRecordWriter(os.path.join(out, f"shard-{i}.gz"), options="GZIP")
@@ -122,14 +123,17 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str) -> Non
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from components.common import listing
+    from components.corpus import readers
+    from components.corpus.split_documents import reader_config
     from components.text_example_gen import component, transforms
-    from pipeline.config import DataConfig
+    from components.config import DataConfig
     data = DataConfig(input=corpus, document=document)
     start = time.perf_counter()
-    _, files = transforms.list_input_files(corpus)
+    _, files = listing.list_input_files(corpus)
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     _ = pipeline | transforms.TextToTFRecordShards(
-        files, out, reader_config=component.reader_config(data), seq_len=data.seq_len,
+        files, out, reader_config=reader_config(data), seq_len=data.seq_len,
         eval_fraction=data.eval_fraction, split_salt=data.split_salt,
         train_shards=data.train_shards, eval_shards=data.eval_shards,
         gzip_level=int(os.environ.get("BENCH_GZIP_LEVEL", data.gzip_level)))
@@ -139,8 +143,8 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str) -> Non
     counters = component.counters_from_metrics(result)
     component.check_accounting(counters, len(files), "quarantine.jsonl")
     print(json.dumps({"seconds": seconds, "sequences": counters["sequences_train"]
-                      + counters["sequences_eval"], "units": len(transforms.readers.plan_units(
-                          files, component.reader_config(data)))}))
+                      + counters["sequences_eval"], "units": len(readers.plan_units(
+                          files, reader_config(data)))}))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -209,7 +213,7 @@ def main() -> int:
         return 0
 
     from benchmarks._machine import describe
-    from pipeline.config import DataConfig
+    from components.config import DataConfig
     if args.gzip_level:
         os.environ["BENCH_GZIP_LEVEL"] = str(args.gzip_level)
     level = args.gzip_level or DataConfig().gzip_level

@@ -27,9 +27,9 @@ TARGET = 5.0
 def measure(preset: str, new_tokens: int, batch: int) -> dict:
     import tensorflow as tf
     from components.model.gpt import build_model, parameter_count
-    from components.text_example_gen.tokenizer import EOS_ID, PAD_ID, VOCAB_SIZE
+    from components.tokenizer.byte_level import EOS_ID, PAD_ID, VOCAB_SIZE
     from components.training.export import LanguageModelServer
-    from pipeline.config import build_config
+    from components.config import build_config
 
     config = build_config(preset)
     context = config.data.seq_len

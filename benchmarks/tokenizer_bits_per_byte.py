@@ -12,7 +12,6 @@ train step: this compares tokenizers, not the trainer. Prints the machine with t
 
 import argparse
 import dataclasses
-import math
 import os
 import sys
 import tempfile
@@ -24,8 +23,8 @@ import numpy as np  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
 from components.tokenizer import metrics, stage, training  # noqa: E402
-from components.tokenizer.documents import read_documents  # noqa: E402
-from pipeline.config import build_config  # noqa: E402
+from components.corpus.split_documents import read_split_documents  # noqa: E402
+from components.config import build_config  # noqa: E402
 
 
 def windows(tokenizer, texts, seq_len):
@@ -50,11 +49,11 @@ def main() -> None:
     print(describe())
     config = build_config("tiny")
     seq_len, m = config.data.seq_len, config.model
-    docs = list(read_documents(config.data))
+    docs = [(split, d.id, d.text.decode("utf-8")) for split, d in read_split_documents(config.data)]
     train_texts = training.sample_documents(
-        [(d.document_id, d.text) for d in docs if d.split == "train"], args.train_bytes).texts
+        [(i, t) for s, i, t in docs if s == "train"], args.train_bytes).texts
     eval_texts = training.sample_documents(
-        [(d.document_id, d.text) for d in docs if d.split == "eval"], args.eval_bytes).texts
+        [(i, t) for s, i, t in docs if s == "eval"], args.eval_bytes).texts
     raw_eval = sum(len(t.encode()) for t in eval_texts)
     print(f"tiny GPT (n_layer {m.n_layer}, d_model {m.d_model}, seq_len {seq_len}), batch "
           f"{args.batch_size}, {args.train_bytes} train bytes, {raw_eval} eval bytes")

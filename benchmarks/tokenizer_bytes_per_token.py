@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
 from components.tokenizer import stage  # noqa: E402
-from pipeline.config import DataConfig  # noqa: E402
+from components.config import DataConfig  # noqa: E402
 
 
 def main() -> None:

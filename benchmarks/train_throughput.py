@@ -71,9 +71,8 @@ def write_shard(directory: str, seq_len: int, sequences: int) -> str:
     """Random byte-token sequences (each starting with BOS) as one gzip TFRecord shard."""
     import tensorflow as tf
 
-    from components.text_example_gen import transforms
     from components.text_example_gen import shards as shard_files
-    from components.text_example_gen.tokenizer import BOS_ID
+    from components.tokenizer.byte_level import BOS_ID
     rng = np.random.default_rng(0)
     path = os.path.join(directory, "train-0.gz")
     with tf.io.TFRecordWriter(path, options="GZIP") as writer:
@@ -140,7 +139,7 @@ def keras_fit_run(config, shard: str, steps: int, xla: bool) -> Run:
     import keras
 
     from components.model.gpt import build_model
-    from components.text_example_gen.tokenizer import PAD_ID
+    from components.tokenizer.byte_level import PAD_ID
     from components.training import input as input_lib
     t = config.train
     keras.utils.set_random_seed(t.seed)
@@ -189,7 +188,7 @@ def trace_cost(config, shard: str, k: int) -> tuple[float, int]:
 
 
 def model_configs(args):
-    from pipeline.config import build_config
+    from components.config import build_config
     common = ["runtime.strategy=one_device", f"runtime.precision={args.precision}",
               "train.shuffle_buffer=64", "train.learning_rate=3e-4", "train.min_learning_rate=3e-5"]
     if args.preset == "cpu":

@@ -24,7 +24,7 @@ from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
 from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
-from pipeline.config import Config
+from components.config import Config
 
 
 class BigtrainTrainer(Trainer):
@@ -150,7 +150,7 @@ def stages_until(components: list, until: str) -> list:
     """The stage named `until` and everything upstream of it, in pipeline order."""
     by_id = {c.id: c for c in components}
     if until not in by_id:
-        from pipeline.config import ConfigError
+        from components.config import ConfigError
         raise ConfigError(f"--until {until!r}: no such stage; stages: {', '.join(by_id)}")
     keep, todo = set(), [by_id[until]]
     while todo:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from pipeline.config import Config
+from components.config import Config
 
 
 def compile_kubeflow(config: Config, out_file: str) -> str:

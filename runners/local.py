@@ -10,12 +10,11 @@ import errno
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 
-from pipeline import config as config_lib
-from pipeline.config import Config, save_config
-from pipeline.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, BigtrainError, DiskFullError,
+from components import config as config_lib
+from components.config import Config, save_config
+from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError,
                              HomeError)
 
 
@@ -176,7 +175,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     raises BigtrainError for named errors."""
     from pipeline.lineage import record
     from pipeline.lineage.store import Lineage, open_store
-    from pipeline.logs import configure_logging, remove_file_handlers
+    from runners.logs import configure_logging, remove_file_handlers
     from runners import uptodate
     from runners.lock import HomeLock
 

@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 
-from pipeline.errors import HomeError, HomeLockedError
+from components.common.errors import HomeError, HomeLockedError
 
 LOCK_FILE = ".bigtrain.lock"
 

@@ -7,54 +7,23 @@ still applies) and the reasons are printed and kept on the run."""
 
 from __future__ import annotations
 
-import fnmatch
-import glob
-import hashlib
 import json
 import os
-import sysconfig
 from importlib import metadata as importlib_metadata
 
-from pipeline import config as config_lib
+from components import config as config_lib
+from components.common.digest import file_digest, source_files
+from components.common.listing import input_signature
 
 PACKAGES = ("pipeline", "components", "runners", "schemas")
 LIBRARIES = ("tfx", "tensorflow", "keras", "apache-beam", "ml-metadata", "tfx-bsl",
              "tensorflow-data-validation")
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def input_signature(data: config_lib.DataConfig) -> str:
-    """sha256 over (relative path, size, mtime) of every input file, listed like the data stage
-    lists them (a directory means every file below it). Cheap: stats, no reads. A touched file
-    changes it, so the pipeline runs; the data stage's content fingerprint then keeps it cached."""
-    pattern = data.input.replace("<stdlib>", sysconfig.get_paths()["stdlib"])
-    if os.path.isdir(pattern):
-        pattern = os.path.join(os.path.abspath(pattern), "**", "*")
-    digest = hashlib.sha256(pattern.encode())
-    for path in sorted(glob.glob(pattern, recursive=True)):
-        if any(fnmatch.fnmatch(os.path.abspath(path), pat) for pat in data.exclude):
-            continue
-        try:
-            st = os.stat(path)
-        except OSError:
-            digest.update(f"{path}\0missing\n".encode("utf-8", "surrogateescape"))
-            continue
-        if not os.path.isdir(path):
-            digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
 
 
 def code_digests() -> dict[str, str]:
     """{relative path: sha256[:16]} of bigtrain's sources and schemas, plus library versions."""
-    out = {}
-    for package in PACKAGES:
-        for root, dirs, files in os.walk(os.path.join(_REPO_ROOT, package)):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".pbtxt")):
-                    path = os.path.join(root, name)
-                    with open(path, "rb") as fh:
-                        out[os.path.relpath(path, _REPO_ROOT)] = hashlib.sha256(fh.read()).hexdigest()[:16]
+    out = {label: file_digest(path)[:16]
+           for label, path in source_files(*PACKAGES, suffixes=(".py", ".pbtxt"))}
     for library in LIBRARIES:
         try:
             out[f"library {library}"] = importlib_metadata.version(library)

@@ -16,7 +16,7 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from pipeline import config as config_lib
+from components import config as config_lib
 
 METRICS_FILE = "metrics.json"
 LOGGER = logging.getLogger("bigtrain.eval")
@@ -80,18 +80,18 @@ def decide_blessing(candidate: dict, baseline: dict | None, eval_config,
 
 def examples_tokenization(examples_uri: str) -> dict:
     """pad_id and token_bytes of the tokenizer the examples were encoded with (bytes if none)."""
-    from components.text_example_gen.component import examples_tokenizer_dir, load_tokenizer
-    directory = examples_tokenizer_dir(examples_uri)
+    from components.tokenizer import artifact as tokenizer_artifact
+    directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
     if not os.path.isdir(directory):
         return {}
-    tokenizer = load_tokenizer(directory)
+    tokenizer = tokenizer_artifact.load(directory)
     return {"pad_id": tokenizer.pad_id, "token_bytes": tokenizer.token_byte_lengths()}
 
 
 def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenization=None) -> dict:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
-    from components.evaluation.metrics import evaluate_logits_fn
+    from components.training.metrics import evaluate_logits_fn
     loaded = tf.saved_model.load(serving_dir)
     with tf.io.gfile.GFile(os.path.join(serving_dir, "assets.extra", "bigtrain_model.json")) as fh:
         seq_len = json.load(fh)["context_length"]
@@ -106,7 +106,7 @@ def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config,
     """Metrics of one exported variant (SavedModel or TFLite) on the same eval sequences as the
     float model, plus its size on disk and the median latency of token_logits on one eval batch."""
     import tensorflow as tf
-    from components.evaluation.metrics import evaluate_logits_fn, latency_ms
+    from components.training.metrics import evaluate_logits_fn, latency_ms
     from components.training import variants
     with tf.io.gfile.GFile(os.path.join(model_dir, variants.DIRS["float"], "assets.extra",
                                         "bigtrain_model.json")) as fh:

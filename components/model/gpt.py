@@ -14,7 +14,8 @@ import math
 import keras
 import tensorflow as tf
 
-from components.text_example_gen import tokenizer
+from components.config.tree import REMAT_MODES
+from components.tokenizer.byte_level import VOCAB_SIZE
 
 
 def causal_mask(query_steps, key_steps):
@@ -112,9 +113,6 @@ class Block(keras.layers.Layer):
         return x + tf.cast(h, tf.float32)
 
 
-REMAT_MODES = ("none", "blocks")
-
-
 class GPT(keras.Model):
     """ids (B, T) int -> next-token logits (B, T, vocab) float32. T <= context_length.
 
@@ -125,7 +123,7 @@ class GPT(keras.Model):
 
     def __init__(self, *, context_length: int, n_layer: int, n_head: int, d_model: int,
                  mlp_ratio: int = 4, dropout: float = 0.0, tie_embeddings: bool = True,
-                 vocab_size: int = tokenizer.VOCAB_SIZE, dtype: str = "float32",
+                 vocab_size: int = VOCAB_SIZE, dtype: str = "float32",
                  remat: str = "none", **kwargs):
         super().__init__(dtype=dtype, **kwargs)
         if remat not in REMAT_MODES:
@@ -194,7 +192,7 @@ def decay_variables(model: GPT, decay_embeddings: bool = True) -> list:
 
 
 def build_model(model_config, context_length: int, precision: str = "float32",
-                remat: str = "none", vocab_size: int = tokenizer.VOCAB_SIZE) -> GPT:
+                remat: str = "none", vocab_size: int = VOCAB_SIZE) -> GPT:
     """A built (weights created) GPT for a config; `precision` is a Keras dtype policy name."""
     model = GPT(context_length=context_length, n_layer=model_config.n_layer,
                 n_head=model_config.n_head, d_model=model_config.d_model,

@@ -7,7 +7,6 @@ with one int64 feature `input_ids` of length seq_len + 1), the quarantine manife
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,44 +20,17 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.components.util import examples_utils
 
-from components.text_example_gen import documents, readers, shards, transforms
+from components.common.digest import code_digest
+from components.common.listing import fingerprint_input, input_fingerprint, list_input_files
+from components.corpus import documents
+from components.corpus.split_documents import reader_config
+from components.text_example_gen import shards, transforms
+from components.tokenizer import artifact as tokenizer_artifact
+from components.tokenizer import spec as spec_lib
 from components.tokenizer.component import Tokenizer
-from pipeline import config as config_lib
+from components import config as config_lib
 
 COUNTERS_FILE = "counters.json"
-
-
-def input_fingerprint(files: list[tuple[str, str]]) -> str:
-    """Content digest of the input: sha256 over (relative path, sha256 of bytes) of every file.
-
-    Modification times play no part: touching a file changes nothing, editing one byte does."""
-    outer = hashlib.sha256()
-    for relative, absolute in files:
-        inner = hashlib.sha256()
-        if readers.regular_size(absolute) is None:  # never open a FIFO, socket or device
-            outer.update(f"{relative}\0not-regular\n".encode("utf-8", "surrogateescape"))
-            continue
-        try:
-            with open(absolute, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    inner.update(block)
-            file_digest = inner.hexdigest()
-        except OSError as err:
-            file_digest = f"unreadable:{err.errno}"
-        outer.update(f"{relative}\0{file_digest}\n".encode("utf-8", "surrogateescape"))
-    return outer.hexdigest()
-
-
-def fingerprint_input(data: config_lib.DataConfig) -> str:
-    root, files = transforms.list_input_files(data.input, data.exclude)
-    return input_fingerprint(files)
-
-
-def reader_config(data: config_lib.DataConfig) -> readers.ReaderConfig:
-    return readers.ReaderConfig(
-        format=data.format, document=data.document,
-        separator=data.separator.encode("utf-8"), text_field=data.text_field,
-        max_document_bytes=data.max_document_bytes, range_bytes=data.range_bytes)
 
 
 def counters_from_metrics(result) -> dict[str, int]:
@@ -101,7 +73,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         data = config_lib.from_dict(config_lib.DataConfig, json.loads(exec_properties["data_config"]))
         examples = artifact_utils.get_single_instance(output_dict["examples"])
-        root, files = transforms.list_input_files(data.input, data.exclude)
+        root, files = list_input_files(data.input, data.exclude)
         fingerprint = input_fingerprint(files)
         logging.getLogger("bigtrain.data").info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
                      fingerprint[:16])
@@ -111,11 +83,10 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         # Trainer (which sees only the examples) embeds exactly this tokenizer in the export.
         tokenizer_dir = None
         if input_dict.get("tokenizer"):
-            tokenizer_dir = examples_tokenizer_dir(examples.uri)
+            tokenizer_dir = tokenizer_artifact.examples_tokenizer_dir(examples.uri)
             shutil.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri,
                             tokenizer_dir, dirs_exist_ok=True)
-            loaded = load_tokenizer(tokenizer_dir)
-            from components.tokenizer import spec as spec_lib
+            loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 
         beam_pipeline = self._make_beam_pipeline()
@@ -161,23 +132,9 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             examples.set_int_custom_property("pad_id", loaded.pad_id)
 
 
-TOKENIZER_SUBDIR = "tokenizer"
-
-
-def examples_tokenizer_dir(examples_uri: str) -> str:
-    """Where an Examples artifact keeps the tokenizer its ids come from (absent: UTF-8 bytes)."""
-    return os.path.join(examples_uri, TOKENIZER_SUBDIR)
-
-
-def load_tokenizer(directory: str):
-    from components.tokenizer import base as tokenizer_base
-    return tokenizer_base.load(directory)
-
-
-def data_code_digest() -> str:
-    """Digest of the code that decides the Examples (this package and the tokenizer seam)."""
-    from components.tokenizer.digest import code_digest
-    return code_digest("components.text_example_gen", "components.tokenizer")
+# What decides the Examples: the data stage, the corpus rules, the listing and the tokenizer seam.
+DATA_CODE = ("components.text_example_gen", "components.corpus", "components.common.listing",
+             "components.tokenizer")
 
 
 class TextExampleGenSpec(ComponentSpec):
@@ -202,16 +159,10 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
     def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None,
                  tokenizer: types.BaseChannel | None = None):
         if input_fingerprint is None:
-            try:
-                input_fingerprint = fingerprint_input(data)
-            except FileNotFoundError:
-                # Not visible where the pipeline is compiled (e.g. a volume mounted only in the
-                # cluster): the executor still records the real fingerprint on the artifact, but
-                # the cache cannot notice edited input files; see README (Scheduling).
-                input_fingerprint = "unresolved-at-compile-time"
+            input_fingerprint = fingerprint_input(data)
         super().__init__(spec=TextExampleGenSpec(
             data_config=config_lib.section_json(data),
             input_fingerprint=input_fingerprint,
-            code_digest=data_code_digest() if tokenizer is not None else None,
+            code_digest=code_digest(*DATA_CODE) if tokenizer is not None else None,
             tokenizer=tokenizer,
             examples=types.Channel(type=standard_artifacts.Examples)))

@@ -14,30 +14,21 @@ across workers and holds at most one document plus one window in memory.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator
+from typing import Callable
 
 import numpy as np
 
-from components.text_example_gen import tokenizer
-from components.text_example_gen.documents import (BINARY, EMPTY, NOT_UTF8, TOO_LARGE,  # noqa: F401
-                                                   split_for)
+from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 
 # Ids gathered before windows are cut (one concatenate per ~64K ids, not per document).
 _DRAIN_IDS = 1 << 16
 
 
-def byte_ids(text: bytes) -> np.ndarray:
-    """The tokenizer seam: document text -> ids (without BOS/EOS). Bytes here; a subword
-    tokenizer plugs in as another function of the same shape."""
-    return np.frombuffer(text, dtype=np.uint8)
-
-
 class Packer:
     """Streams documents into windows of seq_len + 1 ids (int32) following the packing rule."""
 
-    def __init__(self, seq_len: int, tokenize: Callable[[bytes], np.ndarray] = byte_ids,
-                 specials: tuple[int, int, int] = (tokenizer.PAD_ID, tokenizer.BOS_ID,
-                                                   tokenizer.EOS_ID)):
+    def __init__(self, seq_len: int, tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
+                 specials: tuple[int, int, int] = (PAD_ID, BOS_ID, EOS_ID)):
         """specials: the tokenizer's (pad, bos, eos) ids."""
         self.seq_len = seq_len
         self._tokenize = tokenize
@@ -76,27 +67,3 @@ class Packer:
         last = np.full((1, self.seq_len + 1), self._pad_id, dtype=np.int32)
         last[0, :len(rest)] = rest
         return last if full is None else np.concatenate([full, last])
-
-
-def pack_documents(documents: Iterable[bytes], seq_len: int) -> Iterator[np.ndarray]:
-    """Yield int64 windows of length seq_len + 1 of one stream (the packing rule above)."""
-    packer = Packer(seq_len)
-    for document in documents:
-        windows = packer.add(document)
-        if windows is not None:
-            yield from windows.astype(np.int64)
-    windows = packer.finish()
-    if windows is not None:
-        yield from windows.astype(np.int64)
-
-
-def stream_length(document_sizes: Iterable[int]) -> int:
-    """Ids in a stream: each document adds its bytes plus BOS and EOS."""
-    return sum(size + 2 for size in document_sizes)
-
-
-def classify(data: bytes) -> str | None:
-    """The quarantine reason of a whole-file document (None: packable)."""
-    from components.text_example_gen.documents import classify as classify_document
-    verdict = classify_document(data, max_document_bytes=1 << 62)
-    return None if verdict is None else verdict[0]

@@ -17,7 +17,8 @@ import zlib
 
 import numpy as np
 
-from components.text_example_gen import documents, tokenizer
+from schemas import FEATURE
+from components.corpus import documents
 
 PIECES_DIR = ".pieces"
 BATCH_SEQUENCES = 1024
@@ -39,7 +40,7 @@ def encode_examples(windows: np.ndarray) -> list[bytes]:
     offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
     values = pa.array(windows.astype(np.int64).ravel())
     batch = pa.RecordBatch.from_arrays([pa.ListArray.from_arrays(offsets, values)],
-                                       [tokenizer.FEATURE])
+                                       [FEATURE])
     return example_coder.RecordBatchToExamples(batch)
 
 

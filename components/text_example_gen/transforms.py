@@ -7,30 +7,28 @@
 ConvertUnitFn streams one unit: read (readers.py) -> documents -> split by document id -> pack
 (packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
 travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
-`ReadDocuments` exposes the same document stream as a PCollection (e.g. to sample text for a
-tokenizer). Every input byte is counted once: packed, quarantined (with its reason and location in
+Every input byte is counted once: packed, quarantined (with its reason and location in
 the manifest) or a separator.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import glob
 import json
 import os
-import sysconfig
-from typing import Callable, Iterable
+from typing import Callable
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from components.text_example_gen import documents as docs
-from components.text_example_gen import packing, readers, shards, tokenizer
-from components.text_example_gen.documents import Document, Separator, Skipped
+from components.corpus import documents as docs
+from components.corpus import readers
+from components.corpus.documents import Document, Separator, Skipped
+from components.text_example_gen import packing, shards
+from components.tokenizer import artifact as tokenizer_artifact
+from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 
 NAMESPACE = "bigtrain.data"
-FEATURE = tokenizer.FEATURE
 QUARANTINE_MANIFEST = "quarantine.jsonl"
 SPLITS = ("train", "eval")
 COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", "bytes_packed",
@@ -41,55 +39,7 @@ COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", 
 
 
 # ----------------------------------------------------------------------------------------------
-# Listing (plain functions, run before the Beam pipeline is built).
-
-
-def expand_input(spec: str) -> str:
-    return spec.replace("<stdlib>", sysconfig.get_paths()["stdlib"])
-
-
-def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[tuple[str, str]]]:
-    """Resolve a directory or glob to (root, sorted [(relative_path, absolute_path)]).
-
-    Broken symlinks, FIFOs, sockets and devices are kept (they are quarantined later, not lost;
-    nothing here opens them); directories are not files. Raises FileNotFoundError naming the spec
-    when nothing matches.
-    """
-    pattern = expand_input(spec)
-    if os.path.isdir(pattern):
-        root = os.path.abspath(pattern)
-        pattern = os.path.join(root, "**", "*")
-    else:
-        prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
-        root = os.path.abspath(prefix if prefix.endswith(os.sep) else os.path.dirname(prefix))
-    paths = []
-    for path in glob.glob(pattern, recursive=True):
-        path = os.path.abspath(path)
-        if os.path.isdir(path):
-            continue
-        if any(fnmatch.fnmatch(path, pat) for pat in exclude):
-            continue
-        paths.append((os.path.relpath(path, root), path))
-    if not paths:
-        raise FileNotFoundError(f"data.input {spec!r} (expanded to {pattern!r}) matches no files")
-    return root, sorted(paths)
-
-
-# ----------------------------------------------------------------------------------------------
 # DoFns.
-
-
-class ReadDocumentsFn(beam.DoFn):
-    """Unit -> (split, Document) for every packable document, in reading order."""
-
-    def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str):
-        self._config, self._eval_fraction, self._salt = config, eval_fraction, split_salt
-
-    def process(self, unit: readers.Unit):
-        for piece in unit.pieces:
-            for event in readers.read_piece(piece, self._config):
-                if isinstance(event, Document):
-                    yield docs.split_for(event.id, self._eval_fraction, self._salt), event
 
 
 class ConvertUnitFn(beam.DoFn):
@@ -98,7 +48,7 @@ class ConvertUnitFn(beam.DoFn):
     def __init__(self, config: readers.ReaderConfig, output_dir: str, *, seq_len: int,
                  eval_fraction: float, split_salt: str, num_shards: dict[str, int],
                  gzip_level: int = shards.GZIP_LEVEL,
-                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids,
+                 tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
                  tokenizer_dir: str | None = None):
         """tokenizer_dir: a Tokenizer artifact's directory; each worker loads it once (setup) and
         tokenizes with it (only the path is pickled). None: `tokenize` (UTF-8 bytes)."""
@@ -107,13 +57,12 @@ class ConvertUnitFn(beam.DoFn):
         self._eval_fraction, self._salt = eval_fraction, split_salt
         self._num_shards, self._tokenize = dict(num_shards), tokenize
         self._tokenizer_dir = tokenizer_dir
-        self._specials = (tokenizer.PAD_ID, tokenizer.BOS_ID, tokenizer.EOS_ID)
+        self._specials = (PAD_ID, BOS_ID, EOS_ID)
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
 
     def setup(self):
         if self._tokenizer_dir is not None:
-            from components.tokenizer import base as tokenizer_base
-            loaded = tokenizer_base.load(self._tokenizer_dir)
+            loaded = tokenizer_artifact.load(self._tokenizer_dir)
             self._tokenize = loaded.encode
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
 
@@ -211,17 +160,6 @@ class AssembleFn(beam.DoFn):
 # Composite transforms.
 
 
-class ReadDocuments(beam.PTransform):
-    """PCollection[Unit] -> PCollection[(split, Document)] (packable documents only)."""
-
-    def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str = ""):
-        super().__init__()
-        self._fn = ReadDocumentsFn(config, eval_fraction, split_salt)
-
-    def expand(self, units):
-        return units | "Spread" >> beam.Reshuffle() | "Read" >> beam.ParDo(self._fn)
-
-
 class ConvertUnits(beam.PTransform):
     """PCollection[Unit] -> piece records, one per piece file written."""
 
@@ -257,7 +195,7 @@ class TextToTFRecordShards(beam.PTransform):
                  reader_config: readers.ReaderConfig, seq_len: int, eval_fraction: float,
                  split_salt: str, train_shards: int, eval_shards: int,
                  gzip_level: int = shards.GZIP_LEVEL,
-                 tokenize: Callable[[bytes], np.ndarray] = packing.byte_ids,
+                 tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
                  tokenizer_dir: str | None = None):
         super().__init__()
         self._units = readers.plan_units(files, reader_config)

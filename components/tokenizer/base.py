@@ -5,7 +5,7 @@ and inside the TensorFlow graph (the exported SavedModel), with the same ids bot
 ids: `pad_id` fills the tail of a bucket and is never a training target, `bos_id` starts and
 `eos_id` ends every document.
 
-Directory layout (written by `save`, read by `load`):
+Directory layout (written by `save`, read by artifact.load):
     tokenizer.json    kind, vocab_size, special ids, figures (always)
     tokenizer.model   serialized SentencePiece ModelProto (sentencepiece only)
     tokenizer.vocab   one `piece<TAB>score` line per id, for people (sentencepiece only)
@@ -88,29 +88,3 @@ class Tokenizer(abc.ABC):
 
     def _save_files(self, directory: str) -> None:  # the byte tokenizer has no files of its own
         pass
-
-
-def load(directory: str) -> Tokenizer:
-    """The tokenizer saved under directory (a Tokenizer artifact's uri)."""
-    path = os.path.join(directory, DESCRIPTION_FILE)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            description = json.load(fh)
-    except FileNotFoundError:
-        raise TokenizerFileError(f"tokenizer description {path} does not exist (is {directory} "
-                                 "a Tokenizer artifact written by TokenizerGen?)") from None
-    except (OSError, ValueError) as err:
-        raise TokenizerFileError(f"tokenizer description {path} is unreadable: {err}") from None
-    kind = description.get("kind") if isinstance(description, dict) else None
-    if kind == "bytes":
-        from components.tokenizer.byte_level import ByteTokenizer
-        return ByteTokenizer()
-    if kind == "sentencepiece":
-        from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
-        return SentencePieceTokenizer.from_file(os.path.join(directory, MODEL_FILE))
-    raise TokenizerFileError(f"tokenizer description {path}: kind {kind!r} is not one of {KINDS}")
-
-
-def read_figures(directory: str) -> dict[str, Any]:
-    with open(os.path.join(directory, DESCRIPTION_FILE), encoding="utf-8") as fh:
-        return json.load(fh).get("figures", {})

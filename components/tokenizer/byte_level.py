@@ -1,7 +1,7 @@
 """The byte tokenizer: UTF-8 bytes are ids 0..255, then PAD 256, BOS 257, EOS 258.
 
-The same mapping as components/text_example_gen/tokenizer.py (which this seam will replace): no
-model file, no unknown ids, every byte string round-trips. In the graph it is two TensorFlow ops
+No model file, no unknown ids, every byte string round-trips. The constants below are the byte
+vocabulary's, used as defaults where no Tokenizer artifact exists (byte runs). In the graph it is two TensorFlow ops
 each way, so serving needs nothing beyond stock TensorFlow.
 """
 
@@ -11,8 +11,16 @@ import numpy as np
 
 from components.tokenizer.base import Tokenizer
 
-PAD_ID, BOS_ID, EOS_ID = 256, 257, 258
+PAD_ID = 256  # fills the tail of the last sequence of a bucket; never a training target
+BOS_ID = 257  # starts every document
+EOS_ID = 258  # ends every document
 VOCAB_SIZE = 259
+
+
+def encode_bytes(data: bytes) -> np.ndarray:
+    """The one byte encoder: bytes -> uint8 ids, a view without a copy (the data stage packs
+    gigabytes through it; the packer widens to int32 when it concatenates)."""
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 class ByteTokenizer(Tokenizer):
@@ -25,7 +33,7 @@ class ByteTokenizer(Tokenizer):
 
     def encode(self, text: str | bytes) -> np.ndarray:
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        return np.frombuffer(data, dtype=np.uint8).astype(np.int64)
+        return encode_bytes(data).astype(np.int64)
 
     def decode(self, ids) -> bytes:
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)

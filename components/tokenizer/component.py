@@ -18,9 +18,11 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact, artifact_utils
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from components.common.digest import code_digest as digest_of
+from components.common.listing import fingerprint_input
 from components.tokenizer import base as tokenizer_base
-from components.tokenizer import digest, documents, stage
-from pipeline import config as config_lib
+from components.tokenizer import stage
+from components import config as config_lib
 
 # The data settings a tokenizer depends on; every other data setting leaves it unchanged.
 TOKENIZER_SETTINGS = ("input", "exclude", "format", "document", "separator", "text_field",
@@ -94,13 +96,18 @@ class TokenizerGenExecutor(base_executor.BaseExecutor):
         record(output, tokenizer, figures, exec_properties["code_digest"])
 
 
+# What decides a Tokenizer artifact: this package, and the corpus listing, document, quarantine
+# and split rules that documents.read_documents applies.
+TOKENIZER_CODE = ("components.tokenizer", "components.corpus", "components.common.listing")
+
+
 class TokenizerGenSpec(ComponentSpec):
     PARAMETERS = {
         # The tokenizer's data settings as canonical JSON (TOKENIZER_SETTINGS only).
         "tokenizer_config": ExecutionParameter(type=str),
         # Content digest of the raw input, so edited files retrain the tokenizer.
         "input_fingerprint": ExecutionParameter(type=str),
-        # Digest of the code that decides the output (digest.TOKENIZER_CODE).
+        # Digest of the code that decides the output (TOKENIZER_CODE).
         "code_digest": ExecutionParameter(type=str),
     }
     INPUTS = {}
@@ -114,9 +121,9 @@ class TokenizerGen(base_component.BaseComponent):
     def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None,
                  code_digest: str | None = None):
         if input_fingerprint is None:
-            input_fingerprint = documents.input_fingerprint(data)
+            input_fingerprint = fingerprint_input(data)
         super().__init__(spec=TokenizerGenSpec(
             tokenizer_config=tokenizer_settings_json(data),
             input_fingerprint=input_fingerprint,
-            code_digest=code_digest or digest.tokenizer_code_digest(),
+            code_digest=code_digest or digest_of(*TOKENIZER_CODE),
             tokenizer=types.Channel(type=Tokenizer)))

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from components.tokenizer.base import Tokenizer, TokenizerFileError
+from components.tokenizer.base import MODEL_FILE, VOCAB_FILE, Tokenizer, TokenizerFileError
 
 # Probe text a round-trip-safe model must reproduce exactly (NFKC would fold the fullwidth A,
 # whitespace collapsing the double space, a dummy prefix the leading space).
@@ -124,7 +124,6 @@ class SentencePieceTokenizer(Tokenizer):
                 "byte_fallback": True}
 
     def _save_files(self, directory: str) -> None:
-        from components.tokenizer.base import MODEL_FILE, VOCAB_FILE
         _write_atomic(os.path.join(directory, MODEL_FILE), self.model_proto)
         vocab = "".join(f"{piece}\t{score:g}\n" for piece, score in self.pieces())
         _write_atomic(os.path.join(directory, VOCAB_FILE), vocab.encode("utf-8"))

@@ -7,17 +7,18 @@ import collections
 import logging
 from typing import Callable, Iterable
 
+from components.corpus.documents import Document
+from components.corpus.split_documents import read_split_documents
 from components.tokenizer import training
 from components.tokenizer.base import Tokenizer
 from components.tokenizer.byte_level import ByteTokenizer
-from components.tokenizer.documents import Document, read_documents
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 
 log = logging.getLogger("bigtrain.tokenizer")
 
 
 def build_tokenizer(data, output_dir: str,
-                    documents_fn: Callable[..., Iterable[Document]] = read_documents
+                    documents_fn: Callable[..., Iterable[tuple[str, Document]]] = read_split_documents
                     ) -> tuple[Tokenizer, dict]:
     """Sample the train and eval documents of `data` (a DataConfig), train the configured
     tokenizer on the train sample, measure it on the eval sample, save it under output_dir.
@@ -27,8 +28,8 @@ def build_tokenizer(data, output_dir: str,
     skipped: collections.Counter = collections.Counter()
     samplers = {split: training.DocumentSampler(data.tokenizer_sample_bytes)
                 for split in ("train", "eval")}
-    for document in documents_fn(data, skipped):
-        samplers[document.split].add(document.document_id, document.text)
+    for split, document in documents_fn(data, skipped):
+        samplers[split].add(document.id, document.text.decode("utf-8"))
     train, evaluation = samplers["train"].sample(), samplers["eval"].sample()
 
     seconds = 0.0

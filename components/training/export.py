@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from components.model import decoding
 from components.model.gpt import build_model
-from components.text_example_gen.tokenizer import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE
+from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE
 
 SIGNATURES = ("serving_default", "generate", "sample", "token_logits")
 DEFAULT_MAX_NEW_TOKENS_LIMIT = 4096

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from components.text_example_gen.tokenizer import FEATURE
+from schemas import FEATURE
 
 
 def make_dataset(file_patterns: list[str] | str, seq_len: int, global_batch_size: int, *,

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.model.gpt import build_model, flops_per_token, parameter_count
-from components.text_example_gen.tokenizer import PAD_ID, VOCAB_SIZE
+from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.tokenizer.spec import token_spec
 from components.training import input as input_lib
 from components.training import memory
@@ -209,7 +209,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
 def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,
              max_batches: int, pad_id: int = PAD_ID, token_bytes=None) -> dict:
     """Metrics of the in-memory model (the Evaluator measures the exported SavedModel)."""
-    from components.evaluation.metrics import evaluate_logits_fn
+    from components.training.metrics import evaluate_logits_fn
     return evaluate_logits_fn(lambda ids: model(ids, training=False), eval_files, seq_len,
                               batch_size, max_batches, pad_id=pad_id, token_bytes=token_bytes)
 
@@ -218,7 +218,7 @@ def unigram_baseline(train_files, eval_files, seq_len: int, max_sequences: int =
                      vocab_size: int = VOCAB_SIZE, pad_id: int = PAD_ID) -> float:
     """Cross-entropy (nats/token) on eval of a byte-unigram model fit on train (add-one smoothed):
     the loss a model that ignores context would reach. Training must get clearly below it."""
-    from components.text_example_gen.tokenizer import FEATURE
+    from schemas import FEATURE
 
     def counts(files):
         # Up to max_sequences sequences, the last partial batch included: a split smaller than

@@ -12,8 +12,12 @@ import os
 from tfx.components.trainer.executor import GenericExecutor
 from tfx.types import artifact_utils
 
+from components.common.digest import code_digest
+from components.config import hyperparameters
+from components.tokenizer import artifact as tokenizer_artifact
+from components.tokenizer import spec as spec_lib
 from components.tokenizer.spec import token_spec
-from pipeline import config as config_lib
+from components import config as config_lib
 
 SUMMARY_FILE = "training_summary.json"
 
@@ -30,17 +34,8 @@ def training_view(config: config_lib.Config) -> dict:
             "train": config_lib.to_dict(config.train), "runtime": runtime}
 
 
-def code_digest() -> str:
-    """sha256 of the model and training code, so an edit to it re-runs Trainer (cache key)."""
-    import components.model
-    import components.training
-    digest = hashlib.sha256()
-    for package in (components.model, components.training):
-        root = os.path.dirname(package.__file__)
-        for name in sorted(os.listdir(root)):
-            if name.endswith(".py"):
-                digest.update(name.encode() + b"\0" + open(os.path.join(root, name), "rb").read())
-    return digest.hexdigest()
+# The code that decides the trained model: an edit to it re-runs the Trainer (cache key).
+TRAINING_CODE = ("components.model", "components.training")
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
@@ -49,7 +44,7 @@ def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> di
     # goes to the Evaluator and Pusher only.
     export = {"quantize": list(config.export.quantize), "max_new_tokens": config.export.max_new_tokens}
     return {"bigtrain": json.dumps(training_view(config), sort_keys=True),
-            "checkpoint_root": checkpoint_root, "code_digest": code_digest(),
+            "checkpoint_root": checkpoint_root, "code_digest": code_digest(*TRAINING_CODE),
             "export": json.dumps(export, sort_keys=True)}
 
 
@@ -58,14 +53,13 @@ def run_fn(fn_args) -> None:
     from components.training import warm_start
     from components.training.variants import export_variants
     from components.training.strategy import ensure_cpu_replicas
-    from components.tuner import space as space_lib
 
     custom = fn_args.custom_config
     config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
     # The Tuner's best values (its HyperParameters artifact), applied over the typed config.
-    tuned = space_lib.config_values((fn_args.hyperparameters or {}).get("values", {}))
+    tuned = hyperparameters.config_values((fn_args.hyperparameters or {}).get("values", {}))
     if tuned:
-        config = space_lib.apply_hyperparameters(config, tuned)
+        config = hyperparameters.apply_hyperparameters(config, tuned)
     if config.runtime.strategy == "mirrored":
         ensure_cpu_replicas(config.runtime.cpu_replicas)
     warm = {}
@@ -126,14 +120,12 @@ def run_fn(fn_args) -> None:
 def examples_tokenizer(train_files, config):
     """The Tokenizer the examples were encoded with (copied into the Examples artifact by
     TextExampleGen), checked against the config; None for byte-level examples."""
-    from components.text_example_gen.component import examples_tokenizer_dir, load_tokenizer
-    from components.tokenizer import spec as spec_lib
     pattern = train_files[0] if train_files else ""
     examples_uri = os.path.dirname(os.path.dirname(pattern))   # <uri>/Split-train/*
-    directory = examples_tokenizer_dir(examples_uri)
+    directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
     if config.data.tokenizer == "bytes" and not os.path.isdir(directory):
         return None
-    tokenizer = load_tokenizer(directory)   # TokenizerFileError naming a missing/corrupt file
+    tokenizer = tokenizer_artifact.load(directory)   # TokenizerFileError naming a missing/corrupt file
     spec_lib.check(tokenizer, token_spec(config.data), f"Trainer (tokenizer {directory})")
     return tokenizer
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from components.text_example_gen.tokenizer import PAD_ID
+from components.tokenizer.byte_level import PAD_ID
 
 LOSS_SCALE_INITIAL = 2.0**15
 LOSS_SCALE_GROWTH_INTERVAL = 2000  # finite steps in a row before the loss scale doubles

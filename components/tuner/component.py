@@ -4,7 +4,6 @@ trial's values, status and objective on the TunerResults artifact."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -15,8 +14,10 @@ from tfx.dsl.components.base import executor_spec
 from tfx.proto import trainer_pb2
 from tfx.types import artifact_utils
 
+from components import config as config_lib
+from components.common.digest import code_digest
+from components.training.run_fn import TRAINING_CODE, training_view
 from components.tuner import space as space_lib
-from pipeline import config as config_lib
 
 TRIALS_FILE = "trials.json"
 TENSORBOARD_DIR = "tensorboard"
@@ -78,16 +79,8 @@ def record_trials(best, results, records: list[dict], tune: dict) -> None:
             _set(results, f"{prefix}.{key}", value, exact=True)
 
 
-def tuner_code_digest() -> str:
-    """The search and training code (a change re-runs the Tuner, like the Trainer)."""
-    import components.tuner
-    from components.training.run_fn import code_digest
-    digest = hashlib.sha256(code_digest().encode())
-    root = os.path.dirname(components.tuner.__file__)
-    for name in sorted(os.listdir(root)):
-        if name.endswith(".py"):
-            digest.update(name.encode() + b"\0" + open(os.path.join(root, name), "rb").read())
-    return digest.hexdigest()
+# The search and training code (a change re-runs the Tuner, like the Trainer).
+TUNER_CODE = TRAINING_CODE + ("components.tuner",)
 
 
 class BigtrainTuner(Tuner):
@@ -98,7 +91,6 @@ class BigtrainTuner(Tuner):
 def make_tuner(config: config_lib.Config, examples, schema):
     """The Tuner node for a config. Its cache key: the training view of the config (what a trial
     trains), the tune section (space, algorithm, budget), the code and the examples."""
-    from components.training.run_fn import training_view
     view = training_view(config)
     # Trials start from random weights: the warm-start keys are the Trainer's, not the Tuner's.
     view["train"].pop("init_from")
@@ -109,4 +101,4 @@ def make_tuner(config: config_lib.Config, examples, schema):
         eval_args=trainer_pb2.EvalArgs(num_steps=config.tune.eval_batches),
         custom_config={"bigtrain": json.dumps(view, sort_keys=True),
                        "tune": config_lib.section_json(config.tune),
-                       "code_digest": tuner_code_digest()}).with_id("Tuner")
+                       "code_digest": code_digest(*TUNER_CODE)}).with_id("Tuner")

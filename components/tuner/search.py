@@ -1,6 +1,6 @@
 """Hyper-parameter search whose trials run bigtrain's own training loop (never Keras fit).
 
-Each trial: the trial's values applied over the typed config (space.apply_hyperparameters), a
+Each trial: the trial's values applied over the typed config (config/hyperparameters.py), a
 step budget, `components.training.loop.train` (the Trainer's entry point: same strategy, step,
 schedule, precision), then `loop.evaluate` on the eval split; the objective (space.OBJECTIVE_NAME)
 goes back to the KerasTuner oracle (random search, Bayesian optimization or Hyperband). Every
@@ -18,8 +18,9 @@ import time
 
 import keras_tuner as kt
 
+from components.config import hyperparameters
 from components.tuner import space as space_lib
-from pipeline import config as config_lib
+from components import config as config_lib
 
 LOGGER = logging.getLogger("bigtrain.tune")
 # Hyperband: the largest budget (tune.steps_per_trial) is this many "epochs"; rounds train
@@ -73,14 +74,14 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
         values = trial.hyperparameters.values
         steps = self.trial_steps(values)
         config = space_lib.with_step_budget(
-            space_lib.apply_hyperparameters(self.base_config, values), steps)
+            hyperparameters.apply_hyperparameters(self.base_config, values), steps)
         checkpoint_dir = self.checkpoint_dir(trial.trial_id)
         parent = values.get("tuner/trial_id")
         if parent and os.path.isdir(self.checkpoint_dir(parent)):
             # Hyperband promotes a trial: continue from its checkpoint instead of starting over.
             shutil.copytree(self.checkpoint_dir(parent), checkpoint_dir, dirs_exist_ok=True)
         LOGGER.info("trial %s: %d steps, %s", trial.trial_id, steps,
-                    json.dumps(space_lib.config_values(values), sort_keys=True))
+                    json.dumps(hyperparameters.config_values(values), sort_keys=True))
         started = time.perf_counter()
         run_dir = os.path.join(self.log_dir, f"trial_{trial.trial_id}")
         result = loop.train(config, self.train_files, run_dir, checkpoint_dir)
@@ -93,7 +94,7 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
         self.trial_figures[trial.trial_id] = {
             "steps": result.steps, "seconds": round(time.perf_counter() - started, 1),
             "final_loss": result.final_loss, "parameter_count": result.parameter_count}
-        write_hparams(run_dir, trial.trial_id, space_lib.config_values(values), objective, steps)
+        write_hparams(run_dir, trial.trial_id, hyperparameters.config_values(values), objective, steps)
         LOGGER.info("trial %s: %s %.4f", trial.trial_id, space_lib.OBJECTIVE_NAME, objective)
         if not math.isfinite(objective):
             raise kt.errors.FailedTrialError(
@@ -106,7 +107,7 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
         for trial_id, trial in sorted(self.oracle.trials.items()):
             score = trial.score
             record = {"trial_id": trial_id, "status": str(trial.status),
-                      "values": space_lib.config_values(trial.hyperparameters.values),
+                      "values": hyperparameters.config_values(trial.hyperparameters.values),
                       space_lib.OBJECTIVE_NAME: None if score is None else float(score)}
             record.update(self.trial_figures.get(trial_id, {}))
             if trial.message:

@@ -1,5 +1,5 @@
-"""The search space (tune.space) as KerasTuner hyper-parameters, and a trial's (or the best)
-values applied over the typed config. Plain functions: keras_tuner is imported only to declare.
+"""The search space (tune.space) as KerasTuner hyper-parameters (values are applied over the
+typed config by components/config/hyperparameters.py). keras_tuner is imported only to declare.
 
 Hyper-parameter names are the dotted config keys they override (`train.learning_rate`), so the
 best-hyper-parameters artifact, MLMD, the report and TensorBoard all name the config key itself.
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipeline import config as config_lib
-from pipeline.config_rules import validate
+from components import config as config_lib
 
 # What a trial minimizes, named in one place: the Tuner's oracle, MLMD, the report and the
 # TensorBoard HParams view all read it from here. Every trial of one Tuner shares the examples
@@ -18,10 +17,6 @@ from pipeline.config_rules import validate
 # ln 2 is eval_loss times one constant: both rank trials identically; the name stays eval_loss.
 OBJECTIVE_NAME = "eval_loss"
 OBJECTIVE_DIRECTION = "min"
-
-# KerasTuner bookkeeping values (hyperband's rounds), not config keys.
-TUNER_INTERNAL_PREFIX = "tuner/"
-
 
 def objective_value(eval_metrics: dict) -> float:
     """The objective from the in-memory evaluation of a trial (loop.evaluate's dict)."""
@@ -48,33 +43,6 @@ def declare(space: config_lib.TuneSpaceConfig):
     if not hp.space:
         raise config_lib.ConfigError("tune.space: every entry is empty; nothing to search")
     return hp
-
-
-def config_values(values: dict) -> dict:
-    """Only the entries that are config keys (drops KerasTuner's `tuner/...` bookkeeping)."""
-    return {k: v for k, v in values.items() if not k.startswith(TUNER_INTERNAL_PREFIX)}
-
-
-def apply_hyperparameters(config: config_lib.Config, values: dict) -> config_lib.Config:
-    """The config with dotted `values` applied through the same typed merge as `--set`.
-
-    The learning-rate floor follows the peak (min_learning_rate keeps its ratio to it), and a
-    warm-up that does not fit the step budget is clipped, so every sampled point is valid."""
-    values = config_values(values)
-    nested: dict = {}
-    for dotted, value in values.items():
-        section, key = dotted.split(".", 1)
-        nested.setdefault(section, {})[key] = value
-    updated = config_lib._merge(config, nested)
-    t = updated.train
-    if "train.learning_rate" in values:
-        ratio = config.train.min_learning_rate / config.train.learning_rate
-        t = replace(t, min_learning_rate=t.learning_rate * ratio)
-    if t.warmup_steps >= t.train_steps:
-        t = replace(t, warmup_steps=t.train_steps - 1)
-    updated = replace(updated, train=t)
-    validate(updated)
-    return updated
 
 
 def with_step_budget(config: config_lib.Config, steps: int) -> config_lib.Config:

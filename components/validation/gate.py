@@ -4,7 +4,7 @@ from tfx.dsl.component.experimental.annotations import InputArtifact
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
 
-from components.validation.anomalies import AnomaliesFoundError, Anomaly, check_anomalies, read_anomalies  # noqa: F401
+from components.validation.anomalies import check_anomalies
 
 
 @component

@@ -209,7 +209,7 @@ def variants_section(evaluation: dict) -> list[str]:
     if not names:
         return []
     serve = evaluation.get("serve_variant")
-    lines = [f"  variants (same eval sequences; latency = token_logits on one eval batch):",
+    lines = ["  variants (same eval sequences; latency = token_logits on one eval batch):",
              f"    {'variant':<8} {'loss':>8} {'delta':>8} {'size':>10} {'latency':>10}  fit to serve"]
     for name in names:
         get = lambda figure: evaluation.get(f"{name}_{figure}")

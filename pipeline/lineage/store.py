@@ -11,7 +11,7 @@ import os
 from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.errors import MetadataStoreError
+from components.common.errors import MetadataStoreError
 from pipeline.lineage import record
 
 Event = metadata_store_pb2.Event

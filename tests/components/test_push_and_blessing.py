@@ -5,7 +5,7 @@ import pytest
 
 from components.push import push
 from components.evaluation.component import Decision, decide_blessing, decide_serving
-from pipeline.config import EvalConfig
+from components.config import EvalConfig
 
 
 def fake_saved_model(path, content: bytes):

@@ -12,8 +12,8 @@ import sysconfig
 import numpy as np
 import pytest
 
-from components.text_example_gen import tokenizer as data_stage_tokenizer
-from components.tokenizer import base, metrics, training
+from components.text_example_gen.packing import Packer
+from components.tokenizer import artifact, base, metrics, training
 from components.tokenizer.base import TokenizerFileError
 from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
@@ -63,14 +63,17 @@ def random_text(rng, n):
 # ---------------------------------------------------------------- byte tokenizer
 
 
-def test_byte_tokenizer_is_the_data_stage_tokenizer():
+def test_byte_tokenizer_is_the_data_stage_encoder():
+    """The tokenizer and the data stage's packer use the one byte encoder: same ids, and the
+    packed stream is [BOS] bytes [EOS] (reference: the bytes themselves)."""
     tok = ByteTokenizer()
-    assert (tok.pad_id, tok.bos_id, tok.eos_id, tok.vocab_size) == (
-        data_stage_tokenizer.PAD_ID, data_stage_tokenizer.BOS_ID, data_stage_tokenizer.EOS_ID,
-        data_stage_tokenizer.VOCAB_SIZE)
+    assert (tok.pad_id, tok.bos_id, tok.eos_id, tok.vocab_size) == (256, 257, 258, 259)
     data = bytes(np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8))
-    np.testing.assert_array_equal(tok.encode(data), data_stage_tokenizer.encode(data))
-    np.testing.assert_array_equal(tok.document_ids(data), data_stage_tokenizer.document_ids(data))
+    np.testing.assert_array_equal(tok.encode(data), list(data))
+    np.testing.assert_array_equal(tok.document_ids(data), [257] + list(data) + [258])
+    packer = Packer(len(data) + 1)
+    packer.add(data)
+    np.testing.assert_array_equal(packer.finish()[0], tok.document_ids(data)[:len(data) + 2])
 
 
 def test_byte_round_trip_of_arbitrary_bytes():
@@ -198,15 +201,15 @@ def test_sample_cuts_on_character_boundaries():
 
 def test_save_and_load(sp, tmp_path):
     sp.save(str(tmp_path / "sp"), {"bytes_per_token": 2.5})
-    loaded = base.load(str(tmp_path / "sp"))
+    loaded = artifact.load(str(tmp_path / "sp"))
     assert isinstance(loaded, SentencePieceTokenizer) and loaded.vocab_size == sp.vocab_size
     text = stdlib_texts(["json"], limit=1)[0]
     np.testing.assert_array_equal(loaded.encode(text), sp.encode(text))
-    assert base.read_figures(str(tmp_path / "sp")) == {"bytes_per_token": 2.5}
+    assert artifact.read_figures(str(tmp_path / "sp")) == {"bytes_per_token": 2.5}
     vocab = (tmp_path / "sp" / base.VOCAB_FILE).read_text(encoding="utf-8").splitlines()
     assert len(vocab) == 600 and vocab[0].startswith("<pad>\t")
     ByteTokenizer().save(str(tmp_path / "bytes"))
-    assert isinstance(base.load(str(tmp_path / "bytes")), ByteTokenizer)
+    assert isinstance(artifact.load(str(tmp_path / "bytes")), ByteTokenizer)
 
 
 def test_missing_and_corrupt_files_name_the_file(sp, tmp_path):
@@ -224,10 +227,10 @@ def test_missing_and_corrupt_files_name_the_file(sp, tmp_path):
         SentencePieceTokenizer.from_file(str(model))
     with pytest.raises(TokenizerFileError, match=f"{tmp_path / 'nowhere' / base.DESCRIPTION_FILE} "
                        "does not exist"):
-        base.load(str(tmp_path / "nowhere"))
+        artifact.load(str(tmp_path / "nowhere"))
     (tmp_path / base.DESCRIPTION_FILE).write_text('{"kind": "wordpiece"}')
     with pytest.raises(TokenizerFileError, match="kind 'wordpiece' is not one of"):
-        base.load(str(tmp_path))
+        artifact.load(str(tmp_path))
 
 
 def test_models_that_cannot_round_trip_are_refused():
@@ -377,23 +380,3 @@ def test_tokenizer_pickles_for_beam_workers(sp):
     import pickle
     clone = pickle.loads(pickle.dumps(sp))
     assert clone.encode("def f():\n").tolist() == sp.encode("def f():\n").tolist()
-
-
-def test_tokenize_document_fn_in_a_beam_pipeline(sp, tmp_path):
-    import apache_beam as beam
-    from apache_beam.testing.test_pipeline import TestPipeline
-    from apache_beam.testing.util import assert_that, equal_to
-
-    from components.tokenizer.beam import QUARANTINE, TokenizeDocumentFn
-
-    sp.save(str(tmp_path))
-    docs = [("k", ("a.py", "def f():\n    return 1\n".encode())),
-            ("k", ("b.py", "caf\u00e9 \U0001f600".encode())), ("k", ("bad.txt", b"\xff\xfe"))]
-    expected = [("k", (doc_id, sp.document_ids(data).tolist())) for _, (doc_id, data) in docs[:2]]
-    with TestPipeline() as pipeline:
-        out = (pipeline | beam.Create(docs)
-               | beam.ParDo(TokenizeDocumentFn(str(tmp_path))).with_outputs(QUARANTINE, main="ids"))
-        as_lists = out.ids | beam.MapTuple(lambda k, v: (k, (v[0], v[1].tolist())))
-        assert_that(as_lists, equal_to(expected), label="ids")
-        assert_that(out[QUARANTINE] | beam.Map(lambda r: (r["path"], r["reason"], r["bytes"])),
-                    equal_to([("bad.txt", "not_utf8", 2)]), label="quarantine")

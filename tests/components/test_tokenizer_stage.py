@@ -7,10 +7,12 @@ import sys
 
 import pytest
 
-from components.tokenizer import base, digest, stage, training
+from components.common import digest
+from components.tokenizer import artifact, base, stage, training
+from components.tokenizer.component import TOKENIZER_CODE
 from components.tokenizer.training import TokenizerTrainingError
-from pipeline import config as config_lib
-from pipeline.config import ConfigError, DataConfig, build_config
+from components import config as config_lib
+from components.config import ConfigError, DataConfig, build_config
 
 
 def data_config(root, **changes):
@@ -29,9 +31,9 @@ def test_sentencepiece_stage_on_a_corpus(corpus, tmp_path):
     assert 1.3 < figures["bytes_per_token"] < 5.0       # subwords: fewer tokens than bytes
     assert figures["eval_sample_tokens"] * figures["bytes_per_token"] == pytest.approx(
         figures["eval_sample_bytes"], rel=1e-5)
-    loaded = base.load(str(tmp_path))
+    loaded = artifact.load(str(tmp_path))
     assert loaded.encode("def f(x):\n").tolist() == tokenizer.encode("def f(x):\n").tolist()
-    assert base.read_figures(str(tmp_path)) == figures
+    assert artifact.read_figures(str(tmp_path)) == figures
     # Same input, same settings: the same model, byte for byte.
     again, _ = stage.build_tokenizer(data, str(tmp_path / "again"))
     assert again.model_proto == tokenizer.model_proto
@@ -109,7 +111,7 @@ def test_code_digest_follows_the_source(tmp_path, monkeypatch):
     (package / "rules.py").write_text("X = 2\n")
     assert digest.code_digest("digestpkg") != first
     sys.modules.pop("digestpkg", None)
-    assert len(digest.tokenizer_code_digest()) == 64
+    assert len(digest.code_digest(*TOKENIZER_CODE)) == 64
 
 
 @pytest.mark.slow
@@ -146,7 +148,7 @@ def test_tokenizer_gen_in_a_pipeline_records_the_artifact_and_caches(corpus, tmp
     assert art.properties["bytes_per_token"].double_value > 1.3
     assert art.properties["sample_bytes"].int_value == 40_000
     assert os.path.exists(art.properties["model_file"].string_value)
-    assert art.properties["code_digest"].string_value == digest.tokenizer_code_digest()
+    assert art.properties["code_digest"].string_value == digest.code_digest(*TOKENIZER_CODE)
     states = [e.last_known_state for e in store.get_executions()]
     assert states.count(metadata_store_pb2.Execution.CACHED) == 1
     assert states.count(metadata_store_pb2.Execution.COMPLETE) == 2

@@ -9,16 +9,17 @@ import os
 import random
 import socket
 
-import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 
-from components.text_example_gen import documents as docs
-from components.text_example_gen import readers, shards, transforms
+from components.corpus import documents as docs
+from components.common import listing
+from components.config import DataConfig
+from components.corpus import readers, split_documents
+from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, counters_from_metrics
-from components.text_example_gen.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -32,16 +33,16 @@ def reader_config(format="text", document="file", separator=b"\n\n", max_documen
 
 def test_list_input_files_directory_glob_exclude(corpus):
     root, _ = corpus
-    listed_root, files = transforms.list_input_files(root)
+    listed_root, files = listing.list_input_files(root)
     assert listed_root == os.path.abspath(root)
     relatives = [r for r, _ in files]
     assert relatives == sorted(relatives)
     assert "json/__init__.py" in relatives and "dangling.txt" in relatives
-    _, py_only = transforms.list_input_files(os.path.join(root, "**", "*.py"),
+    _, py_only = listing.list_input_files(os.path.join(root, "**", "*.py"),
                                               exclude=["*/email/*"])
     assert py_only and all(r.endswith(".py") and not r.startswith("email") for r, _ in py_only)
     with pytest.raises(FileNotFoundError, match="matches no files"):
-        transforms.list_input_files(os.path.join(root, "*.nothing"))
+        listing.list_input_files(os.path.join(root, "*.nothing"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -158,20 +159,17 @@ def split_ids(out_dir):
                 for x in read_ids(f)] for s in ("train", "eval")}
 
 
-def test_read_documents_splits_by_document_id(corpus):
+def test_read_split_documents_splits_by_document_id(corpus):
     root, quarantined = corpus
-    _, files = transforms.list_input_files(root)
-    config = reader_config()
-    with TestPipeline(argv=BEAM_ARGS) as p:
-        documents = (p | beam.Create(readers.plan_units(files, config))
-                       | transforms.ReadDocuments(config, eval_fraction=0.3))
-        assert_that(documents | beam.Map(lambda kv: (kv[1].id, kv[0])),
-                    equal_to([(r, docs.split_for(r, 0.3)) for r, _ in files if r not in quarantined]))
+    _, files = listing.list_input_files(root)
+    data = DataConfig(input=root, exclude=(), eval_fraction=0.3)
+    got = [(d.id, split) for split, d in split_documents.read_split_documents(data)]
+    assert sorted(got) == sorted((r, docs.split_for(r, 0.3)) for r, _ in files if r not in quarantined)
 
 
 def test_shards_counters_manifest_and_determinism(corpus, tmp_path):
     root, quarantined = corpus
-    _, files = transforms.list_input_files(root)
+    _, files = listing.list_input_files(root)
     counters = run_stage(files, str(tmp_path / "a"))
     # Nothing is lost: bytes read = packed + quarantined (+ separators); files = read + skipped.
     check_accounting(counters, len(files), "manifest")
@@ -256,7 +254,7 @@ def write_bad_inputs(root):
 
 def test_bad_text_input_is_quarantined_by_reason_and_never_hangs(tmp_path):
     sock = write_bad_inputs(tmp_path)
-    _, files = transforms.list_input_files(str(tmp_path / "text"))
+    _, files = listing.list_input_files(str(tmp_path / "text"))
     config = reader_config(document="separator")
     counters = run_stage(files, str(tmp_path / "out"), config=config, eval_fraction=0.5)
     sock.close()
@@ -279,7 +277,7 @@ def test_bad_jsonl_records_are_quarantined_per_record(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     (tmp_path / "in" / "b.json.gz").write_bytes(gzip.compress(b'{"text": "four"}\n{"text": 5}\n'))
-    _, files = transforms.list_input_files(str(tmp_path / "in"))
+    _, files = listing.list_input_files(str(tmp_path / "in"))
     counters = run_stage(files, str(tmp_path / "out"), eval_fraction=0.5,
                          config=reader_config(format="jsonl"))
     check_accounting(counters, 2, "manifest", both_splits=False)
@@ -308,7 +306,7 @@ def test_parquet_rows_are_documents_and_missing_column_is_counted_per_row(tmp_pa
     texts = [f"row {i} " * (i % 9 + 1) for i in range(300)] + [None, ""]
     write_parquet(tmp_path / "in" / "good.parquet", pa.table({"text": texts, "n": list(range(302))}))
     write_parquet(tmp_path / "in" / "other.parquet", pa.table({"body": ["x"] * 40}))
-    _, files = transforms.list_input_files(str(tmp_path / "in"))
+    _, files = listing.list_input_files(str(tmp_path / "in"))
     counters = run_stage(files, str(tmp_path / "out"), config=reader_config(format="parquet"))
     check_accounting(counters, 2, "manifest")
     assert counters["documents_packed"] == 300
@@ -326,9 +324,9 @@ def test_multi_processing_gives_the_same_bytes_as_in_memory(corpus, tmp_path):
     big = tmp_path / "big"
     big.mkdir()
     with open(big / "all.txt", "wb") as out:
-        for _, path in transforms.list_input_files(os.path.join(root, "email", "*.py"))[1]:
+        for _, path in listing.list_input_files(os.path.join(root, "email", "*.py"))[1]:
             out.write(open(path, "rb").read())
-    _, files = transforms.list_input_files(root)
+    _, files = listing.list_input_files(root)
     files += [("big/all.txt", str(big / "all.txt"))]
     config = reader_config(document="separator", range_bytes=40_000)
     in_memory = run_stage(files, str(tmp_path / "in_memory"), config=config)

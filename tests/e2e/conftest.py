@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline import cli
+from runners import cli
 
 
 @dataclass

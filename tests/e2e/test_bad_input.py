@@ -19,8 +19,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from pipeline import cli
-from pipeline.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
+from runners import cli
+from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
 from tests.e2e.conftest import base_args, run_cli
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,8 @@ import sys
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from components.text_example_gen import documents, transforms
+from components.common import listing
+from components.corpus import documents
 from pipeline.lineage.store import properties
 from tests.e2e.conftest import run_cli
 
@@ -56,7 +57,7 @@ def test_counters_are_mlmd_properties_and_add_up(data_run):
                                    + props["bytes_separators"])
     files_skipped = sum(props.get(f"files_skipped_{r}", 0) for r in documents.FILE_REASONS)
     assert props["files_listed"] == props["files_read"] + files_skipped == len(
-        transforms.list_input_files(data_run.corpus)[1])
+        listing.list_input_files(data_run.corpus)[1])
     documents_skipped = sum(props.get(f"documents_skipped_{r}", 0) for r in documents.DOCUMENT_REASONS)
     assert files_skipped + documents_skipped == len(data_run.quarantined)
     assert props["real_token_fraction"] >= 0.95
@@ -142,7 +143,7 @@ def test_single_text_file_split_by_separator_until_example_gen(tmp_path, session
     root, quarantined = corpus
     (tmp_path / "in").mkdir()
     with open(tmp_path / "in" / "dump.txt", "wb") as out:
-        for relative, path in transforms.list_input_files(root, exclude=["*.bin", "*latin1*"])[1]:
+        for relative, path in listing.list_input_files(root, exclude=["*.bin", "*latin1*"])[1]:
             if relative not in quarantined:
                 out.write(open(path, "rb").read() + b"\n\n")
     run = run_cli(session_capsys, str(tmp_path / "home"), "--until", "TextExampleGen",
@@ -162,7 +163,7 @@ def test_jsonl_corpus_through_the_validation_gate(tmp_path, session_capsys, corp
     root, quarantined = corpus
     (tmp_path / "in").mkdir()
     with open(tmp_path / "in" / "part-0.jsonl", "w", encoding="utf-8") as out:
-        for relative, path in transforms.list_input_files(os.path.join(root, "json"))[1]:
+        for relative, path in listing.list_input_files(os.path.join(root, "json"))[1]:
             for i, chunk in enumerate(open(path, encoding="utf-8").read().split("\n\n")):
                 out.write(json.dumps({"text": chunk, "source": relative, "i": i}) + "\n")
         out.write("{broken\n")

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from pipeline import cli
+from runners import cli
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +114,7 @@ def test_unknown_run_is_a_clear_error(failed_run, capsys):
 
 
 def test_trace_shows_variant_figures(data_run, capsys):
-    from pipeline import cli
+    from runners import cli
     version = max(data_run.served_after)
     capsys.readouterr()
     assert cli.main(["lineage", "trace", os.path.join(data_run.home, "serving", "gpt", str(version)),

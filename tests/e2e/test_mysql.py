@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from pipeline import cli
+from runners import cli
 from tests.e2e.conftest import base_args, run_cli
 
 pytestmark = pytest.mark.slow

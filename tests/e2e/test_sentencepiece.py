@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import cli
+from runners import cli
 from tests.e2e.conftest import run_cli
 
 

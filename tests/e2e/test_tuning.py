@@ -18,7 +18,7 @@ import os
 import pytest
 
 from pipeline.lineage.store import Lineage, properties
-from pipeline import cli
+from runners import cli
 from pipeline.lineage.report import format_report
 from tests.e2e.conftest import base_args, run_cli
 

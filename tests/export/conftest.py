@@ -11,7 +11,7 @@ CONTEXT = 16
 
 def tiny_model(seed: int = 0, context: int = CONTEXT):
     from components.model.gpt import build_model
-    from pipeline.config import ModelConfig
+    from components.config import ModelConfig
     model = build_model(ModelConfig(n_layer=2, n_head=2, d_model=32), context)
     rng = np.random.RandomState(seed)
     model.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in model.get_weights()])

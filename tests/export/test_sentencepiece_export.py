@@ -27,7 +27,7 @@ def sp():
 @pytest.fixture(scope="module")
 def sp_model(sp):
     from components.model.gpt import build_model
-    from pipeline.config import ModelConfig
+    from components.config import ModelConfig
     model = build_model(ModelConfig(n_layer=2, n_head=2, d_model=32), CONTEXT,
                         vocab_size=sp.vocab_size)
     rng = np.random.RandomState(0)
@@ -87,7 +87,7 @@ def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
 
 def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_path):
     from components.training import variants
-    from pipeline.config import ModelConfig
+    from components.config import ModelConfig
     manifest = variants.export_variants(sp_model, ModelConfig(n_layer=2, n_head=2, d_model=32),
                                         CONTEXT, str(tmp_path), quantize=("int8", "tflite"),
                                         max_new_tokens_limit=8, tokenizer=sp)
@@ -102,7 +102,7 @@ def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_p
 def test_missing_or_corrupt_tokenizer_at_export_names_the_file(sp, tmp_path):
     from components.tokenizer.base import TokenizerFileError
     from components.training.run_fn import examples_tokenizer
-    from pipeline.config import build_config
+    from components.config import build_config
     config = build_config("tiny", overrides=["data.tokenizer=sentencepiece",
                                              f"data.vocab_size={sp.vocab_size}"])
     examples = tmp_path / "examples"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.text_example_gen.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
 from tests.export.conftest import CONTEXT, SessionModel
 
 PROMPTS = np.array([b"def main(", b"import os\n", b""], dtype=object)
@@ -247,7 +247,7 @@ def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported
     """`bigtrain generate` runs the pushed version's signatures (batch of one prompt); a value the
     signature rejects is a one-line error naming the input, exit 1."""
     from components.push.push import push_model
-    from pipeline import cli
+    from runners import cli
     pushed = push_model(exported, str(tmp_path / "serving" / "gpt"))
     capsys.readouterr()
     assert cli.main(["generate", "def ", "--home", str(tmp_path), "--max-new-tokens", "6",

@@ -10,11 +10,12 @@ import tensorflow as tf
 
 from components.push import push
 from components.evaluation.component import decide_serving, evaluate_variant, variant_fitness
-from components.text_example_gen import packing, transforms
+from components.common import listing
+from tests.support import sequences
 from components.text_example_gen import shards as shard_files
-from components.text_example_gen.tokenizer import BOS_ID
+from components.tokenizer.byte_level import BOS_ID
 from components.training import variants
-from pipeline.config import EvalConfig, ModelConfig
+from components.config import EvalConfig, ModelConfig
 from tests.export.conftest import CONTEXT, SessionModel
 
 IDS = np.random.RandomState(1).randint(0, 256, (3, CONTEXT)).astype(np.int32)
@@ -33,11 +34,11 @@ def model_dir(model, tmp_path_factory):
 def eval_files(tmp_path_factory, corpus):
     """Eval shards at the fixture model's context, packed with the real packing rule."""
     root, quarantined = corpus
-    _, files = transforms.list_input_files(root)
+    _, files = listing.list_input_files(root)
     docs = [open(a, "rb").read() for r, a in files if r not in quarantined][:20]
     out = tmp_path_factory.mktemp("eval") / "part-0.gz"
     with tf.io.TFRecordWriter(str(out), options="GZIP") as writer:
-        for window in packing.pack_documents(docs, CONTEXT):
+        for window in sequences.pack_documents(docs, CONTEXT):
             writer.write(shard_files.encode_examples(np.asarray(window)[None])[0])
     return [str(out)]
 

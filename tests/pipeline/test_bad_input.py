@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from pipeline import cli
-from pipeline.errors import EXIT_CONFIG, EXIT_HOME, EXIT_LOCKED, EXIT_STORE
+from runners import cli
+from components.common.errors import EXIT_CONFIG, EXIT_HOME, EXIT_LOCKED, EXIT_STORE
 
 
 def snapshot(root) -> dict:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from components.evaluation.component import decide_blessing
-from pipeline.config import EvalConfig, build_config
+from components.config import EvalConfig, build_config
 
 
 def _properties(pipeline) -> dict:
@@ -69,7 +69,7 @@ def test_bits_per_byte_gates(candidate, baseline, per_token, blessed, reason):
 
 
 def test_bits_per_byte_setting_is_validated():
-    from pipeline.config import ConfigError
+    from components.config import ConfigError
     with pytest.raises(ConfigError, match=r"eval\.max_bits_per_byte"):
         build_config("tiny", overrides=["eval.max_bits_per_byte=-1"])
 
@@ -84,7 +84,7 @@ def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
     import numpy as np
     import tensorflow as tf
 
-    from components.evaluation.metrics import evaluate_logits_fn
+    from components.training.metrics import evaluate_logits_fn
     from components.text_example_gen import shards as shard_files
 
     vocab, pad, seq_len = 8, 0, 4

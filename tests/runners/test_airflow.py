@@ -11,7 +11,7 @@ import pytest
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage, connect
 from components.push.push import served_versions
-from pipeline import cli
+from runners import cli
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipeline import cli
-from pipeline import config as config_lib
+from runners import cli
+from components import config as config_lib
 
 pytestmark = pytest.mark.slow
 

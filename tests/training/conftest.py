@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.text_example_gen import packing, transforms
+from components.common import listing
+from components.corpus.documents import split_for
+from tests.support import sequences
 from components.text_example_gen import shards as shard_files
-from pipeline.config import build_config
+from components.config import build_config
 
 SEQ_LEN = 32
 
@@ -16,16 +18,16 @@ def shards(tmp_path_factory, corpus):
     """Train / eval gzip shards of the test corpus, packed with the real packing rule."""
     root, quarantined = corpus
     out = tmp_path_factory.mktemp("shards")
-    _, files = transforms.list_input_files(root)
+    _, files = listing.list_input_files(root)
     docs = {"train": [], "eval": []}
     for relative, absolute in files:
         if relative not in quarantined:
-            docs[packing.split_for(relative, 0.2)].append(open(absolute, "rb").read())
+            docs[split_for(relative, 0.2)].append(open(absolute, "rb").read())
     patterns = {}
     for split, contents in docs.items():
         os.makedirs(out / split)
         with tf.io.TFRecordWriter(str(out / split / "part-0.gz"), options="GZIP") as writer:
-            for window in packing.pack_documents(contents, SEQ_LEN):
+            for window in sequences.pack_documents(contents, SEQ_LEN):
                 writer.write(shard_files.encode_examples(np.asarray(window)[None])[0])
         patterns[split] = str(out / split / "*.gz")
     return patterns

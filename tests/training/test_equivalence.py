@@ -6,7 +6,6 @@ test_numerics.py."""
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from components.training import loop
 from tests.training.conftest import tiny_config

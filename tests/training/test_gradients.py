@@ -27,11 +27,10 @@ import portpicker
 import pytest
 import tensorflow as tf
 
-from components.evaluation.metrics import evaluate_logits_fn
+from components.training.metrics import evaluate_logits_fn
 from components.model.gpt import build_model
-from components.text_example_gen import transforms
 from components.text_example_gen import shards as shard_files
-from components.text_example_gen.tokenizer import PAD_ID
+from components.tokenizer.byte_level import PAD_ID
 from components.training import input as input_lib
 from components.training import loop, train_step
 from components.training.strategy import make_strategy

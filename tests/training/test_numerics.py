@@ -5,7 +5,6 @@ memory check."""
 
 import functools
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -154,7 +153,7 @@ def test_memory_estimate_fails_early_naming_the_setting(shards, tmp_path, overri
 
 def test_memory_estimate_of_large_preset_with_remat_is_smaller():
     from components.training import memory
-    from pipeline.config import build_config
+    from components.config import build_config
     plain = memory.estimate(build_config("large"), 384_000_000, 8)
     remat = memory.estimate(build_config("large", overrides=["train.remat=blocks"]), 384_000_000, 8)
     assert remat.activations_per_micro_batch < plain.activations_per_micro_batch / 5
@@ -164,7 +163,7 @@ def test_memory_estimate_of_large_preset_with_remat_is_smaller():
 def test_large_preset_with_remat_and_xla_validates():
     """The issue's done-when command: `bigtrain config --preset large --set train.remat=blocks
     --set runtime.xla=on` (YAML reads `on` as true: runtime.xla takes it as "on")."""
-    from pipeline.config import ConfigError, build_config
+    from components.config import ConfigError, build_config
     config = build_config("large", overrides=["train.remat=blocks", "runtime.xla=on"])
     assert (config.train.remat, config.runtime.xla) == ("blocks", "on")
     assert build_config("tiny", overrides=["runtime.xla=off"]).runtime.xla == "off"

@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from components.model.gpt import build_model
-from components.text_example_gen.tokenizer import BOS_ID
+from components.tokenizer.byte_level import BOS_ID
 from components.training import input as input_lib
 from components.training.schedule import learning_rate_at
 from components.training.train_step import TrainState, make_optimizer, make_train_step

@@ -12,14 +12,15 @@ from components.model.gpt import build_model
 from components.training import loop, warm_start
 from components.training.export import export_saved_model
 from components.training.variants import export_variants
+from components.config import hyperparameters
 from components.tuner import search, space
-from pipeline.config import ConfigError
+from components.config import ConfigError
 from tests.training.conftest import tiny_config
 
 
 def test_hyperparameters_apply_over_the_typed_config():
     config = tiny_config("train.train_steps=50", "train.warmup_steps=5")
-    tuned = space.apply_hyperparameters(config, {
+    tuned = hyperparameters.apply_hyperparameters(config, {
         "train.learning_rate": 4e-3, "model.d_model": 48, "train.warmup_steps": 80,
         "tuner/epochs": 3})                                   # KerasTuner bookkeeping: ignored
     assert tuned.train.learning_rate == 4e-3 and tuned.model.d_model == 48
@@ -28,13 +29,13 @@ def test_hyperparameters_apply_over_the_typed_config():
     assert tuned.train.warmup_steps == 49
     assert config.model.d_model == 32                          # the base config is untouched
     with pytest.raises(ConfigError, match="train.learning_rat"):
-        space.apply_hyperparameters(config, {"train.learning_rat": 1.0})
+        hyperparameters.apply_hyperparameters(config, {"train.learning_rat": 1.0})
     with pytest.raises(ConfigError, match="model.d_model"):  # 31 is not divisible by 2 heads
-        space.apply_hyperparameters(config, {"model.d_model": 31})
+        hyperparameters.apply_hyperparameters(config, {"model.d_model": 31})
 
 
 def test_search_space_declares_log_uniform_lr_and_choices():
-    from pipeline.config import build_config
+    from components.config import build_config
     config = build_config("tiny", overrides=["tune.space.learning_rate=[1e-4, 1e-2]",
                                              "tune.space.dropout=[0.0, 0.2]",
                                              "tune.space.n_layer=[2, 4]"])
@@ -48,7 +49,7 @@ def test_search_space_declares_log_uniform_lr_and_choices():
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory, shards):
-    from pipeline.config import TuneConfig, TuneSpaceConfig
+    from components.config import TuneConfig, TuneSpaceConfig
     work = tmp_path_factory.mktemp("tune")
     base = tiny_config("train.train_steps=20")
     # Bayesian: 2 random initial points, then the Gaussian process proposes the third.
@@ -74,7 +75,7 @@ def test_trials_run_the_training_loop_and_report_eval_loss(searched, shards, tmp
     # trial's objective exactly (a trial that trained differently, e.g. Keras fit or another
     # step budget, would not match).
     best = min(records, key=lambda r: r["eval_loss"])
-    config = space.with_step_budget(space.apply_hyperparameters(base, best["values"]), 4)
+    config = space.with_step_budget(hyperparameters.apply_hyperparameters(base, best["values"]), 4)
     again = loop.train(config, [shards["train"]], str(tmp_path / "run"), str(tmp_path / "ckpt"))
     loss = loop.evaluate(again.model, [shards["eval"]], config.data.seq_len,
                          config.train.global_batch_size, 2)["loss"]
@@ -171,7 +172,7 @@ def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, 
 
 
 def test_hyperband_rounds_get_a_fraction_of_the_budget(shards, tmp_path):
-    from pipeline.config import TuneConfig, TuneSpaceConfig
+    from components.config import TuneConfig, TuneSpaceConfig
     tune = TuneConfig(trials=2, algorithm="hyperband", steps_per_trial=9, eval_batches=1,
                       space=TuneSpaceConfig(learning_rate=(1e-3, 1e-2), warmup_steps=()))
     hp = space.declare(tune.space)

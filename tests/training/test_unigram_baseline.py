@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.example import example_pb2
 
-from components.text_example_gen.tokenizer import PAD_ID, VOCAB_SIZE
+from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.training.loop import unigram_baseline
 
 SEQ_LEN = 16

@@ -23,8 +23,9 @@ import stat
 import zlib
 from typing import Callable, Iterator, NamedTuple
 
-from components.text_example_gen import documents as docs
-from components.text_example_gen.documents import Document, Separator, Skipped
+from components.common.listing import regular_size
+from components.corpus import documents as docs
+from components.corpus.documents import Document, Separator, Skipped
 
 CHUNK_BYTES = 1 << 22
 MAX_FILES_PER_UNIT = 2048
@@ -56,15 +57,6 @@ class ReaderConfig(NamedTuple):
 
 def is_gzip(path: str) -> bool:
     return path.lower().endswith(GZIP_SUFFIXES)
-
-
-def regular_size(path: str) -> int | None:
-    """Size of a regular file (following symlinks), else None. Never opens the file."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def boundary(config: ReaderConfig) -> bytes | None:

@@ -1,8 +1,8 @@
 import pytest
 import yaml
 
-from pipeline import config as config_lib
-from pipeline.config import ConfigError, build_config
+from components import config as config_lib
+from components.config import ConfigError, build_config
 
 
 def test_presets_build_and_validate():

@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from components.text_example_gen.tokenizer import PAD_ID
+from components.tokenizer.byte_level import PAD_ID
 from components.training import input as input_lib
 from components.training.train_step import masked_token_loss_sum
 

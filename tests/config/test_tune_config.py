@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.config import Config, ConfigError, build_config, from_dict, to_dict
+from components.config import Config, ConfigError, build_config, from_dict, to_dict
 
 
 def test_tune_and_warm_start_keys_parse_and_round_trip():

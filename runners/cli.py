@@ -7,11 +7,10 @@ import json
 import os
 import sys
 
-from pipeline import config as config_lib
-from pipeline.errors import (EXIT_CONFIG, EXIT_DISK_FULL, EXIT_FAILED, EXIT_GATE,  # noqa: F401
-                             EXIT_HOME, EXIT_INTERRUPTED, EXIT_LOCKED, EXIT_STORE, BigtrainError,
-                             HomeError)
-from pipeline.logs import configure_logging
+from components import config as config_lib
+from components.common.errors import (EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, BigtrainError,
+                                      HomeError)
+from runners.logs import configure_logging
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +34,7 @@ def resolve_config(args: argparse.Namespace) -> config_lib.Config:
     config = config_lib.build_config(args.preset, args.config, overrides)
     extra = ([f"--runner={args.runner}"] if args.runner else []) + list(args.beam_args)
     if extra:
-        config = config_lib._merge(config, {"runtime": {
+        config = config_lib.merge(config, {"runtime": {
             "beam_args": list(config.runtime.beam_args) + extra}})
     return config
 

@@ -1,12 +1,12 @@
 """Cross-field rules of the config tree: what must fail before anything runs (each error names
-the keys). Kept apart from pipeline/config.py (the tree, presets, YAML and --set) so each stays one
+the keys). Kept apart from tree.py, presets.py and loading.py so each stays one
 screenful of concern; `build_config` applies them."""
 
 from __future__ import annotations
 
 import datetime
 
-from pipeline.config import (DATA_FORMATS, DOCUMENT_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
+from components.config.tree import (DATA_FORMATS, DOCUMENT_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
                              PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES, TOKENIZER_MODEL_TYPES,
                              TOKENIZERS, XLA_MODES, Config, ConfigError)
 

@@ -5,7 +5,8 @@ import sys
 import pytest
 import yaml
 
-from pipeline import cli
+from components.common import errors
+from runners import cli
 
 
 def test_help_lists_every_subcommand_with_one_line(capsys):
@@ -37,7 +38,7 @@ def test_config_command_prints_resolved_yaml(capsys, tmp_path):
 
 
 def test_config_error_exits_2_naming_the_key(capsys):
-    assert cli.main(["config", "--set", "model.n_heads=3"]) == cli.EXIT_CONFIG
+    assert cli.main(["config", "--set", "model.n_heads=3"]) == errors.EXIT_CONFIG
     assert "model.n_heads" in capsys.readouterr().err
 
 
@@ -57,5 +58,5 @@ def test_every_lineage_question_has_help(question, capsys):
 
 
 def test_lineage_without_a_store_is_a_clear_error(tmp_path, capsys):
-    assert cli.main(["lineage", "runs", "--home", str(tmp_path)]) == cli.EXIT_STORE
+    assert cli.main(["lineage", "runs", "--home", str(tmp_path)]) == errors.EXIT_STORE
     assert "no metadata database at" in capsys.readouterr().err

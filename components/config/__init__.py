@@ -1,0 +1,27 @@
+"""The config package: one typed tree (tree.py), presets (presets.py), YAML + `--set` and
+(de)serialization (loading.py), cross-field rules (rules.py), tuned values (hyperparameters.py).
+
+`from components import config as config_lib` gives the whole public surface below; the modules
+inside import each other directly (never this package), so the import graph has no cycle.
+"""
+
+from components.config.loading import (build_config, digest, from_dict, load_yaml, merge,
+                                        parse_override, save_config, section_json, to_dict)
+from components.config.presets import PRESETS, base, large, small, tiny
+from components.config.rules import expected_replicas, validate
+from components.config.tree import (
+    STRATEGIES, PRECISIONS, DATA_FORMATS, DOCUMENT_MODES, REMAT_MODES, XLA_MODES, ON_OFF_KEYS,
+    TOKENIZERS, TOKENIZER_MODEL_TYPES, MIN_SENTENCEPIECE_VOCAB, ConfigError, DataConfig,
+    ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
+    RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
+    Config)
+
+__all__ = [
+    "build_config", "digest", "from_dict", "load_yaml", "merge", "parse_override",
+    "save_config", "section_json", "to_dict", "PRESETS", "base", "large", "small", "tiny",
+    "expected_replicas", "validate", "STRATEGIES", "PRECISIONS", "DATA_FORMATS",
+    "DOCUMENT_MODES", "REMAT_MODES", "XLA_MODES", "ON_OFF_KEYS", "TOKENIZERS",
+    "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig",
+    "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
+    "ExportConfig", "RuntimeConfig", "OrchestratorConfig", "TuneSpaceConfig", "TuneConfig",
+    "PathsConfig", "MetadataConfig", "Config"]

@@ -1,0 +1,51 @@
+"""Presets: plain functions returning a Config (`--preset NAME`)."""
+
+from __future__ import annotations
+
+from components.config.tree import Config, DataConfig, ModelConfig, RuntimeConfig, TrainConfig
+
+def tiny() -> Config:
+    """About 0.2M parameters: CPU tests and the README's default run."""
+    return Config(preset="tiny")
+
+
+def small() -> Config:
+    """About 11M parameters: one GPU."""
+    return Config(
+        data=DataConfig(seq_len=512, train_shards=16, eval_shards=2),
+        model=ModelConfig(n_layer=6, n_head=6, d_model=384, dropout=0.1),
+        train=TrainConfig(global_batch_size=64, train_steps=5000, learning_rate=1e-3,
+                          min_learning_rate=1e-4, warmup_steps=200, checkpoint_every=500,
+                          log_every=50),
+        runtime=RuntimeConfig(precision="mixed_bfloat16"),
+        preset="small",
+    )
+
+
+def base() -> Config:
+    """About 85M parameters (GPT-2 small shape): a multi-GPU machine."""
+    return Config(
+        data=DataConfig(seq_len=1024, train_shards=32, eval_shards=4),
+        model=ModelConfig(n_layer=12, n_head=12, d_model=768, dropout=0.1),
+        train=TrainConfig(global_batch_size=256, accumulation_steps=4, train_steps=20000,
+                          learning_rate=6e-4, min_learning_rate=6e-5, warmup_steps=1000,
+                          checkpoint_every=1000, log_every=100),
+        runtime=RuntimeConfig(precision="mixed_bfloat16"),
+        preset="base",
+    )
+
+
+def large() -> Config:
+    """About 380M parameters: several GPUs, gradient accumulation."""
+    return Config(
+        data=DataConfig(seq_len=1024, train_shards=64, eval_shards=4),
+        model=ModelConfig(n_layer=24, n_head=18, d_model=1152, dropout=0.1),
+        train=TrainConfig(global_batch_size=512, accumulation_steps=16, train_steps=50000,
+                          learning_rate=3e-4, min_learning_rate=3e-5, warmup_steps=2000,
+                          checkpoint_every=1000, log_every=100),
+        runtime=RuntimeConfig(precision="mixed_bfloat16"),
+        preset="large",
+    )
+
+
+PRESETS = {"tiny": tiny, "small": small, "base": base, "large": large}

@@ -1,0 +1,45 @@
+"""A Tokenizer artifact on disk: loading the tokenizer a directory holds, and where an Examples
+artifact keeps the tokenizer its ids come from (TextExampleGen copies it there, so the Trainer and
+the Evaluator, which see only the examples, use exactly that tokenizer)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from components.tokenizer.base import (DESCRIPTION_FILE, KINDS, MODEL_FILE, Tokenizer,
+                                       TokenizerFileError)
+from components.tokenizer.byte_level import ByteTokenizer
+from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
+
+TOKENIZER_SUBDIR = "tokenizer"
+
+
+def load(directory: str) -> Tokenizer:
+    """The tokenizer saved under directory (a Tokenizer artifact's uri)."""
+    path = os.path.join(directory, DESCRIPTION_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            description = json.load(fh)
+    except FileNotFoundError:
+        raise TokenizerFileError(f"tokenizer description {path} does not exist (is {directory} "
+                                 "a Tokenizer artifact written by TokenizerGen?)") from None
+    except (OSError, ValueError) as err:
+        raise TokenizerFileError(f"tokenizer description {path} is unreadable: {err}") from None
+    kind = description.get("kind") if isinstance(description, dict) else None
+    if kind == "bytes":
+        return ByteTokenizer()
+    if kind == "sentencepiece":
+        return SentencePieceTokenizer.from_file(os.path.join(directory, MODEL_FILE))
+    raise TokenizerFileError(f"tokenizer description {path}: kind {kind!r} is not one of {KINDS}")
+
+
+def read_figures(directory: str) -> dict[str, Any]:
+    with open(os.path.join(directory, DESCRIPTION_FILE), encoding="utf-8") as fh:
+        return json.load(fh).get("figures", {})
+
+
+def examples_tokenizer_dir(examples_uri: str) -> str:
+    """Where an Examples artifact keeps the tokenizer its ids come from (absent: UTF-8 bytes)."""
+    return os.path.join(examples_uri, TOKENIZER_SUBDIR)

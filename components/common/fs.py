@@ -45,6 +45,26 @@ def _load_s3() -> None:
     import tensorflow_io  # noqa: F401  (registers the s3:// filesystem with tf.io.gfile)
 
 
+def s3_loaded() -> bool:
+    return _load_s3.cache_info().currsize > 0
+
+
+def exit_process(code: int) -> None:
+    """End a process that may have used s3:// without running C++ static destructors:
+    tensorflow-io 0.37.1's S3 client aborts the interpreter at exit ("pure virtual method called",
+    status 134; tensorflow/io#2039, fixed upstream after the last release for TF 2.16). Flushes
+    logs and stdio first. Only for a process's last step (the CLI's console script, pytest)."""
+    if not s3_loaded():
+        return
+    import logging
+    import sys
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 def prepare(*paths: str) -> None:
     """Register the filesystems these paths need (call early: TFX's own gfile calls need them)."""
     if any(str(p).startswith("s3://") for p in paths):

@@ -216,21 +216,56 @@ def create_exclusive(path: str, data: bytes) -> bool:
     raise ObjectStoreError(f"no conditional create for {scheme}:// (needed by {path})")
 
 
-def _s3_create_exclusive(path: str, bucket: str, key: str, data: bytes) -> bool:
-    """boto3 (Beam's S3 client; AWS_ENDPOINT_URL names a non-AWS endpoint): tensorflow-io's
-    S3 filesystem cannot make a conditional PUT."""
+def s3_put(path: str, data: bytes) -> None:
+    """One PUT of a small object with boto3. For an empty object: Beam's S3 writer always makes a
+    multipart upload, and one with no parts is rejected (MalformedXML)."""
+    bucket, _, key = path.partition("://")[2].partition("/")
+    _s3_put(path, bucket, key, data)
+
+
+def check_bucket(uri: str) -> None:
+    """ObjectStoreError naming the URI when its bucket is missing, unreachable or forbidden (Beam's
+    S3 listing reports all of these as "no objects"). Only s3:// is checked."""
+    if not uri.startswith("s3://"):
+        return
+    import botocore.exceptions
+    bucket = uri.partition("://")[2].partition("/")[0]
+    try:
+        _s3_client().head_bucket(Bucket=bucket)
+    except botocore.exceptions.ClientError as err:
+        code = err.response.get("Error", {}).get("Code")
+        what = {"404": "no such bucket", "NoSuchBucket": "no such bucket",
+                "403": "access denied (check the credentials)"}.get(code, str(err))
+        raise ObjectStoreError(f"{uri}: {what}") from None
+    except botocore.exceptions.BotoCoreError as err:
+        raise ObjectStoreError(f"{uri}: {err}") from None
+
+
+def _s3_client():
+    """boto3 (Beam's S3 client too): AWS_ENDPOINT_URL names a non-AWS endpoint. Bounded: 5 s to
+    connect, 60 s per read, 3 attempts."""
     import boto3
     import botocore.config
-    import botocore.exceptions
-    client = boto3.client("s3", config=botocore.config.Config(
+    return boto3.client("s3", config=botocore.config.Config(
         connect_timeout=5, read_timeout=60, retries={"max_attempts": 3}))
+
+
+def _s3_put(path: str, bucket: str, key: str, data: bytes, **conditions) -> None:
+    import botocore.exceptions
     try:
-        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, **conditions)
+    except botocore.exceptions.BotoCoreError as err:
+        raise ObjectStoreError(f"put {path} failed: {err}") from None
+
+
+def _s3_create_exclusive(path: str, bucket: str, key: str, data: bytes) -> bool:
+    """tensorflow-io's S3 filesystem cannot make a conditional PUT: boto3 does."""
+    import botocore.exceptions
+    try:
+        _s3_put(path, bucket, key, data, IfNoneMatch="*")
     except botocore.exceptions.ClientError as err:
         if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
             return False
-        raise ObjectStoreError(f"conditional create {path} failed: {err}") from None
-    except (botocore.exceptions.BotoCoreError) as err:
         raise ObjectStoreError(f"conditional create {path} failed: {err}") from None
     return True
 

@@ -132,6 +132,10 @@ def concatenate(pieces: list[str], path: str, empty: bytes = b"") -> str:
     in blocks; never holds a piece in memory."""
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
+    if not pieces and not empty and path.startswith("s3://"):
+        from components.common import fs
+        fs.s3_put(path, b"")  # Beam's S3 writer cannot write an empty object
+        return path
     tmp = tmp_name(path)
     out = _create(tmp)
     if not pieces:

@@ -20,7 +20,7 @@ from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.tokenizer.spec import token_spec
 from components.training import input as input_lib
-from components.training import memory
+from components.training import memory, zero
 from components.training.schedule import WarmupCosine
 from components.training.strategy import make_strategy
 from components.training.train_step import TrainState, make_optimizer, make_train_step
@@ -95,8 +95,11 @@ def build_training(config, strategy, prepare_model=None):
         schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
         # The schedule reads the step counter that also stops the run (skipped steps included),
         # not optimizer.iterations (applied steps only, which Adam's bias correction needs).
-        optimizer = make_optimizer(t, lambda: schedule(state.step), model)
-        optimizer.build(model.trainable_variables)
+        if not t.shard_optimizer_state:
+            optimizer = make_optimizer(t, lambda: schedule(state.step), model)
+            optimizer.build(model.trainable_variables)
+    if t.shard_optimizer_state:  # issue 21: AdamW moments split across replicas (zero.py)
+        optimizer = zero.make_sharded_optimizer(t, lambda: schedule(state.step), model, strategy)
     return model, state, optimizer, schedule
 
 

@@ -190,8 +190,11 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
         finite = distribution.experimental_local_results(finite)[0]
 
         def apply():
-            distribution.extended.call_for_each_replica(
-                lambda g: optimizer.apply(g, variables), args=(grads,))
+            if hasattr(optimizer, "apply_sharded"):  # issue 21: ZeRO-1 (zero.ShardedAdamW)
+                optimizer.apply_sharded(distribution, grads, variables)
+            else:
+                distribution.extended.call_for_each_replica(
+                    lambda g: optimizer.apply(g, variables), args=(grads,))
             state.good_steps.assign_add(1)
             if dynamic_loss_scale:
                 grow = state.good_steps >= LOSS_SCALE_GROWTH_INTERVAL

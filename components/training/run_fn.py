@@ -52,7 +52,7 @@ def run_fn(fn_args) -> None:
     from components.training import loop
     from components.training import warm_start
     from components.training.variants import export_variants
-    from components.training.strategy import ensure_cpu_replicas
+    from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
 
     custom = fn_args.custom_config
     config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
@@ -60,8 +60,8 @@ def run_fn(fn_args) -> None:
     tuned = hyperparameters.config_values((fn_args.hyperparameters or {}).get("values", {}))
     if tuned:
         config = hyperparameters.apply_hyperparameters(config, tuned)
-    if config.runtime.strategy == "mirrored":
-        ensure_cpu_replicas(config.runtime.cpu_replicas)
+    if cpu_devices_needed(config.runtime):
+        ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
                                   config.train.freeze, warm)

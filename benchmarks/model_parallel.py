@@ -47,7 +47,7 @@ def _step(config):
     keras.utils.set_random_seed(t.seed)
     model, state, optimizer, _ = loop.build_training(config, strategy)
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
-                           seq_len=T, accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
+                           accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
                            dynamic_loss_scale=False, seed=t.seed,
                            gradient_fn=loop.pipeline_gradient_fn(config, model, state))
     ids = tf.random.uniform([t.global_batch_size, T + 1], 1, 250, tf.int32, seed=1)

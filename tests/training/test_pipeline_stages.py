@@ -69,7 +69,7 @@ def test_every_variable_of_stage_s_lives_on_device_s():
 
 def test_checkpoint_restores_into_another_s_and_the_unsplit_model(shards, tmp_path):
     config, strategy, model, state, optimizer = staged(2)
-    step = make_train_step(model, optimizer, strategy, state, global_batch_size=16, seq_len=SEQ_LEN,
+    step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,
                            accumulation_steps=4, clip_norm=1.0, dynamic_loss_scale=False,
                            gradient_fn=loop.pipeline_gradient_fn(config, model, state))
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16, shuffle_buffer=0))

@@ -32,7 +32,7 @@ def run_steps(config, shards, steps: int):
     model, state, optimizer, _ = loop.build_training(config, strategy)
     t = config.train
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
-                           seq_len=SEQ_LEN, accumulation_steps=t.accumulation_steps,
+                           accumulation_steps=t.accumulation_steps,
                            clip_norm=t.clip_norm, dynamic_loss_scale=False, seed=t.seed)
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, t.global_batch_size,
                                            shuffle_buffer=0))

@@ -25,19 +25,24 @@ SHARDED = ["runtime.strategy=mirrored", "train.accumulation_steps=2", "train.cli
            "train.learning_rate=3e-3", "train.warmup_steps=2", "train.train_steps=20"]
 
 
-def run_steps(config, shards, steps: int):
-    """(final weights, every replica's copy of them, optimizer) after `steps` optimizer steps."""
+def run_steps(config, shards, steps: int, prepare_model=None, overflow_first=False):
+    """(final weights, every replica's copy of them, optimizer) after `steps` optimizer steps.
+    overflow_first: the first step's loss scale overflows float16 (a skipped step)."""
     strategy = make_strategy(config.runtime)
     keras.utils.set_random_seed(config.train.seed)
-    model, state, optimizer, _ = loop.build_training(config, strategy)
+    model, state, optimizer, _ = loop.build_training(config, strategy, prepare_model)
     t = config.train
+    dynamic = config.runtime.precision == "mixed_float16"
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
                            accumulation_steps=t.accumulation_steps,
-                           clip_norm=t.clip_norm, dynamic_loss_scale=False, seed=t.seed)
+                           clip_norm=t.clip_norm, dynamic_loss_scale=dynamic, seed=t.seed)
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, t.global_batch_size,
                                            shuffle_buffer=0))
-    for _ in range(steps):
-        step(iterator)
+    for index in range(steps):
+        if overflow_first and index == 0:
+            state.loss_scale.assign(3e38)
+        _, _, finite = step(iterator)
+        assert bool(finite) != (overflow_first and index == 0)
     copies = [[c.numpy() for c in strategy.experimental_local_results(v.value)]
               for v in model.trainable_variables]
     return model.get_weights(), copies, optimizer
@@ -56,6 +61,22 @@ def test_sharded_weights_equal_unsharded_after_20_steps(shards):
         tiny_config(*overrides), shards, 0)[0]))                      # training moved the weights
     for replica_copies in copies:                                     # all-gather: copies agree
         assert all(np.array_equal(replica_copies[0], c) for c in replica_copies[1:])
+
+
+def test_freeze_loss_scaling_and_a_skipped_step_match_unsharded(shards):
+    """mixed_float16 with dynamic loss scaling, the first step overflowing (skipped: Adam's step
+    counter must not advance), the embeddings frozen (not in the sharded optimizer)."""
+    def freeze(model):
+        model.token_embedding.trainable = False
+        model.position_embedding.trainable = False
+    overrides = SHARDED + ["runtime.precision=mixed_float16"]
+    plain, _, _ = run_steps(tiny_config(*overrides), shards, 6, freeze, overflow_first=True)
+    sharded, _, optimizer = run_steps(tiny_config(*overrides, "train.shard_optimizer_state=true"),
+                                      shards, 6, freeze, overflow_first=True)
+    assert int(optimizer.iterations.numpy()) == 5
+    assert len(optimizer.shapes) == len(plain) - 2                   # frozen: no moments
+    worst = max(float(np.max(np.abs(a - b))) for a, b in zip(plain, sharded))
+    assert worst <= 1e-6, worst
 
 
 def test_state_per_replica_is_one_over_r(shards):

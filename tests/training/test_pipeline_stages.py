@@ -107,3 +107,13 @@ def test_same_seed_same_initial_weights_as_unsplit():
     plain = build_model(tiny_config("model.n_layer=4").model, SEQ_LEN)
     for a, b in zip(model.get_weights(), plain.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_cpu_split_before_tensorflow_starts_covers_the_stages():
+    """run_fn, `bigtrain run` and the Tuner split the CPU by this count before any TF op; too
+    few logical devices would make a pipeline run fail when the stages are placed."""
+    from components.training.strategy import cpu_devices_needed
+    assert cpu_devices_needed(tiny_config("model.n_layer=4", "runtime.strategy=one_device",
+                                          "runtime.pipeline_stages=3").runtime) == 3
+    assert cpu_devices_needed(tiny_config("runtime.strategy=mirrored").runtime) == 2
+    assert cpu_devices_needed(tiny_config().runtime) == 0          # one_device, no stages

@@ -126,7 +126,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     lin = Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
     what = args.lineage_command
     if what == "runs":
-        result, text = queries.list_runs(lin), render.runs_text
+        result, text = queries.list_runs(lin, limit=args.limit or None), render.runs_text
     elif what == "trace":
         result, text = queries.trace(lin, args.target, down=args.down), render.trace_text
     elif what == "diff":
@@ -232,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = lsub.add_parser("runs", help="pipeline runs, newest first, with per-stage states",
                         description="Pipeline runs, newest first: id, start, duration, state, "
                                     "per-stage state, pushed version.")
+    p.add_argument("--limit", type=int, default=20, help="newest N runs (default 20; 0: all)")
     _add_store_args(p)
     p = lsub.add_parser("trace", help="walk from a pushed model / artifact to its raw data",
                         description="TARGET: a pushed model directory, an artifact URI or id. Walks "

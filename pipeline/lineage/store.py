@@ -174,47 +174,96 @@ class Lineage:
         self.live_writer = live_writer
 
     # -- runs and nodes -----------------------------------------------------------------------
+    # Every read here goes by id, context or event and costs the same with 10 runs or 10,000 in
+    # the store (benchmarks/lineage_speed.py): no question lists every run or execution.
     @functools.cached_property
-    def node_of(self) -> dict[int, str]:
-        """execution id -> node id (e.g. 'Trainer'), through the node contexts (IR-based runners:
-        local, Kubeflow) or the component_run contexts (TFX's Airflow runner)."""
-        out = {}
-        for ctx in self.store.get_contexts_by_type("node"):          # "<pipeline>.<node>"
-            for execution in self.store.get_executions_by_context(ctx.id):
-                out[execution.id] = ctx.name.split(".", 1)[-1]
-        for ctx in self.store.get_contexts_by_type("component_run"):  # "<pipeline>.<run>.<node>"
-            for execution in self.store.get_executions_by_context(ctx.id):
-                out.setdefault(execution.id, ctx.name.rsplit(".", 1)[-1])
-        return out
+    def node_of(self) -> "_NodeNames":
+        """execution id -> node id (e.g. 'Trainer'), read per execution from its node context
+        (IR-based runners: local, Kubeflow) or component_run context (TFX's Airflow runner)."""
+        return _NodeNames(self)
+
+    @functools.lru_cache(maxsize=None)
+    def contexts_of_execution(self, execution_id: int) -> tuple:
+        return tuple(self.store.get_contexts_by_execution(execution_id))
+
+    def node_context(self, execution_id: int):
+        """The execution's node context ('<pipeline>.<node>'; '<pipeline>.<run>.<node>' for
+        component_run), or None."""
+        by_type = {self._context_type_name(c.type_id): c for c in self.contexts_of_execution(execution_id)}
+        return by_type.get("node") or by_type.get("component_run")
+
+    @functools.lru_cache(maxsize=None)
+    def _context_type_name(self, type_id: int) -> str:
+        return self.store.get_context_types_by_id([type_id])[0].name
+
+    def runs_page(self, offset: int = 0, limit: int | None = 20) -> list:
+        """Run contexts ('pipeline_run', or 'run' from TFX's Airflow runner), newest first:
+        `limit` of them after skipping `offset` (None: all). Read newest-first with MLMD's
+        ordered listing, so a page costs the same however long the history."""
+        from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
+        want = None if limit is None else offset + limit
+        fetch = None if want is None else want + 64  # pipeline/node contexts are interleaved
+        while True:
+            contexts = self.store.get_contexts(list_options=ListOptions(
+                limit=fetch, order_by=OrderByField.CREATE_TIME, is_asc=False))
+            runs = [c for c in contexts if c.type_id in self._run_type_ids]
+            if fetch is None or len(contexts) < fetch or len(runs) >= want:
+                runs.sort(key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
+                return runs[offset:want]
+            fetch *= 4
 
     def runs(self) -> list:
-        """Pipeline run contexts ('pipeline_run', or 'run' from TFX's Airflow runner), newest first."""
-        runs = self.store.get_contexts_by_type("pipeline_run") + self.store.get_contexts_by_type("run")
-        return sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
+        """Every run context, newest first (a whole-history listing: prefer runs_page)."""
+        return self.runs_page(0, None)
 
     def run(self, ref: str | None):
         """A run by id, unique id prefix, 'latest' or 'latest~N' (N runs before the newest)."""
-        runs = self.runs()
-        if not runs:
-            raise LookupError("no pipeline runs recorded in this metadata store")
         ref = ref or "latest"
         if ref == "latest" or ref.startswith("latest~"):
             back = int(ref.split("~", 1)[1]) if "~" in ref else 0
-            if back >= len(runs):
-                raise LookupError(f"{ref}: only {len(runs)} runs recorded")
-            return runs[back]
-        exact = [r for r in runs if r.name == ref]
-        matches = exact or [r for r in runs if r.name.startswith(ref)]
+            runs = self.runs_page(back, 1)
+            if not runs:
+                total = len(self.runs_page(0, back))
+                raise LookupError("no pipeline runs recorded in this metadata store" if not total
+                                  else f"{ref}: only {total} runs recorded")
+            return runs[0]
+        for type_name in ("pipeline_run", "run"):  # the exact id: one indexed lookup
+            found = self.store.get_context_by_type_and_name(type_name, ref)
+            if found is not None:
+                return found
+        matches = [r for r in self.runs() if r.name.startswith(ref)]  # a prefix: lists the names
         if len(matches) != 1:
             raise LookupError(f"run {ref!r} {'is ambiguous' if matches else 'not found'}; "
                               f"see `bigtrain lineage runs`")
         return matches[0]
 
+    @functools.lru_cache(maxsize=None)
+    def _executions_of(self, run_id: int) -> tuple:
+        return tuple(sorted(self.store.get_executions_by_context(run_id), key=lambda e: e.id))
+
     def executions_of(self, run) -> list:
-        return sorted(self.store.get_executions_by_context(run.id), key=lambda e: e.id)
+        return list(self._executions_of(run.id))
+
+    def previous_execution(self, execution):
+        """The newest execution of the same node before this one (None for the first), read from
+        the node's context newest first in growing pages (recent runs: one small page)."""
+        from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
+        node = self.node_context(execution.id)
+        if node is None:
+            return None
+        limit = 16
+        while True:
+            page = self.store.get_executions_by_context(node.id, list_options=ListOptions(
+                limit=limit, order_by=OrderByField.ID, is_asc=False))
+            earlier = [e for e in page if e.id < execution.id]
+            if earlier:
+                return max(earlier, key=lambda e: e.id)
+            if len(page) < limit:
+                return None
+            limit *= 8
 
     def runs_of_execution(self, execution_id: int) -> list[str]:
-        return [c.name for c in self.store.get_contexts_by_execution(execution_id)
+        return [c.name for c in self.contexts_of_execution(execution_id)
                 if c.type_id in self._run_type_ids]
 
     @functools.cached_property
@@ -289,5 +338,27 @@ class Lineage:
             destination = properties(pushed).get("pushed_destination", "")
             if destination and os.path.normpath(destination) == os.path.normpath(path):
                 return pushed
+        # (a pushed version directory is no artifact URI: the PushedModel artifacts are read)
         raise LookupError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "
                           "directory known to this metadata store")
+
+
+class _NodeNames:
+    """node_of's mapping: execution id -> node id, one context read per execution (cached)."""
+
+    def __init__(self, lin: Lineage):
+        self._lin = lin
+
+    def get(self, execution_id: int, default=None):
+        ctx = self._lin.node_context(execution_id)
+        if ctx is None:
+            return default
+        if self._lin._context_type_name(ctx.type_id) == "component_run":
+            return ctx.name.rsplit(".", 1)[-1]
+        return ctx.name.split(".", 1)[-1]
+
+    def __getitem__(self, execution_id: int) -> str:
+        name = self.get(execution_id)
+        if name is None:
+            raise KeyError(execution_id)
+        return name

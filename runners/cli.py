@@ -152,6 +152,48 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_ui_command(sub) -> None:
+    """`bigtrain ui`: the read-only lineage web app (pipeline/lineage/web); loopback unless
+    --host names another address together with --allow-remote."""
+    ui = sub.add_parser("ui", help="browse runs and lineage in a web browser (read-only)",
+                        description="Serve the runs, run DAGs, artifacts, models, diffs and "
+                                    "training curves of one metadata store on http://HOST:PORT/.")
+    _add_store_args(ui)
+    ui.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ui.add_argument("--allow-remote", action="store_true",
+                    help="required with a --host other than loopback (no authentication!)")
+    ui.set_defaults(func=cmd_ui)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import ipaddress
+    from pipeline.lineage.store import Lineage, connect
+    from pipeline.lineage.web.app import serve
+    from runners.lock import live_writer
+    loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
+    if not loopback and not args.allow_remote:
+        raise config_lib.ConfigError(f"--host {args.host} is not loopback: add --allow-remote to serve lineage "
+                        "to the network (the UI has no authentication)")
+    if not loopback:
+        print(f"bigtrain ui: WARNING: serving on {args.host}:{args.port} to the network, without "
+              "authentication", file=sys.stderr)
+    home = os.path.abspath(args.home or config_lib.PathsConfig().home)
+    sqlite = args.metadata or os.path.join(home, "metadata.sqlite")
+    password = args.mysql_password or os.environ.get("BIGTRAIN_MYSQL_PASSWORD")
+
+    def open_lineage() -> Lineage:  # read-only (sqlite READONLY mode); MLMD is never written
+        store = connect(sqlite, mysql_host=args.mysql_host, mysql_port=args.mysql_port,
+                        mysql_database=args.mysql_database, mysql_user=args.mysql_user,
+                        mysql_password=password)
+        return Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
+
+    open_lineage()  # a missing or damaged store: the named error now, not on the first page
+    print(f"bigtrain ui: http://{args.host}:{args.port}/ (store {sqlite if not args.mysql_host else args.mysql_host})")
+    serve(open_lineage, home if os.path.isdir(home) else None, args.host, args.port)
+    return 0
+
+
 def _add_store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", help="run state directory (default ./bigtrain_home); the "
                                        "database is <home>/metadata.sqlite")
@@ -259,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", default="latest")
     _add_store_args(p)
     lineage.set_defaults(func=cmd_lineage)
+
+    add_ui_command(sub)
 
     show = sub.add_parser("config", help="print the resolved config (preset + YAML + overrides)",
                           description="Print the resolved, validated config as YAML.")

@@ -22,6 +22,15 @@ def tensorboard_without_tensorflow() -> None:
         sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
 
 
+def warm_up() -> None:
+    """Import what the pages use once, at start (a cold import costs seconds on the first page)."""
+    tensorboard_without_tensorflow()
+    import matplotlib.figure  # noqa: F401
+    import networkx  # noqa: F401
+    from matplotlib.backends import backend_svg  # noqa: F401
+    from tensorboard.backend.event_processing import event_accumulator  # noqa: F401
+
+
 def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
     """tag -> [(step, value)] from the event files under log_dir (its sub-folders too)."""
     tensorboard_without_tensorflow()

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.bigtrain-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop
+.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop browser
 
 setup: $(STAMP)
 
@@ -29,7 +29,7 @@ run: setup
 
 # The test suite (CI runs exactly this through .ci/run): a private MariaDB first, for the MySQL
 # metadata tests.
-test: setup mariadb
+test: setup mariadb browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
@@ -41,6 +41,12 @@ mariadb:
 
 mariadb-stop:
 	bash tests/support/mariadb.sh stop
+
+# Headless Chromium and chromedriver from Debian's packages (apt-get, if absent) for the browser
+# tests of `bigtrain ui` (tests/ui/test_browser.py); idempotent. Outside CI, if they cannot be
+# installed, those tests skip naming the reason (build/browser/unavailable); in CI that is an error.
+browser:
+	bash tests/support/browser.sh
 
 # Inner loop: everything but the pipeline runs and training.
 test-fast: setup

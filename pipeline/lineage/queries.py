@@ -51,11 +51,10 @@ def run_summary(lin: Lineage, run) -> dict:
     """One run: start, duration, overall state, per-stage states, pushed version, why it ran and
     its key figures (eval loss, bits per byte), read from the run's own executions and outputs."""
     executions = lin.executions_of(run)
+    lin.prefetch([e.id for e in executions])
     stages = {lin.node_of.get(e.id, str(e.id)): lin.state(e) for e in executions
               if not lin.node_of.get(e.id, "").endswith("resolver")}
-    states = set(stages.values())
-    state = ("failed" if "failed" in states else "abandoned" if "abandoned" in states
-             else "running" if states & {"running", "new"} else "complete")
+    state = _overall_state(set(stages.values()))
     pushed, figures = None, {}
     for execution in executions:
         node = lin.node_of.get(execution.id, "")
@@ -81,6 +80,24 @@ def run_summary(lin: Lineage, run) -> dict:
             "why": run_props.get(record.RUN_WHY), "eval_loss": figures.get("eval_loss"),
             "bits_per_byte": figures.get("bits_per_byte"),
             "run_dir": run_props.get(record.RUN_DIR), "log": run_props.get(record.RUN_LOG)}
+
+
+def _overall_state(states: set[str]) -> str:
+    return ("failed" if "failed" in states else "abandoned" if "abandoned" in states
+            else "running" if states & {"running", "new"} else "complete")
+
+
+def run_state(lin: Lineage, run) -> str:
+    """run_summary's state from the run's executions alone (one query): node names (to leave
+    resolvers out) are read only for executions that are not complete or cached."""
+    states = set()
+    for execution in lin.executions_of(run):
+        state = lin.state(execution)
+        if state not in ("complete", "cached") and \
+                lin.node_of.get(execution.id, "").endswith("resolver"):
+            continue
+        states.add(state)
+    return _overall_state(states)
 
 
 # How many runs one filtered page may examine: a filter on a rare state must not read the whole
@@ -109,9 +126,8 @@ def runs_page(lin: Lineage, limit: int = 20, offset: int = 0, state: str | None 
     candidates = lin.runs_page(offset, SCAN_PER_PAGE)
     for run in candidates:
         position += 1
-        summary = run_summary(lin, run)
-        if summary["state"] == state:
-            matches.append(summary)
+        if run_state(lin, run) == state:
+            matches.append(run_summary(lin, run))
             if len(matches) == limit:
                 break
     more = len(candidates) == SCAN_PER_PAGE or position < offset + len(candidates)

@@ -128,7 +128,7 @@ def _routes(app: flask.Flask) -> None:
     def models():
         lin = _lin()
         offset = max(0, flask.request.args.get("offset", 0, type=int))
-        page = queries.runs_page(lin, limit=50, offset=offset)
+        page = queries.runs_page(lin, limit=20, offset=offset)
         pushed = [r for r in page["runs"] if r["pushed_version"]]
         rows = [queries.pushed_model(lin, r["run_id"]) for r in pushed]
         return flask.render_template("models.html", rows=rows, page=page, offset=offset,

@@ -168,7 +168,7 @@ def add_ui_command(sub) -> None:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     import ipaddress
-    from pipeline.lineage.store import Lineage, connect
+    from pipeline.lineage.store import Lineage, connect, connection_config, diagnose
     from pipeline.lineage.web.app import serve
     from runners.lock import live_writer
     loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
@@ -190,7 +190,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     open_lineage()  # a missing or damaged store: the named error now, not on the first page
     print(f"bigtrain ui: http://{args.host}:{args.port}/ (store {sqlite if not args.mysql_host else args.mysql_host})")
-    serve(open_lineage, home if os.path.isdir(home) else None, args.host, args.port)
+    config = connection_config(sqlite, mysql_host=args.mysql_host)
+    serve(open_lineage, home if os.path.isdir(home) else None, args.host, args.port,
+          diagnose_store=lambda: diagnose(config))
     return 0
 
 

@@ -133,3 +133,18 @@ def test_the_server_never_writes_the_store(client, ui_home):
     for url in ("/", "/run/run-a", "/artifact/5", "/models", "/diff?a=run-a&b=run-c"):
         client.get(url)
     assert os.stat(ui_home / "metadata.sqlite").st_mtime_ns == before
+
+
+def test_mlmd_failing_mid_request_is_diagnosed_as_a_named_error(tmp_path):
+    """A store MLMD opens but then fails on (damage past the schema pages) is diagnosed after
+    the failure: the page names the damage instead of a 500."""
+    from components.common.errors import MetadataStoreError
+
+    def failing():
+        raise RuntimeError("Error when executing query: database disk image is malformed")
+
+    def diagnose():
+        raise MetadataStoreError("metadata store x is damaged (sqlite quick_check: ...)")
+
+    response = create_app(failing, str(tmp_path), diagnose).test_client().get("/models")
+    assert response.status_code == 503 and "is damaged" in _text(response)

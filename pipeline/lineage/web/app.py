@@ -22,9 +22,11 @@ STATES = ("complete", "failed", "abandoned", "running")
 VARIANT_FIGURES = ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")
 
 
-def create_app(open_lineage: Callable[[], Lineage], home: str | None) -> flask.Flask:
+def create_app(open_lineage: Callable[[], Lineage], home: str | None,
+               diagnose_store: Callable[[], None] = lambda: None) -> flask.Flask:
     """open_lineage: a fresh read-only Lineage per request; home: the folder files may be read
-    from (run logs, TensorBoard events); None: no file is read."""
+    from (run logs, TensorBoard events); None: no file is read. diagnose_store: raises the
+    named MetadataStoreError of a damaged store after MLMD failed on it (store.diagnose)."""
     app = flask.Flask(__name__)
     app.config.update(HOME=os.path.realpath(home) if home else None)
     app.jinja_env.filters.update(when=_when, fig=_fig)
@@ -44,6 +46,14 @@ def create_app(open_lineage: Callable[[], Lineage], home: str | None) -> flask.F
     def _store_error(err):
         return flask.render_template("error.html", title="metadata store unusable",
                                      message=str(err)), 503
+
+    @app.errorhandler(RuntimeError)  # MLMD's raw query errors: name a damaged store
+    def _store_failed(err):
+        try:
+            diagnose_store()
+        except MetadataStoreError as named:
+            return _store_error(named)
+        raise err
 
     @app.errorhandler(LookupError)
     def _not_found_lookup(err):
@@ -162,11 +172,12 @@ def _fig(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def serve(open_lineage: Callable[[], Lineage], home: str | None, host: str, port: int) -> None:
+def serve(open_lineage: Callable[[], Lineage], home: str | None, host: str, port: int,
+          diagnose_store: Callable[[], None] = lambda: None) -> None:
     """Run the app with werkzeug's threaded server (one user on a laptop; no deployment)."""
     from werkzeug.serving import run_simple
     curves.warm_up()  # matplotlib, tensorboard, networkx imports: seconds, once, before page one
-    run_simple(host, port, create_app(open_lineage, home), threaded=True)
+    run_simple(host, port, create_app(open_lineage, home, diagnose_store), threaded=True)
 
 
 def _variants(props: dict) -> list[dict]:

@@ -148,3 +148,12 @@ def test_mlmd_failing_mid_request_is_diagnosed_as_a_named_error(tmp_path):
 
     response = create_app(failing, str(tmp_path), diagnose).test_client().get("/models")
     assert response.status_code == 503 and "is damaged" in _text(response)
+
+
+def test_every_run_link_on_the_runs_page_opens_its_run(client):
+    """Run ids are MLMD strings: one with '/' and '<' in it still links to its own page."""
+    links = re.findall(r'class="run-id" href="([^"]*)"', _text(client.get("/")))
+    assert len(links) == 3
+    for link in links:
+        response = client.get(link.replace("&amp;", "&"))
+        assert response.status_code == 200, link

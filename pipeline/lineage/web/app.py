@@ -85,7 +85,7 @@ def _routes(app: flask.Flask) -> None:
         return flask.render_template("runs.html", page=page, state=state, states=STATES,
                                      offset=offset, limit=limit)
 
-    @app.get("/run/<run_id>")
+    @app.get("/run/<path:run_id>")
     def run(run_id):
         lin = _lin()
         the_run = lin.run(run_id)
@@ -100,7 +100,7 @@ def _routes(app: flask.Flask) -> None:
             trials=trials, trial_keys=sorted({k for t in trials for k in t["values"]}),
             tuner=tuner, run_props=properties(the_run), why=queries.why(lin, the_run.name))
 
-    @app.get("/run/<run_id>/log")
+    @app.get("/run/<path:run_id>/log")
     def run_log(run_id):
         log = properties(_lin().run(run_id)).get(record.RUN_LOG)
         path = _inside_home(app, log)
@@ -108,7 +108,7 @@ def _routes(app: flask.Flask) -> None:
             raise NotFound(f"no readable log for run {run_id} inside the store's home")
         return flask.send_file(path, mimetype="text/plain")
 
-    @app.get("/run/<run_id>/curves")
+    @app.get("/run/<path:run_id>/curves")
     def run_curves(run_id):
         rep = report.run_report(_lin().store, _lin().run(run_id).name)
         model_run = rep.output("ModelRun")

@@ -82,9 +82,11 @@ def why_ran(lin: Lineage, execution, previous) -> str:
     return "; ".join(reasons) or "same inputs and parameters (cache disabled or outputs gone)"
 
 
-def run_report(store, run_id: str | None = None, live_writer: bool | None = None) -> RunReport:
-    """Run run_id (or the newest run): stages in execution order, with outputs and why they ran."""
-    lin = Lineage(store, live_writer=live_writer)
+def run_report(store, run_id: str | None = None, live_writer: bool | None = None,
+               lineage: Lineage | None = None) -> RunReport:
+    """Run run_id (or the newest run): stages in execution order, with outputs and why they ran.
+    lineage: an open Lineage of the store to reuse (its caches), e.g. a UI page's."""
+    lin = lineage or Lineage(store, live_writer=live_writer)
     run = lin.run(run_id or "latest")
     stages = []
     for execution in lin.executions_of(run):

@@ -89,7 +89,7 @@ def _routes(app: flask.Flask) -> None:
     def run(run_id):
         lin = _lin()
         the_run = lin.run(run_id)
-        rep = report.run_report(lin.store, the_run.name, live_writer=lin.live_writer)
+        rep = report.run_report(lin.store, the_run.name, lineage=lin)
         graph = layout.layered(queries.graph(lin, the_run.name))
         examples = rep.output("Examples")
         tuner = rep.output("TunerResults")
@@ -110,7 +110,7 @@ def _routes(app: flask.Flask) -> None:
 
     @app.get("/run/<path:run_id>/curves")
     def run_curves(run_id):
-        rep = report.run_report(_lin().store, _lin().run(run_id).name)
+        rep = report.run_report(_lin().store, _lin().run(run_id).name, lineage=_lin())
         model_run = rep.output("ModelRun")
         log_dir = _inside_home(app, model_run.get("uri"))
         scalars = curves.read_scalars(log_dir) if log_dir and os.path.isdir(log_dir) else {}

@@ -379,6 +379,26 @@ class Lineage:
             return ABANDONED
         return STATE_WORDS.get(execution.last_known_state, "unknown")
 
+    def _pushed_by_record(self, version_dir: str):
+        """The PushedModel of a pushed version directory, by events: the push record the Pusher
+        leaves in it names the Model (components/push/push.py), whose Pusher executions' outputs
+        say where they pushed. None without a readable record."""
+        import json
+        try:
+            with open(os.path.join(version_dir, "assets.extra", "bigtrain_push.json"),
+                      encoding="utf-8") as fh:
+                model_id = int(json.load(fh)["model_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        for execution_id in reversed(self.consumers(model_id)):
+            for ids in self.outputs(execution_id).values():
+                for artifact_id in ids:
+                    artifact = self.artifact(artifact_id)
+                    destination = properties(artifact).get("pushed_destination", "")
+                    if destination and os.path.normpath(destination) == os.path.normpath(version_dir):
+                        return artifact
+        return None
+
     def find_artifact(self, target: str):
         """An artifact by id, by URI, or a pushed model version directory."""
         if target.isdigit():
@@ -387,11 +407,13 @@ class Lineage:
         found = self.store.get_artifacts_by_uri(path) or self.store.get_artifacts_by_uri(target)
         if found:
             return sorted(found, key=lambda a: a.id)[0]
-        for pushed in self.store.get_artifacts_by_type("PushedModel"):
+        by_record = self._pushed_by_record(path)
+        if by_record is not None:
+            return by_record
+        for pushed in self.store.get_artifacts_by_type("PushedModel"):  # no push record: a scan
             destination = properties(pushed).get("pushed_destination", "")
             if destination and os.path.normpath(destination) == os.path.normpath(path):
                 return pushed
-        # (a pushed version directory is no artifact URI: the PushedModel artifacts are read)
         raise LookupError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "
                           "directory known to this metadata store")
 

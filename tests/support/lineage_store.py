@@ -179,7 +179,9 @@ def _one_run(b: Builder, run_id: str, version, base_model, tuner=False, fail=Fal
             "int8_latency_ms": 9.0, "int8_fit_to_serve": 1}, run_id),
         "blessing": b.artifact("ModelBlessing", "blessing", {"blessed": 1, "reason": "loss ok"}, run_id)})
     dest = os.path.join(home, "serving", "gpt", str(version))
-    os.makedirs(dest, exist_ok=True)
+    os.makedirs(os.path.join(dest, "assets.extra"), exist_ok=True)
+    with open(os.path.join(dest, "assets.extra", "bigtrain_push.json"), "w", encoding="utf-8") as fh:
+        json.dump({"model_id": trained["model"], "version": version}, fh)  # as push.py writes it
     b.execution(run_ctx, "Pusher", done, {"model": [trained["model"]],
                                           "model_blessing": [evaluation["blessing"]]}, {
         "pushed_model": b.artifact("PushedModel", "pushed", {

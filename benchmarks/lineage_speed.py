@@ -107,18 +107,18 @@ def _best(fn, repeat: int = 3) -> float:
     return min(times)
 
 
-def measure(sqlite_path: str, home: str, oldest_pushed: str) -> dict[str, float]:
-    from pipeline.lineage import queries, report
+def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) -> dict[str, float]:
+    from pipeline.lineage import explore, queries, report
     from pipeline.lineage.store import Lineage, connect
     from pipeline.lineage.web.app import create_app
     fresh = lambda: Lineage(connect(sqlite_path))  # noqa: E731
     newest = fresh().run("latest")
     client = create_app(fresh, home).test_client()
-    model = queries.pushed_model(fresh(), newest.name).get("Model", {}).get("id")
+    model = explore.pushed_model(fresh(), newest.name).get("Model", {}).get("id")
     figures = {
         "lineage runs (20)": lambda: queries.list_runs(fresh()),
         "lineage trace <oldest pushed version>": lambda: queries.trace(fresh(), oldest_pushed),
-        "lineage trace --down <oldest pushed version>": lambda: queries.trace(fresh(), oldest_pushed, down=True),
+        "lineage trace --down <oldest model id>": lambda: queries.trace(fresh(), oldest_model, down=True),
         "lineage diff latest latest~1": lambda: queries.diff(fresh(), "latest", "latest~1"),
         "lineage why latest": lambda: queries.why(fresh(), "latest"),
         "lineage graph latest": lambda: queries.graph(fresh(), "latest"),
@@ -151,18 +151,19 @@ def main() -> int:
             home = os.path.join(work, "home")
             lineage_store.build(home)
             run_name = "run-b"  # the fine-tuned, tuned, pushed one
-        from pipeline.lineage import queries
+        from pipeline.lineage import explore, queries
         from pipeline.lineage.store import Lineage, connect
         oldest = [r for r in reversed(queries.list_runs(Lineage(connect(
             os.path.join(home, "metadata.sqlite"))), limit=None)) if r["pushed_version"]][0]
-        destination = queries.pushed_model(Lineage(connect(os.path.join(home, "metadata.sqlite"))),
-                                           oldest["run_id"])["destination"]
+        pushed = explore.pushed_model(Lineage(connect(os.path.join(home, "metadata.sqlite"))),
+                                      oldest["run_id"])
+        destination, oldest_model = pushed["destination"], str(pushed["Model"]["id"])
         for total in (int(n) for n in args.runs.split(",")):
             grown = os.path.join(work, f"grown-{total}.sqlite")
             started = time.perf_counter()
             grow(os.path.join(home, "metadata.sqlite"), grown, total, run_name)
             print(f"\n{total} runs in the store (grown in {time.perf_counter() - started:.1f} s)")
-            for name, seconds in measure(grown, home, destination).items():
+            for name, seconds in measure(grown, home, destination, oldest_model).items():
                 print(f"  {name:<52} {seconds:7.3f} s{'  OVER 1 s' if seconds > 1 else ''}")
             os.remove(grown)
     finally:

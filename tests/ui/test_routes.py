@@ -6,7 +6,7 @@ import os
 import re
 import shutil
 
-from pipeline.lineage import queries
+from pipeline.lineage import explore, queries
 from pipeline.lineage.web.app import create_app
 from tests.ui.conftest import HOSTILE
 
@@ -52,7 +52,7 @@ def test_run_log_is_served_from_the_home(client):
 
 def test_artifact_page_walks_up_to_raw_input_and_fine_tuned_from(client, open_lineage):
     lin = open_lineage()
-    pushed = queries.pushed_model(lin, "latest~1")
+    pushed = explore.pushed_model(lin, "latest~1")
     page = _text(client.get(f"/artifact/{pushed['Model']['id']}"))
     assert 'id="fine-tuned-from"' in page  # run-b's model is fine-tuned from run-a's
     assert "input-tokenizer" in page and "input-examples" in page

@@ -14,7 +14,7 @@ import flask
 from werkzeug.exceptions import HTTPException, NotFound
 
 from components.common.errors import MetadataStoreError
-from pipeline.lineage import queries, record, report
+from pipeline.lineage import explore, queries, record, report
 from pipeline.lineage.store import Lineage, properties
 from pipeline.lineage.web import curves, layout
 
@@ -124,14 +124,14 @@ def _routes(app: flask.Flask) -> None:
     def artifact(artifact_id):
         lin = _lin()
         record_ = queries.artifact_record(lin, artifact_id, full=True)
-        graph = queries.neighborhood(lin, artifact_id)
+        graph = explore.neighborhood(lin, artifact_id)
         up = queries.trace(lin, str(artifact_id))["steps"][0]
-        down = queries.trace_step_down(lin, artifact_id)
+        down = explore.trace_step_down(lin, artifact_id)
         producer = lin.producer(artifact_id)
         return flask.render_template(
             "artifact.html", art=record_, graph=layout.layered(graph), graph_data=graph,
             up=up, down=down, variants=_variants(record_["properties"]),
-            producer=producer and queries.execution_record(lin, producer),
+            producer=producer and explore.execution_record(lin, producer),
             producer_inputs=lin.inputs(producer) if producer else {})
 
     @app.get("/models")
@@ -140,7 +140,7 @@ def _routes(app: flask.Flask) -> None:
         offset = max(0, flask.request.args.get("offset", 0, type=int))
         page = queries.runs_page(lin, limit=20, offset=offset)
         pushed = [r for r in page["runs"] if r["pushed_version"]]
-        rows = [queries.pushed_model(lin, r["run_id"]) for r in pushed]
+        rows = [explore.pushed_model(lin, r["run_id"]) for r in pushed]
         return flask.render_template("models.html", rows=rows, page=page, offset=offset,
                                      runs=page["runs"], variants=_variants)
 

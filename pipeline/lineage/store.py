@@ -11,6 +11,7 @@ from ml_metadata import metadata_store
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
+from components.common import fs
 from pipeline.lineage import record
 # Opening a store lives in connection.py; these names stay importable from here.
 from pipeline.lineage.connection import (  # noqa: F401
@@ -278,9 +279,8 @@ class Lineage:
         leaves in it names the Model (components/push/push.py), whose Pusher executions' outputs
         say where they pushed. None without a readable record."""
         try:
-            with open(os.path.join(version_dir, "assets.extra", "bigtrain_push.json"),
-                      encoding="utf-8") as fh:
-                model_id = int(json.load(fh)["model_id"])
+            record_text = fs.read_text(fs.join(version_dir, "assets.extra", "bigtrain_push.json"))
+            model_id = int(json.loads(record_text)["model_id"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
         for execution_id in reversed(self.consumers(model_id)):

@@ -57,6 +57,17 @@ def browser():
     driver.quit()
 
 
+def _follow(browser, element, url_part: str) -> None:
+    """Click a link or button and wait for the page it opens (find_element would otherwise
+    read the page being left)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    before = browser.current_url
+    element.click()
+    WebDriverWait(browser, 20).until(lambda b: b.current_url != before
+                                     and expected_conditions.url_contains(url_part)(b))
+
+
 def _shot(browser, name):
     browser.save_screenshot(str(SHOTS / f"{name}.png"))
 
@@ -67,7 +78,7 @@ def test_runs_page_to_run_dag(browser, server):
     ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "a.run-id")]
     assert ids[0] == "run-c" and ids[-1] == "run-a"
     _shot(browser, "runs")
-    browser.find_element(By.LINK_TEXT, "run-a").click()
+    _follow(browser, browser.find_element(By.LINK_TEXT, "run-a"), "/run/run-a")
     assert browser.find_element(By.ID, "run-id").text == "run-a"
     labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg.graph text")]
     assert any(label.startswith("Trainer") for label in labels)
@@ -78,14 +89,14 @@ def test_pushed_model_lineage_to_raw_input(browser, server):
     from selenium.webdriver.common.by import By
     browser.get(server + "/models")
     _shot(browser, "models")
-    browser.find_elements(By.CSS_SELECTOR, "a.pushed")[0].click()  # the newest version: 2
+    _follow(browser, browser.find_elements(By.CSS_SELECTOR, "a.pushed")[0], "/artifact/")  # version 2
     assert "PushedModel" in browser.find_element(By.TAG_NAME, "h1").text
     _shot(browser, "artifact-pushed")
-    browser.find_element(By.CSS_SELECTOR, "a.input-model").click()
+    _follow(browser, browser.find_element(By.CSS_SELECTOR, "a.input-model"), "/artifact/")
     assert "Model" in browser.find_element(By.TAG_NAME, "h1").text
     assert browser.find_element(By.ID, "fine-tuned-from").is_displayed()
     _shot(browser, "artifact-model")
-    browser.find_element(By.CSS_SELECTOR, "a.input-examples").click()
+    _follow(browser, browser.find_element(By.CSS_SELECTOR, "a.input-examples"), "/artifact/")
     raw = browser.find_element(By.ID, "raw-input").text
     assert "/data/corpus/*.txt" in raw
     _shot(browser, "artifact-examples")
@@ -94,11 +105,11 @@ def test_pushed_model_lineage_to_raw_input(browser, server):
 def test_diff_and_curves(browser, server):
     from selenium.webdriver.common.by import By
     browser.get(server + "/models")
-    browser.find_element(By.CSS_SELECTOR, "#diff-form button").click()
+    _follow(browser, browser.find_element(By.CSS_SELECTOR, "#diff-form button"), "/diff")
     assert browser.find_element(By.ID, "diff-summary").text.startswith("data")
     _shot(browser, "diff")
     browser.get(server + "/run/run-a")
-    browser.find_element(By.ID, "curves-link").click()
+    _follow(browser, browser.find_element(By.ID, "curves-link"), "/curves")
     charts = browser.find_elements(By.CSS_SELECTOR, "#charts svg")
     assert len(charts) == 3 and charts[0].size["height"] > 100
     _shot(browser, "curves")

@@ -82,17 +82,15 @@ def why_ran(lin: Lineage, execution, previous) -> str:
     return "; ".join(reasons) or "same inputs and parameters (cache disabled or outputs gone)"
 
 
-def run_report(store, run_id: str | None = None, live_writer: bool | None = None) -> RunReport:
-    """Run run_id (or the newest run): stages in execution order, with outputs and why they ran."""
-    lin = Lineage(store, live_writer=live_writer)
+def run_report(store, run_id: str | None = None, live_writer: bool | None = None,
+               lineage: Lineage | None = None) -> RunReport:
+    """Run run_id (or the newest run): stages in execution order, with outputs and why they ran.
+    lineage: an open Lineage of the store to reuse (its caches), e.g. a UI page's."""
+    lin = lineage or Lineage(store, live_writer=live_writer)
     run = lin.run(run_id or "latest")
-    by_node: dict[str, list[int]] = {}
-    for execution_id, node in sorted(lin.node_of.items()):
-        by_node.setdefault(node, []).append(execution_id)
     stages = []
     for execution in lin.executions_of(run):
         node = lin.node_of.get(execution.id, execution.name or str(execution.id))
-        earlier = [i for i in by_node.get(node, []) if i < execution.id]
         stage = StageReport(
             node=node, state=lin.state(execution),
             duration_s=(execution.last_update_time_since_epoch
@@ -103,7 +101,7 @@ def run_report(store, run_id: str | None = None, live_writer: bool | None = None
                 record.ABANDONED_BY, "left running by a process that is no longer alive")
         if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
                 and not reemits(node):
-            stage.why = why_ran(lin, execution, lin.execution(earlier[-1]) if earlier else None)
+            stage.why = why_ran(lin, execution, lin.previous_execution(execution))
         for ids in lin.outputs(execution.id).values():
             for artifact_id in ids:
                 artifact = lin.artifact(artifact_id)

@@ -15,6 +15,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components import config as config_lib
+from components.common import fs
 from components.evaluation.decision import Decision, decide_serving, variant_fitness
 from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
                                            examples_tokenization, measure_variants,
@@ -54,8 +55,8 @@ def evaluation_properties(evaluation, candidate: dict, baseline_metrics: dict | 
 def write_blessing(blessing, decision: Decision, model, baseline, serve: str, manifest: dict) -> None:
     """Standard ModelBlessing: the properties TFX's Pusher and LatestBlessedModelStrategy read,
     plus the file TFMA's Evaluator writes."""
-    os.makedirs(blessing.uri, exist_ok=True)
-    open(os.path.join(blessing.uri, "BLESSED" if decision.blessed else "NOT_BLESSED"), "w").close()
+    fs.makedirs(blessing.uri)
+    fs.write_bytes(os.path.join(blessing.uri, "BLESSED" if decision.blessed else "NOT_BLESSED"), b"")
     blessing.set_int_custom_property("blessed", int(decision.blessed))
     blessing.set_string_custom_property("current_model", model.uri)
     blessing.set_int_custom_property("current_model_id", model.id)
@@ -113,9 +114,9 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                   "variants": {name: dict(m, fit_to_serve=fitness[name].blessed,
                                           reason=fitness[name].reason)
                                for name, m in variant_metrics.items()}}
-        os.makedirs(evaluation.uri, exist_ok=True)
-        with open(os.path.join(evaluation.uri, METRICS_FILE), "w", encoding="utf-8") as fh:
-            json.dump(record, fh, indent=2, sort_keys=True)
+        fs.makedirs(evaluation.uri)
+        fs.write_text(os.path.join(evaluation.uri, METRICS_FILE),
+                      json.dumps(record, indent=2, sort_keys=True))
         evaluation_properties(evaluation, candidate, baseline_metrics, variant_metrics, fitness, serve)
         write_blessing(artifact_utils.get_single_instance(output_dict["blessing"]), decision,
                        model, baseline, serve, manifest)

@@ -17,7 +17,8 @@ KEY_PROPERTIES = {
                         "baseline_loss", "baseline_bits_per_byte",
                         "variants", "serve_variant") + tuple(
         f"{variant}_{figure}" for variant in ("float", "int8", "tflite")
-        for figure in ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")),
+        for figure in ("loss", "loss_delta", "loss_delta_se", "batches", "size_bytes", "latency_ms",
+                       "fit_to_serve", "reason")),
     "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "eval_bits_per_byte",
               "unigram_baseline_loss",
               "parameter_count", "tokens_per_second", "precision", "num_replicas",

@@ -12,6 +12,8 @@ bigtrain's loop vs bare Keras `fit` on the same model and data (target >= 0.97);
 model: accumulation k=4 vs k=1 at the same global batch (target time <= 1.05x), remat=blocks vs
 none (time and peak memory), XLA on vs off (the runtime.xla=auto choice); the trace time and
 graph size of the step for k=1 and k=16 (a while loop: independent of k).
+`--model-parallel`: the pipeline bubble vs GPipe's (S-1)/(M+S-1) and sharded-state step time vs
+unsharded (target <= 1.10x), on logical CPU devices (benchmarks/model_parallel.py).
 Steady-state rates: the first steps (tracing, warm-up) are excluded; each comparison alternates
 its two runs and keeps the best of each. Every rate is given per wall-clock second and per second
 of this process's CPU time (MFU by CPU time = model FLOPs per CPU-second / matmul FLOPs per
@@ -232,7 +234,14 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed steps per measurement")
     parser.add_argument("--batch", type=int, default=0, help="global batch (default: preset's)")
     parser.add_argument("--repeats", type=int, default=2, help="alternated runs per comparison")
+    parser.add_argument("--model-parallel", action="store_true",
+                        help="only the issue-21 figures: pipeline bubble vs theory, sharded "
+                             "optimizer state vs unsharded step time (benchmarks/model_parallel.py)")
     args = parser.parse_args(argv)
+    if args.model_parallel:
+        from benchmarks.model_parallel import main as model_parallel_main
+        model_parallel_main(args.steps)
+        return
 
     import tensorflow as tf
 

@@ -88,6 +88,11 @@ def cmd_config(args: argparse.Namespace) -> int:
     import yaml
     config = resolve_config(args)
     yaml.safe_dump(config_lib.to_dict(config), sys.stdout, sort_keys=False)
+    if args.fit:  # issue 21: which layouts of this model fit N devices of G GiB (YAML comments)
+        from components.training.memory import fit_table
+        devices, _, gib = args.fit.partition("x")
+        for line in fit_table(config, int(devices), float(gib or 80)):
+            print(f"# {line}")
     return 0
 
 
@@ -264,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("config", parents=common + [_config_options(), _beam_options()],
                           help="print the resolved config (preset + YAML + overrides)",
                           description="Print the resolved, validated config as YAML.")
+    show.add_argument("--fit", default="8x80", metavar="NxGIB",
+                      help="append (as YAML comments) which data-parallel, sharded and pipeline "
+                           "layouts fit N devices of GIB GiB (default 8x80; empty: none)")
     show.set_defaults(func=cmd_config)
     _add_plumbing(sub, common)
     return parser

@@ -173,6 +173,30 @@ def validate_batch(config: Config, replicas: int) -> None:
         raise ConfigError(
             f"train.global_batch_size ({t.global_batch_size}) must be divisible by replicas "
             f"({replicas}) x train.accumulation_steps ({t.accumulation_steps}) = {per_step}")
+    validate_tuning(config, replicas)
+    validate_model_parallel(config)
+
+
+def validate_model_parallel(config: Config) -> None:
+    """Issue 21. Supported: train.shard_optimizer_state with runtime.strategy=mirrored (one host);
+    runtime.pipeline_stages > 1 with runtime.strategy=one_device (the stages are the host's
+    devices). Every other combination is a ConfigError naming the settings. (Whether the host has
+    pipeline_stages devices is checked when the Trainer places the stages.)"""
+    t, r, layers = config.train, config.runtime, config.model.n_layer
+    if r.pipeline_stages < 1:
+        raise ConfigError(f"runtime.pipeline_stages: must be >= 1 (1 = off), got {r.pipeline_stages}")
+    if r.pipeline_stages > layers:
+        raise ConfigError(f"runtime.pipeline_stages ({r.pipeline_stages}) exceeds model.n_layer "
+                          f"({layers}): every stage needs at least one block")
+    if r.pipeline_stages > 1 and r.strategy != "one_device":
+        raise ConfigError(f"runtime.pipeline_stages={r.pipeline_stages} needs runtime.strategy="
+                          f"one_device (the stages use the host's devices); combining it with "
+                          f"runtime.strategy={r.strategy} (data parallel) is not supported yet")
+    if t.shard_optimizer_state and r.strategy != "mirrored":
+        why = ("one replica has nothing to shard across" if r.strategy == "one_device" else
+               "the sharded update is single-host (it is not supported across workers yet)")
+        raise ConfigError(f"train.shard_optimizer_state=true needs runtime.strategy=mirrored, got "
+                          f"runtime.strategy={r.strategy}: {why}")
 
 
 TUNE_ALGORITHMS = ("random", "bayesian", "hyperband")

@@ -122,6 +122,9 @@ class TrainConfig:
     # Weights kept fixed while fine-tuning: `embeddings` (token + position; with tied embeddings
     # this also fixes the output head) and/or `blocks:N` (the lowest N transformer blocks).
     freeze: tuple[str, ...] = ()
+    # ZeRO stage 1: each data-parallel replica keeps the AdamW moments of its own 1/R slice of the
+    # parameters (optimizer state 8 N -> 8 N / R bytes per replica). runtime.strategy=mirrored only.
+    shard_optimizer_state: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,11 @@ class RuntimeConfig:
     # Device memory (GiB per replica) the Trainer's memory estimate is checked against; 0 = detect
     # (GPU total memory, or the machine's RAM for CPU replicas).
     device_memory_gb: float = 0.0
+    # Pipeline (GPipe) model parallelism: the block stack split into this many contiguous stages,
+    # one device each (embeddings with the first, final norm and head with the last); the
+    # train.accumulation_steps micro-batches stream through them. 1 = off. Needs
+    # runtime.strategy=one_device (stages within one host; see docs/training.md).
+    pipeline_stages: int = 1
     # Beam pipeline options for every Beam-based stage, e.g. ("--direct_running_mode=multi_processing",).
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 

@@ -146,28 +146,43 @@ class GPT(keras.Model):
             vocab_size, use_bias=False, kernel_initializer=_normal(0.02), name="head", dtype="float32")
 
     def call(self, ids, training=False, seed=None):
-        steps = tf.shape(ids)[1]
+        seed = self.dropout_seed(training, seed)
+        x = self.embed(ids, training, seed)
+        for index in range(len(self.blocks)):
+            x = self.apply_block(index, x, training, seed)
+        return self.project(x)
+
+    # The pieces of call(), also run one pipeline stage at a time (training/pipeline_stages.py).
+    def dropout_seed(self, training, seed):
+        """The call's seed: None without dropout (no RNG ops), a random one when none is given."""
         if not training or not self.rate:
-            seed = None                                                  # no dropout, no RNG ops
-        elif seed is None:
-            seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
-        # The residual stream is float32 end to end; each block casts to the compute dtype inside.
+            return None
+        return tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32) if seed is None else seed
+
+    def embed(self, ids, training, seed):
+        """ids (B, T) -> the float32 residual stream (B, T, C); each block casts inside."""
+        steps = tf.shape(ids)[1]
         x = self.token_embedding(ids) + self.position_embedding(tf.range(steps))[tf.newaxis]
-        if seed is not None:                                             # (B, T, C) float32
+        if seed is not None:
             x = stateless_dropout(x, self.rate, tf.random.experimental.stateless_fold_in(seed, 0))
-        for index, block in enumerate(self.blocks):
-            block_seed = None if seed is None else tf.random.experimental.stateless_fold_in(seed, index + 1)
-            if training and self.remat == "blocks":
-                # Only the block's input is kept; its activations are recomputed in the backward
-                # pass (keras.RematScope is broken on the TF backend, keras-team/keras#21207).
-                x = tf.recompute_grad(
-                    lambda h, block=block, s=block_seed: block(h, training=True, seed=s))(x)
-            else:
-                x = block(x, training=training, seed=block_seed)
+        return x
+
+    def apply_block(self, index, x, training, seed):
+        block = self.blocks[index]
+        block_seed = None if seed is None else tf.random.experimental.stateless_fold_in(seed, index + 1)
+        if training and self.remat == "blocks":
+            # Only the block's input is kept; its activations are recomputed in the backward
+            # pass (keras.RematScope is broken on the TF backend, keras-team/keras#21207).
+            return tf.recompute_grad(
+                lambda h, block=block, s=block_seed: block(h, training=True, seed=s))(x)
+        return block(x, training=training, seed=block_seed)
+
+    def project(self, x):
+        """Final LayerNorm and output head: (B, T, C) -> logits (B, T, vocab) float32."""
         x = self.ln_f(x)
         if self.head is None:  # tied: logits = x @ E^T, in float32
             return tf.matmul(x, self.output_embedding(), transpose_b=True)
-        return self.head(x)                                             # (B, T, vocab) float32
+        return self.head(x)
 
     def output_embedding(self):
         """The tied output head's matrix E (vocab, C) in float32. After model.quantize("int8") the

@@ -113,12 +113,12 @@ def run_fn(fn_args) -> None:
     from components.training import loop
     from components.training import warm_start
     from components.training.variants import export_variants
-    from components.training.strategy import ensure_cpu_replicas
+    from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
 
     custom = fn_args.custom_config
     config, tuned = trainer_config(custom, fn_args.hyperparameters)
-    if config.runtime.strategy == "mirrored":
-        ensure_cpu_replicas(config.runtime.cpu_replicas)
+    if cpu_devices_needed(config.runtime):
+        ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
                                   config.train.freeze, warm)

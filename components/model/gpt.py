@@ -13,6 +13,8 @@ import math
 
 import keras
 import tensorflow as tf
+# Keras 3 exports no public way to leave a layer's autocast scope; the one it opens itself.
+from keras.src.backend import AutocastScope
 
 from components.config.tree import REMAT_MODES
 from components.tokenizer.byte_level import VOCAB_SIZE
@@ -172,11 +174,17 @@ class GPT(keras.Model):
     def output_embedding(self):
         """The tied output head's matrix E (vocab, C) in float32. After model.quantize("int8") the
         embedding variable holds int8 codes with a per-row scale: read it dequantized (the raw
-        codes would put logits off by ~1e3)."""
+        codes would put logits off by ~1e3).
+
+        Read outside Keras' autocast scope: GPT.__call__ opens one in the compute dtype under a
+        mixed policy, and a float variable read inside it comes back bf16/fp16-rounded (the head
+        and its gradient would then be rounded, contrary to "logits stay float32")."""
         layer = self.token_embedding
-        if getattr(layer, "quantization_mode", None) == "int8":
-            return tf.cast(layer._embeddings, tf.float32) / tf.cast(layer.embeddings_scale, tf.float32)[:, None]
-        return tf.cast(layer.embeddings, tf.float32)
+        with AutocastScope(None):
+            if getattr(layer, "quantization_mode", None) == "int8":
+                return (tf.cast(layer._embeddings, tf.float32)
+                        / tf.cast(layer.embeddings_scale, tf.float32)[:, None])
+            return tf.cast(layer.embeddings, tf.float32)
 
 
 def decay_variables(model: GPT, decay_embeddings: bool = True) -> list:

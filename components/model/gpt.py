@@ -171,6 +171,22 @@ class GPT(keras.Model):
             return tf.matmul(x, self.output_embedding(), transpose_b=True)
         return self.head(x)                                             # (B, T, vocab) float32
 
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        """Keras 3 hands its tracked list `blocks` to SavedModel only: a tf.train.Checkpoint of
+        the model would miss every block variable (kept, if at all, positionally under the
+        optimizer; frozen blocks in no checkpoint). Checkpoints get them under the same path the
+        SavedModel walk uses (`blocks/<i>/...`)."""
+        children = super()._trackable_children(save_type, **kwargs)
+        if save_type == "checkpoint" and "blocks" not in children:
+            wrapped = self.__dict__.get("_checkpoint_blocks")
+            if wrapped is None or list(wrapped) != list(self.blocks):
+                # One wrapper per model (the object graph keys nodes by identity), stored past
+                # Keras' and TF's attribute tracking so the model's own layers do not change.
+                wrapped = tf.__internal__.tracking.wrap(list(self.blocks))
+                object.__setattr__(self, "_checkpoint_blocks", wrapped)
+            children["blocks"] = wrapped
+        return children
+
     def output_embedding(self):
         """The tied output head's matrix E (vocab, C) in float32. After model.quantize("int8") the
         embedding variable holds int8 codes with a per-row scale: read it dequantized (the raw

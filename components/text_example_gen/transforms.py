@@ -4,7 +4,8 @@
                                                    touched, one quarantine piece)
           ── AssembleShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz + quarantine.jsonl
 
-ConvertUnitFn streams one unit: read (readers.py) -> documents -> split by document id -> pack
+ConvertUnitFn streams one unit: read (readers.py) -> documents -> drop later copies of a document
+(FindDuplicates, data.dedup=exact) -> split by content (documents.py) -> pack
 (packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
 travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
 Every input byte is counted once: packed, quarantined (with its reason and location in
@@ -32,7 +33,8 @@ NAMESPACE = "bigtrain.data"
 QUARANTINE_MANIFEST = "quarantine.jsonl"
 SPLITS = ("train", "eval")
 COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", "bytes_packed",
-                  "bytes_quarantined", "bytes_separators", "sequences_train", "sequences_eval",
+                  "bytes_quarantined", "bytes_separators", "bytes_duplicate",
+                  "sequences_train", "sequences_eval",
                   "tokens_real", "tokens_padding"]
                  + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
                  + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
@@ -66,8 +68,11 @@ class ConvertUnitFn(beam.DoFn):
             self._tokenize = loaded.encode
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
 
-    def process(self, unit: readers.Unit):
+    def process(self, unit: readers.Unit, duplicates=None):
+        """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates)."""
         counts = dict.fromkeys(COUNTER_NAMES, 0)
+        later_copies = frozenset((duplicates or {}).get(unit.index, ()))
+        ordinal = -1
         packers = {split: packing.Packer(self._seq_len, self._tokenize, self._specials)
                    for split in SPLITS}
         pending = {split: [] for split in SPLITS}
@@ -105,7 +110,12 @@ class ConvertUnitFn(beam.DoFn):
             file_problem = False
             for event in readers.read_piece(piece, self._config):
                 if isinstance(event, Document):
-                    split = docs.split_for(event.id, self._eval_fraction, self._salt)
+                    ordinal += 1
+                    if ordinal in later_copies:
+                        counts[f"documents_skipped_{docs.DUPLICATE}"] += 1
+                        counts["bytes_duplicate"] += event.source_bytes
+                        continue
+                    split = docs.split_of(event, self._eval_fraction, self._salt)
                     counts["documents_packed"] += 1
                     counts["bytes_packed"] += event.source_bytes
                     write(split, packers[split].add(event.text))
@@ -139,6 +149,27 @@ class ConvertUnitFn(beam.DoFn):
             yield ("manifest", "", 0), (unit.index, path)
 
 
+class DigestUnitFn(beam.DoFn):
+    """Unit -> (content_key digest, (unit index, ordinal)) for each packable document."""
+
+    def __init__(self, config: readers.ReaderConfig):
+        self._config = config
+
+    def process(self, unit: readers.Unit):
+        ordinal = 0
+        for piece in unit.pieces:
+            for event in readers.read_piece(piece, self._config):
+                if isinstance(event, Document):
+                    yield bytes.fromhex(docs.content_key(event.text)), (unit.index, ordinal)
+                    ordinal += 1
+
+
+def _later_copies(element):
+    """(digest, locations) -> every location but the first in reading order."""
+    _, locations = element
+    return sorted(locations)[1:]
+
+
 class AssembleFn(beam.DoFn):
     """((kind, split, shard), [(unit, piece path) ...]) -> the final file, pieces in unit order."""
 
@@ -160,15 +191,38 @@ class AssembleFn(beam.DoFn):
 # Composite transforms.
 
 
-class ConvertUnits(beam.PTransform):
-    """PCollection[Unit] -> piece records, one per piece file written."""
+class FindDuplicates(beam.PTransform):
+    """PCollection[Unit] -> (unit index, [ordinals of documents that repeat an earlier one]).
 
-    def __init__(self, fn: ConvertUnitFn):
+    Reads the units once more, keeping only digests: the shuffle holds one 32-byte digest and one
+    (unit, ordinal) pair per document, never a text, and what reaches ConvertUnitFn (a side
+    input) is the later copies' locations only, O(duplicates) integers."""
+
+    def __init__(self, config: readers.ReaderConfig):
         super().__init__()
-        self._fn = fn
+        self._config = config
 
     def expand(self, units):
-        return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn)
+        return (units
+                | "Digests" >> beam.ParDo(DigestUnitFn(self._config))
+                | "GroupCopies" >> beam.GroupByKey()
+                | "LaterCopies" >> beam.FlatMap(_later_copies)
+                | "ByUnit" >> beam.GroupByKey()
+                | "AsLists" >> beam.MapTuple(lambda unit, ordinals: (unit, sorted(ordinals))))
+
+
+class ConvertUnits(beam.PTransform):
+    """PCollection[Unit] -> piece records, one per piece file written. duplicates: the output of
+    FindDuplicates (data.dedup=exact), or None to pack every document."""
+
+    def __init__(self, fn: ConvertUnitFn, duplicates=None):
+        super().__init__()
+        self._fn, self._duplicates = fn, duplicates
+
+    def expand(self, units):
+        side = {} if self._duplicates is None else {
+            "duplicates": beam.pvalue.AsDict(self._duplicates)}
+        return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn, **side)
 
 
 class AssembleShards(beam.PTransform):
@@ -196,9 +250,10 @@ class TextToTFRecordShards(beam.PTransform):
                  split_salt: str, train_shards: int, eval_shards: int,
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
-                 tokenizer_dir: str | None = None):
+                 tokenizer_dir: str | None = None, dedup: str = "exact"):
         super().__init__()
         self._units = readers.plan_units(files, reader_config)
+        self._reader_config, self._dedup = reader_config, dedup
         num_shards = {"train": train_shards, "eval": eval_shards}
         self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
                                       eval_fraction=eval_fraction, split_salt=split_salt,
@@ -207,7 +262,9 @@ class TextToTFRecordShards(beam.PTransform):
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
-        return (pbegin
-                | "PlanUnits" >> beam.Create(self._units)
-                | "ConvertUnits" >> ConvertUnits(self._convert)
+        units = pbegin | "PlanUnits" >> beam.Create(self._units)
+        duplicates = (units | "FindDuplicates" >> FindDuplicates(self._reader_config)
+                      if self._dedup == "exact" else None)
+        return (units
+                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates)
                 | "AssembleShards" >> self._assemble)

@@ -139,7 +139,10 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state,
                                      iterator=iterator)
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
-    latest = tf.train.latest_checkpoint(shared_checkpoint_dir)  # the chief's, on every worker
+    # The chief's, on every worker (a shared file system); a worker with its own --out folder
+    # finds its own copy (every worker writes each checkpoint; before, it started at step 0).
+    latest = (tf.train.latest_checkpoint(shared_checkpoint_dir)
+              or (not chief and tf.train.latest_checkpoint(checkpoint_dir)) or None)
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         _log("resumed from %s (step %d)", latest, _value(state.step))

@@ -17,7 +17,7 @@ def reader_config(data) -> readers.ReaderConfig:
     return readers.ReaderConfig(
         format=data.format, document=data.document, separator=data.separator.encode("utf-8"),
         text_field=data.text_field, max_document_bytes=data.max_document_bytes,
-        range_bytes=data.range_bytes)
+        range_bytes=data.range_bytes, newline=getattr(data, "newline", "normalize"))
 
 
 def read_split_documents(data, skipped: collections.Counter | None = None

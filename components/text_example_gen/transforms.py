@@ -44,6 +44,29 @@ COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", 
 # DoFns.
 
 
+class ManifestPieceWriter:
+    """A unit's quarantine records, each written to the piece file as it comes (memory: one
+    record, whatever the unit quarantines); the file is created on the first record, under a
+    temporary name renamed on close (a retried bundle rewrites it whole)."""
+
+    def __init__(self, path: str):
+        self.path, self._out, self.records = path, None, 0
+
+    def write(self, record: dict) -> None:
+        if self._out is None:
+            self._out = shards._create(self.path + ".tmp")
+        self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+        self.records += 1
+
+    def close(self) -> bool:
+        """True when a piece file was written."""
+        if self._out is None:
+            return False
+        self._out.close()
+        shards._rename(self.path + ".tmp", self.path)
+        return True
+
+
 class ConvertUnitFn(beam.DoFn):
     """Unit -> ((kind, split, shard), (unit index, piece path)) for each piece it wrote."""
 
@@ -78,7 +101,8 @@ class ConvertUnitFn(beam.DoFn):
         pending = {split: [] for split in SPLITS}
         batches = dict.fromkeys(SPLITS, 0)
         writers: dict[tuple[str, int], shards.PieceWriter] = {}
-        manifest = []
+        manifest = ManifestPieceWriter(os.path.join(
+            self._output_dir, shards.PIECES_DIR, f"unit-{unit.index:06d}-quarantine.jsonl"))
 
         def write(split: str, windows: np.ndarray | None, final: bool = False) -> None:
             if windows is not None:
@@ -126,7 +150,7 @@ class ConvertUnitFn(beam.DoFn):
                     else:
                         counts[f"documents_skipped_{event.reason}"] += event.records
                     counts["bytes_quarantined"] += event.bytes
-                    manifest.append(json.dumps(event.record(), sort_keys=True))
+                    manifest.write(event.record())
                 elif isinstance(event, Separator):
                     counts["bytes_separators"] += event.bytes
                 else:  # ("consumed", bytes read from the input)
@@ -139,14 +163,8 @@ class ConvertUnitFn(beam.DoFn):
                 self._counters[name].inc(value)
         for (split, shard), writer in sorted(writers.items()):
             yield ("shard", split, shard), (unit.index, writer.close())
-        if manifest:
-            path = os.path.join(self._output_dir, shards.PIECES_DIR,
-                                f"unit-{unit.index:06d}-quarantine.jsonl")
-            out = shards._create(path + ".tmp")
-            out.write(("\n".join(manifest) + "\n").encode("utf-8"))
-            out.close()
-            shards._rename(path + ".tmp", path)
-            yield ("manifest", "", 0), (unit.index, path)
+        if manifest.close():
+            yield ("manifest", "", 0), (unit.index, manifest.path)
 
 
 class DigestUnitFn(beam.DoFn):

@@ -232,8 +232,25 @@ def parameter_count(model: keras.Model) -> int:
     return int(sum(math.prod(v.shape) for v in model.trainable_variables))
 
 
-def flops_per_token(model_config, context_length: int, n_params: int) -> int:
-    """Training FLOPs per token (forward + backward = 3 x forward): 6 N for the weight matmuls
-    plus 12 x n_layer x T x C for attention scores and weighted sums (PaLM, Chowdhery et al.
-    2022, appendix B; counts the full T x T scores, as MFU figures conventionally do)."""
-    return int(6 * n_params + 12 * model_config.n_layer * context_length * model_config.d_model)
+def matmul_weights(model: GPT) -> tuple[int, int]:
+    """(trainable, frozen) weights that take part in a matmul per token: every Dense kernel and
+    the output head (V x C, the tied embedding read as a matrix). Embedding lookups, position
+    embeddings, biases and LayerNorms are not matmuls."""
+    head = model.token_embedding.embeddings if model.head is None else model.head.kernel
+    counts = {True: 0, False: 0}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.layers.Dense) and layer is not model.head:
+            counts[layer.kernel.trainable] += math.prod(layer.kernel.shape)
+    counts[head.trainable] += math.prod(head.shape)
+    return counts[True], counts[False]
+
+
+def flops_per_token(model: GPT, context_length: int) -> int:
+    """Training FLOPs per token, matmuls only: 6 M + 4 M_frozen + 12 x n_layer x T x C.
+    A trainable matmul weight costs 2 FLOPs forward and 4 backward (activation and weight
+    gradients); a frozen one 2 forward + 2 for the activation gradient (an upper bound: none is
+    needed below the lowest trainable layer). 12 n_layer T C: attention scores and weighted sums
+    (PaLM, Chowdhery et al. 2022, appendix B; the full T x T scores, as MFU figures count them)."""
+    trainable, frozen = matmul_weights(model)
+    d_model = model.token_embedding.output_dim
+    return int(6 * trainable + 4 * frozen + 12 * len(model.blocks) * context_length * d_model)

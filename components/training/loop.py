@@ -150,7 +150,7 @@ def _describe_and_check(config, model, replicas: int) -> tuple[int, int, bool]:
     Returns (parameter count, training FLOPs per token, XLA on)."""
     t, runtime = config.train, config.runtime
     n_params = parameter_count(model)
-    flops = flops_per_token(config.model, config.data.seq_len, n_params)
+    flops = flops_per_token(model, config.data.seq_len)
     _log("model %s: %s parameters, %.3g training FLOPs/token, %d replica(s), precision %s, "
          "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
          flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,

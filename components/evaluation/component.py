@@ -256,9 +256,10 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         os.makedirs(evaluation.uri, exist_ok=True)
         with open(os.path.join(evaluation.uri, METRICS_FILE), "w", encoding="utf-8") as fh:
             json.dump(record, fh, indent=2, sort_keys=True)
-        for name in ("loss", "perplexity", "accuracy", "bits_per_byte"):
+        for name in ("loss", "perplexity", "accuracy", "bits_per_byte", "loss_standard_error"):
             evaluation.set_float_custom_property(name, float(candidate[name]))
         evaluation.set_int_custom_property("examples", candidate["examples"])
+        evaluation.set_int_custom_property("sample_sequences", candidate["sample_sequences"])
         evaluation.set_int_custom_property("tokens", candidate["tokens"])
         if baseline_metrics is not None:
             evaluation.set_float_custom_property("baseline_loss", float(baseline_metrics["loss"]))

@@ -50,11 +50,12 @@ class ManifestPieceWriter:
     temporary name renamed on close (a retried bundle rewrites it whole)."""
 
     def __init__(self, path: str):
-        self.path, self._out, self.records = path, None, 0
+        self.path, self._out, self._tmp, self.records = path, None, None, 0
 
     def write(self, record: dict) -> None:
         if self._out is None:
-            self._out = shards._create(self.path + ".tmp")
+            self._tmp = shards.tmp_name(self.path)
+            self._out = shards._create(self._tmp)
         self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
         self.records += 1
 
@@ -63,7 +64,7 @@ class ManifestPieceWriter:
         if self._out is None:
             return False
         self._out.close()
-        shards._rename(self.path + ".tmp", self.path)
+        shards._rename(self._tmp, self.path)
         return True
 
 
@@ -86,13 +87,20 @@ class ConvertUnitFn(beam.DoFn):
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
 
     def setup(self):
-        if self._tokenizer_dir is not None:
+        self._load_tokenizer()
+
+    def _load_tokenizer(self):
+        """Once per DoFn instance. Also called from process(): a runner that never calls setup()
+        (Beam's DaskRunner) must not silently tokenize with UTF-8 bytes instead."""
+        if self._tokenizer_dir is not None and not getattr(self, "_tokenizer_loaded", False):
             loaded = tokenizer_artifact.load(self._tokenizer_dir)
             self._tokenize = loaded.encode
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
+            self._tokenizer_loaded = True
 
     def process(self, unit: readers.Unit, duplicates=None):
         """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates)."""
+        self._load_tokenizer()
         later_copies = frozenset((duplicates or {}).get(unit.index, ()))
         ordinal = -1
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
@@ -125,6 +133,7 @@ class ConvertUnitFn(beam.DoFn):
         for name, value in out.counts.items():
             if value:
                 self._counters[name].inc(value)
+        self._load_tokenizer()
         yield from out.close()
 
 

@@ -82,7 +82,7 @@ def _run_workers(examples, tmp_path, overrides, timeout=300):
                                                      "task": {"type": "worker", "index": index}}),
                    TF_CPP_MIN_LOG_LEVEL="2")
         procs.append(subprocess.Popen(
-            [bigtrain, "train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
+            [bigtrain, "plumbing", "train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
              "--weights-out", str(tmp_path / f"w{index}.npz"),
              *config_args(*overrides, "runtime.strategy=multi_worker_mirrored")],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

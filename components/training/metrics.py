@@ -31,9 +31,11 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
                        max_batches: int, in_graph: bool = True, pad_id: int = PAD_ID,
                        token_bytes=None) -> dict:
     """Loss (nats/token), perplexity and next-token accuracy over non-pad targets, plus example
-    and token counts, on the first max_batches batches of the eval split (no shuffling: every
+    and token counts, on the evaluation sample, max_batches x batch_size sequences (eval_sample: every
     model is measured on the same sequences). in_graph=False: logits_fn is plain Python (the
-    TFLite Interpreter) and runs outside the tf.function."""
+    TFLite Interpreter) and runs outside the tf.function. "batches" holds each batch's
+    [loss sum, correct, tokens, bytes] in order: two models' rows pair up batch by batch (the
+    Evaluator's paired variant deltas)."""
     # Raw UTF-8 bytes each id stands for (Tokenizer.token_byte_lengths; default: the byte
     # tokenizer's), so bits per byte = total nats / bytes under the targets / ln 2 compares
     # models with different tokenizers.
@@ -54,13 +56,16 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
         return (tf.reduce_sum(token_losses, axis=1), tf.reduce_sum(hit * mask),
                 tf.reduce_sum(mask, axis=1), raw_bytes)
 
-    sequence_losses, sequence_tokens, correct, total_bytes = [], [], 0.0, 0.0
+    sequence_losses, sequence_tokens, rows = [], [], []
     for inputs, targets in dataset:
         l, c, n, b = batch_stats(inputs, targets) if in_graph else batch_stats(
             inputs, targets, tf.constant(logits_fn(inputs.numpy())))
         sequence_losses.append(l.numpy())
         sequence_tokens.append(n.numpy())
-        correct, total_bytes = correct + float(c), total_bytes + float(b)
+        rows.append([float(np.sum(sequence_losses[-1], dtype=np.float64)), float(c),
+                     float(np.sum(sequence_tokens[-1], dtype=np.float64)), float(b)])
+    correct = sum(row[1] for row in rows)
+    total_bytes = sum(row[3] for row in rows)
     losses = np.concatenate(sequence_losses or [np.zeros(0)]).astype(np.float64)
     counts = np.concatenate(sequence_tokens or [np.zeros(0)]).astype(np.float64)
     loss_sum, tokens = float(losses.sum()), float(counts.sum())
@@ -72,7 +77,7 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
             "bits_per_byte": loss_sum / max(total_bytes, 1.0) / math.log(2),
             "eval_bytes": int(total_bytes),
             "sample_sequences": int(len(losses)), "sample_seed": EVAL_SAMPLE_SEED,
-            "loss_standard_error": ratio_standard_error(losses, counts)}
+            "loss_standard_error": ratio_standard_error(losses, counts), "batches": rows}
 
 
 EVAL_SAMPLE_SEED = "bigtrain-eval-sample-1:"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 
-from components.config.tree import (DATA_FORMATS, DOCUMENT_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
+from components.config.tree import (DATA_FORMATS, DEDUP_MODES, DOCUMENT_MODES, NEWLINE_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
                              PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES, TOKENIZER_MODEL_TYPES,
                              TOKENIZERS, XLA_MODES, Config, ConfigError)
 
@@ -111,6 +111,10 @@ def validate_data(config: Config) -> None:
         raise ConfigError(f"data.gzip_level: must be in [1, 9], got {d.gzip_level}")
     if d.document not in DOCUMENT_MODES:
         raise ConfigError(f"data.document: {d.document!r} is not one of {DOCUMENT_MODES}")
+    if d.dedup not in DEDUP_MODES:
+        raise ConfigError(f"data.dedup: {d.dedup!r} is not one of {DEDUP_MODES}")
+    if d.newline not in NEWLINE_MODES:
+        raise ConfigError(f"data.newline: {d.newline!r} is not one of {NEWLINE_MODES}")
     if d.document == "separator" and not d.separator:
         raise ConfigError("data.separator: must not be empty with data.document=separator")
     if d.format in ("jsonl", "parquet") and not d.text_field:

@@ -16,6 +16,8 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "jsonl", "parquet", "tfrecord")
 DOCUMENT_MODES = ("file", "record", "separator")
+DEDUP_MODES = ("exact", "none")
+NEWLINE_MODES = ("normalize", "keep")
 REMAT_MODES = ("none", "blocks")
 XLA_MODES = ("auto", "on", "off")
 ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off
@@ -59,10 +61,19 @@ class DataConfig:
     gzip_level: int = 1
     # Model context length; every emitted sequence holds seq_len + 1 ids (inputs + shifted targets).
     seq_len: int = 128
-    # Share of documents sent to the eval split, decided by a hash of the document id (the
-    # relative path for data.document=file, else path + byte offset or record index).
+    # Share of documents sent to the eval split, decided by a hash of the document's normalized
+    # text (exact duplicates share a split; components/corpus/documents.py).
     eval_fraction: float = 0.05
     split_salt: str = ""
+    # `exact`: documents with the same normalized text (components/corpus/documents.py) are
+    # packed once, the others counted as documents_skipped_duplicate; `none`: all are packed
+    # (they still share a split: the split is by content).
+    dedup: str = "exact"
+    # CRLF in data.document=separator and record modes: `normalize` turns every CRLF into LF
+    # before the text is split or packed (a CRLF file then splits on a separator written with
+    # \n, and record lines lose their \r); `keep` packs the bytes as they are. The file mode
+    # always keeps the bytes.
+    newline: str = "normalize"
     train_shards: int = 4
     eval_shards: int = 1
     # Tokenizer: `bytes` (UTF-8 bytes, 259 ids) or `sentencepiece`, trained by TokenizerGen on a

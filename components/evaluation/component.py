@@ -30,9 +30,10 @@ def evaluation_properties(evaluation, candidate: dict, baseline_metrics: dict | 
     """The ModelEvaluation's MLMD properties: the float model's figures, the baseline's, and per
     variant <variant>_loss, _loss_delta (vs float), _loss_delta_se, _batches (measured on),
     _size_bytes, _latency_ms, _fit_to_serve, _reason."""
-    for name in ("loss", "perplexity", "accuracy", "bits_per_byte"):
+    for name in ("loss", "perplexity", "accuracy", "bits_per_byte", "loss_standard_error"):
         evaluation.set_float_custom_property(name, float(candidate[name]))
     evaluation.set_int_custom_property("examples", candidate["examples"])
+    evaluation.set_int_custom_property("sample_sequences", candidate["sample_sequences"])
     evaluation.set_int_custom_property("tokens", candidate["tokens"])
     if baseline_metrics is not None:
         evaluation.set_float_custom_property("baseline_loss", float(baseline_metrics["loss"]))

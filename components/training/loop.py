@@ -169,7 +169,7 @@ def _describe_and_check(config, model, replicas: int) -> tuple[int, int, bool]:
     Returns (parameter count, training FLOPs per token, XLA on)."""
     t, runtime = config.train, config.runtime
     n_params = parameter_count(model)
-    flops = flops_per_token(config.model, config.data.seq_len, n_params)
+    flops = flops_per_token(model, config.data.seq_len)
     _log("model %s: %s parameters, %.3g training FLOPs/token, %d replica(s), precision %s, "
          "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
          flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
@@ -192,9 +192,13 @@ def _worker_dirs(strategy, checkpoint_dir: str, model_run_dir: str) -> tuple[str
 
 def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: str):
     """The CheckpointManager saving into checkpoint_dir, after restoring the latest checkpoint of
-    shared_checkpoint_dir (the chief's, on every worker) when there is one."""
+    shared_checkpoint_dir (the chief's, on every worker) when there is one; a worker with its own
+    --out folder (no shared file system) finds its own copy in checkpoint_dir (every worker writes
+    each checkpoint; before, such a worker started at step 0 while the chief resumed)."""
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
-    latest = tf.train.latest_checkpoint(shared_checkpoint_dir)
+    latest = (tf.train.latest_checkpoint(shared_checkpoint_dir)
+              or (checkpoint_dir != shared_checkpoint_dir
+                  and tf.train.latest_checkpoint(checkpoint_dir)) or None)
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         _log("resumed from %s (step %d)", latest, _value(checkpoint.state.step))

@@ -23,6 +23,8 @@ import os
 import shutil
 import subprocess
 
+from components.tokenizer.spec import token_spec
+
 GIB = 2.0**30
 
 
@@ -69,10 +71,14 @@ def device_memory_bytes(runtime, replicas: int) -> float:
         return 0.0
 
 
-def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0) -> MemoryEstimate:
+def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0, *,
+             vocab_size: int | None = None) -> MemoryEstimate:
+    """V is the real vocabulary: `vocab_size` when given (a loaded tokenizer's), else the
+    config's (259 byte ids, or data.vocab_size for SentencePiece). T is data.seq_len."""
     m, t, T = config.model, config.train, config.data.seq_len
     s = 4 if config.runtime.precision == "float32" else 2
-    C, H, L, V = m.d_model, m.n_head, m.n_layer, vocabulary(config)
+    V = vocab_size if vocab_size is not None else vocabulary(config)
+    C, H, L = m.d_model, m.n_head, m.n_layer
     b = t.global_batch_size // (replicas * t.accumulation_steps)
     block = C * (12 + 15 * s) + H * T * (9 + s)             # bytes per token, one block
     per_token = (4 * C * L + block) if t.remat == "blocks" else L * block
@@ -111,8 +117,8 @@ def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
 # --- Issue 21: per-device bytes under sharded optimizer state (ZeRO-1) and pipeline stages. ---
 
 def vocabulary(config) -> int:
-    """Token ids of the configured tokenizer (bytes: 259)."""
-    return config.data.vocab_size if config.data.tokenizer == "sentencepiece" else 259
+    """Token ids of the configured tokenizer (bytes: 259; SentencePiece: data.vocab_size)."""
+    return token_spec(config.data).vocab_size
 
 
 def parameter_split(config) -> tuple[int, int, int]:

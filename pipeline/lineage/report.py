@@ -175,16 +175,18 @@ DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
                  "documents_skipped_binary", "documents_skipped_not_utf8",
                  "documents_skipped_too_large", "documents_skipped_invalid_json",
                  "documents_skipped_missing_field", "documents_skipped_not_string",
-                 "documents_skipped_truncated_input", "bytes_read", "bytes_packed",
-                 "bytes_quarantined", "bytes_separators", "sequences_train", "sequences_eval",
+                 "documents_skipped_truncated_input", "documents_skipped_duplicate", "bytes_read",
+                 "bytes_packed", "bytes_quarantined", "bytes_separators", "bytes_duplicate", "sequences_train", "sequences_eval",
                  "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
-                    "final_loss", "eval_loss", "eval_bits_per_byte", "unigram_baseline_loss",
-                    "eval_accuracy",
+                    "final_loss", "eval_loss", "eval_loss_standard_error",
+                    "eval_sample_sequences", "eval_bits_per_byte", "zlib9_bits_per_byte",
+                    "lzma9_bits_per_byte", "unigram_baseline_loss", "eval_accuracy",
                     "first_step_loss", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
                     "tuned_hyperparameters")
-EVAL_FIGURES = ("loss", "bits_per_byte", "perplexity", "accuracy", "examples", "tokens",
+EVAL_FIGURES = ("loss", "loss_standard_error", "sample_sequences", "bits_per_byte",
+                "perplexity", "accuracy", "examples", "tokens",
                 "baseline_loss", "baseline_bits_per_byte")
 
 

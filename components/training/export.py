@@ -251,7 +251,7 @@ class LanguageModelServer:
         temperature = self._checked(temperature, temperature >= 0, "temperature must be >= 0 (0 = greedy)")
         top_k = self._checked(self._per_row(top_k, batch, "top_k"), top_k >= 0, "top_k must be >= 0 (0 = off)")
         top_p = self._per_row(top_p, batch, "top_p")
-        top_p = self._checked(top_p, (top_p > 0) & (top_p <= 1), "top_p must be in (0, 1]")
+        top_p = self._checked(top_p, (top_p > 0) & (top_p <= 1), "top_p must be > 0 and <= 1")
         seed = self._per_row(seed, batch, "seed")
         seed = tf.where(seed < 0, tf.random.uniform([batch], 0, 2**31 - 1, tf.int32), seed)  # -1: random
         rows = self._checked(tf.shape(stop)[0], tf.equal(tf.shape(stop)[0], batch),

@@ -49,7 +49,7 @@ def python_greedy(model, tok, prompt: str, steps: int) -> bytes:
     new = []
     for _ in range(steps):
         logits = model(np.array([ids[-CONTEXT:]], np.int32), training=False).numpy()[0, -1]
-        logits[tok.pad_id] = -1e9
+        logits[[tok.pad_id, tok.bos_id]] = -np.inf   # never a continuation
         token = int(np.argmax(logits))
         new.append(token)
         if token == tok.eos_id:
@@ -64,10 +64,10 @@ def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported):
     steps = 6
     prompts = [p for p in PROMPTS if len(sp.encode(p)) + 1 + steps <= CONTEXT]
     out = session.run("generate", prompt=np.array([p.encode() for p in prompts], object),
-                      max_new_tokens=np.int32(steps))
+                      max_new_tokens=np.full([len(prompts)], steps, np.int32))
     for i, prompt in enumerate(prompts):
-        assert out["text"][i] == python_greedy(sp_model, sp, prompt, steps), prompt
-    first = session.run("serving_default", prompts=np.array([p.encode() for p in PROMPTS], object))
+        assert out["text_bytes"][i] == python_greedy(sp_model, sp, prompt, steps), prompt
+    first = session.run("serving_default", prompt=np.array([p.encode() for p in PROMPTS], object))
     # [BOS] + the Python tokenizer's ids, cut to the context window.
     assert first["prompt_tokens"].tolist() == [min(len(sp.encode(p)) + 1, CONTEXT) for p in PROMPTS]
     assert first["logits"].shape == (len(PROMPTS), sp.vocab_size)

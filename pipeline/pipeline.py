@@ -130,7 +130,9 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=os.path.join(serving_dir, config.model.name)))).with_id("Pusher")
+                base_directory=os.path.join(serving_dir, config.model.name))),
+        custom_config={"deploy": {"keep_versions": config.push.keep_versions,
+                                  "policy": config.push.version_policy}}).with_id("Pusher")
 
     components = [*[node for node in (tokenizer_gen,) if node], example_gen, statistics_gen, schema_gen, example_validator, gate,
                   *[node for node in (tuner, base_model) if node], trainer,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 
-from components.config.tree import (DATA_FORMATS, DOCUMENT_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
+from components.config.tree import (VERSION_POLICIES, DATA_FORMATS, DOCUMENT_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
                              PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES, TOKENIZER_MODEL_TYPES,
                              TOKENIZERS, XLA_MODES, Config, ConfigError)
 
@@ -74,6 +74,10 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
                           f"(now {list(x.quantize)})")
     if x.max_new_tokens <= 0:
         raise ConfigError(f"export.max_new_tokens: must be > 0, got {x.max_new_tokens}")
+    if config.push.keep_versions < 1:
+        raise ConfigError(f"push.keep_versions: must be >= 1, got {config.push.keep_versions}")
+    if config.push.version_policy not in VERSION_POLICIES:
+        raise ConfigError(f"push.version_policy: {config.push.version_policy!r} is not one of {VERSION_POLICIES}")
     if not 0.0 < d.eval_fraction < 1.0:
         raise ConfigError(f"data.eval_fraction: must be in (0, 1), got {d.eval_fraction}")
     if d.format not in DATA_FORMATS:

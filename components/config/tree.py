@@ -163,6 +163,19 @@ class ExportConfig:
     max_new_tokens: int = 4096
 
 
+VERSION_POLICIES = ("specific", "latest")
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    """The Pusher's deployment files next to the pushed versions (components/push/deployment.py)."""
+    # Versions kept under <serving_dir>/<model>/: the newest keep_versions and every labelled one.
+    keep_versions: int = 5
+    # models.config's version policy: `specific` (the versions labelled stable and canary) or
+    # `latest` (the newest version only; no labels).
+    version_policy: str = "specific"
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     strategy: str = "mirrored"
@@ -249,6 +262,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    push: PushConfig = field(default_factory=PushConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)

@@ -18,6 +18,8 @@ import shutil
 import time
 from dataclasses import dataclass
 
+from components.push.deployment import publish_deployment_files
+
 PUSH_RECORD = os.path.join("assets.extra", "bigtrain_push.json")
 LOGGER = logging.getLogger("bigtrain.push")
 
@@ -56,8 +58,10 @@ def latest_version_dir(base_dir: str) -> str | None:
     return os.path.join(base_dir, str(versions[-1])) if versions else None
 
 
-def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None) -> PushResult:
-    """Copy saved_model_dir to <base_dir>/<new version> atomically, unless already served."""
+def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
+               deploy: dict | None = None) -> PushResult:
+    """Copy saved_model_dir to <base_dir>/<new version> atomically, unless already served; then
+    the deployment files (deploy: keep_versions, policy; components/push/deployment.py)."""
     if not os.path.exists(os.path.join(saved_model_dir, "saved_model.pb")):
         raise FileNotFoundError(f"no saved_model.pb in {saved_model_dir}")
     digest = model_digest(saved_model_dir)
@@ -92,4 +96,5 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None) 
                 continue
             raise
         LOGGER.info("pushed %s -> %s", saved_model_dir, final)
+        publish_deployment_files(base_dir, version, **(deploy or {}))
         return PushResult(True, version, final, f"pushed as version {version}")

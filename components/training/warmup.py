@@ -15,17 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from components.common.errors import BigtrainError
+from components.training.batching import BATCHING
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
-# TF Serving's request batching (--enable_batching --batching_parameters_file): the Pusher writes
-# these next to the pushed versions (components/push/deployment.py). Batches are padded up to
-# the next allowed size, so warm-up covers exactly these sizes. max 32: the largest batch
-# benchmarks/generate_speed.py measures (staggered case); timeout 5 ms waits for company without
-# adding noticeably to a decode that takes tens of milliseconds and more.
-BATCHING = {"max_batch_size": 32, "allowed_batch_sizes": (1, 4, 16, 32), "batch_timeout_micros": 5000,
-            "num_batch_threads": 4, "max_enqueued_batches": 100, "pad_variable_length_inputs": True}
-
-
 class WarmupFileError(BigtrainError):
     """The warm-up file is missing, truncated or does not hold PredictionLog records."""
 

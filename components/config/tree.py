@@ -138,6 +138,11 @@ class EvalConfig:
     # A quantized variant whose loss exceeds the float model's (same sequences) by more than this
     # (nats/token) is marked not fit to serve.
     max_quantization_loss_delta: float = 0.05
+    # ... and one larger on disk than max_variant_size_ratio x the float model's, or slower
+    # (token_logits, one eval batch) than max_variant_latency_ratio x float's, is not recommended
+    # either (components/training/variants.py recommend; the latency allowance absorbs timer noise).
+    max_variant_size_ratio: float = 1.0
+    max_variant_latency_ratio: float = 1.1
     # Tokenizer-independent gates in bits per byte (total nats over the raw UTF-8 bytes of the
     # targets / ln 2), so models with different tokenizers compare fairly. max_bits_per_byte:
     # 0 = off; max_bits_per_byte_regression: < 0 = off. The nats/token gates above (max_loss,

@@ -28,7 +28,8 @@ def test_push_is_idempotent_and_versions_increase(tmp_path):
     second = push.push_model(str(tmp_path / "b"), base)
     assert second.pushed and second.version > first.version
     assert push.served_versions(base) == [first.version, second.version]
-    assert sorted(os.listdir(base)) == sorted(str(v) for v in (first.version, second.version))
+    assert sorted(os.listdir(base)) == sorted([str(first.version), str(second.version),
+                                               "batching_parameters", "models.config"])
     assert push.latest_version_dir(base) == second.path
 
 

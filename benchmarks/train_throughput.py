@@ -176,7 +176,7 @@ def trace_cost(config, shard: str, k: int) -> tuple[float, int]:
     model, state, optimizer, _ = loop.build_training(config, strategy)
     step = train_step.make_train_step(model, optimizer, strategy, state,
                                       global_batch_size=config.train.global_batch_size,
-                                      seq_len=config.data.seq_len, accumulation_steps=k,
+                                      accumulation_steps=k,
                                       clip_norm=1.0, dynamic_loss_scale=False)
     iterator = iter(input_lib.make_dataset(shard, config.data.seq_len,
                                            config.train.global_batch_size))

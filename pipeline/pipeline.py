@@ -61,82 +61,15 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
                     enable_cache: bool = True, until: str | None = None) -> Pipeline:
     """The whole DAG; with `until`, only the named stage and what it depends on (e.g.
     until="TextExampleGen" prepares data without training)."""
-    data = config.data
-    # data.tokenizer=sentencepiece: a SentencePiece model trained on a sample of the train
-    # documents (the Tokenizer artifact) that the data stage tokenizes with and export embeds.
-    tokenizer_gen = TokenizerGen(data=data) if data.tokenizer == "sentencepiece" else None
-    if data.format != "tfrecord":
-        # Raw text / JSONL / Parquet -> tokenized, packed, gzip TFRecord shards (train / eval).
-        example_gen = TextExampleGen(
-            data=data, tokenizer=tokenizer_gen.outputs["tokenizer"] if tokenizer_gen else None)
-    else:
-        # Already tokenized shards, imported as they are (and validated like any other).
-        example_gen = ImportExampleGen(
-            input_base=data.input,
-            input_config=example_gen_pb2.Input(splits=[
-                example_gen_pb2.Input.Split(name="train", pattern="train/*"),
-                example_gen_pb2.Input.Split(name="eval", pattern="eval/*")]))
-
-    # Per-split statistics of the shards.
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
-
-    # The curated schema from schemas/, resolved for this sequence length.
-    schema_gen = CuratedSchemaGen(seq_len=data.seq_len, vocab_size=token_spec(data).vocab_size)
-
-    # Statistics checked against the schema.
-    example_validator = ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
-
-    # Stops the run here, naming every anomaly, before anything trains on bad data.
-    gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
-
-    # Optional: hyper-parameter search (tune.trials > 0), trials on the Trainer's training loop;
-    # optional: the parent of a fine-tuning run (train.init_from), an input of the Trainer.
-    tuner = make_tuner(config, example_gen.outputs["examples"], schema_gen.outputs["schema"]) \
-        if config.tune.trials > 0 else None
-    if tuner:
-        tuner.add_upstream_node(gate)
-    base_model, parent_model = warm_start_parent(config.train.init_from)
-
-    # The GPT language model: MirroredStrategy, mixed precision, accumulation, checkpoints, export.
-    trainer = BigtrainTrainer(
-        run_fn="components.training.run_fn.run_fn",
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
-        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
-        base_model=parent_model,
-        train_args=trainer_pb2.TrainArgs(num_steps=config.train.train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=config.train.eval_batches),
-        custom_config=trainer_custom_config(config, os.path.join(pipeline_root, "checkpoints")))
-    trainer = trainer.with_id("Trainer")
-    trainer.add_upstream_node(gate)
-
-    # The latest blessed model (through MLMD): the baseline a new model must not be worse than.
-    latest_blessed = Resolver(
-        strategy_class=LatestBlessedModelStrategy,
-        model=Channel(type=standard_artifacts.Model),
-        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
-
-    # Metrics of every exported variant on the eval split; export.serve's variant is blessed
-    # against thresholds + baseline (+ its loss delta vs float when quantized).
-    evaluator = LanguageModelEvaluator(
-        examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=latest_blessed.outputs["model"], eval_config=config.eval,
-        export_config=config.export)
-
-    # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
-    pusher = AtomicPusher(
-        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=os.path.join(serving_dir, config.model.name))),
-        custom_config={"deploy": {"keep_versions": config.push.keep_versions,
-                                  "policy": config.push.version_policy}}).with_id("Pusher")
-
-    components = [*[node for node in (tokenizer_gen,) if node], example_gen, statistics_gen, schema_gen, example_validator, gate,
-                  *[node for node in (tuner, base_model) if node], trainer,
-                  latest_blessed, evaluator, pusher]
+    tokenizer_gen, example_gen = data_stages(config.data)
+    examples = example_gen.outputs["examples"]
+    statistics_gen, schema_gen, example_validator, gate = validation_stages(config.data, examples)
+    tuner, base_model, trainer = training_stages(config, examples, schema_gen.outputs["schema"],
+                                                 gate, os.path.join(pipeline_root, "checkpoints"))
+    latest_blessed, evaluator, pusher = release_stages(config, examples, trainer, serving_dir)
+    components = [node for node in (tokenizer_gen, example_gen, statistics_gen, schema_gen,
+                                    example_validator, gate, tuner, base_model, trainer,
+                                    latest_blessed, evaluator, pusher) if node]
     if until is not None:
         components = stages_until(components, until)
     return Pipeline(
@@ -146,6 +79,84 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=list(beam_pipeline_args or []))
+
+
+def data_stages(data):
+    """(TokenizerGen or None, the ExampleGen)."""
+    # data.tokenizer=sentencepiece: a SentencePiece model trained on a sample of the train
+    # documents (the Tokenizer artifact) that the data stage tokenizes with and export embeds.
+    tokenizer_gen = TokenizerGen(data=data) if data.tokenizer == "sentencepiece" else None
+    if data.format != "tfrecord":
+        # Raw text / JSONL / Parquet -> tokenized, packed, gzip TFRecord shards (train / eval).
+        return tokenizer_gen, TextExampleGen(
+            data=data, tokenizer=tokenizer_gen.outputs["tokenizer"] if tokenizer_gen else None)
+    # Already tokenized shards, imported as they are (and validated like any other).
+    return tokenizer_gen, ImportExampleGen(
+        input_base=data.input,
+        input_config=example_gen_pb2.Input(splits=[
+            example_gen_pb2.Input.Split(name="train", pattern="train/*"),
+            example_gen_pb2.Input.Split(name="eval", pattern="eval/*")]))
+
+
+def validation_stages(data, examples):
+    """(StatisticsGen, CuratedSchemaGen, ExampleValidator, AnomaliesGate)."""
+    # Per-split statistics of the shards.
+    statistics_gen = StatisticsGen(examples=examples)
+    # The curated schema from schemas/, resolved for this sequence length.
+    schema_gen = CuratedSchemaGen(seq_len=data.seq_len, vocab_size=token_spec(data).vocab_size)
+    # Statistics checked against the schema.
+    example_validator = ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+    # Stops the run here, naming every anomaly, before anything trains on bad data.
+    gate = AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
+    return statistics_gen, schema_gen, example_validator, gate
+
+
+def training_stages(config: Config, examples, schema, gate, checkpoint_root: str):
+    """(Tuner or None, the warm-start parent node or None, the Trainer), all after the gate."""
+    # Optional: hyper-parameter search (tune.trials > 0), trials on the Trainer's training loop;
+    # optional: the parent of a fine-tuning run (train.init_from), an input of the Trainer.
+    tuner = make_tuner(config, examples, schema) if config.tune.trials > 0 else None
+    if tuner:
+        tuner.add_upstream_node(gate)
+    base_model, parent_model = warm_start_parent(config.train.init_from)
+    # The GPT language model: MirroredStrategy, mixed precision, accumulation, checkpoints, export.
+    trainer = BigtrainTrainer(
+        run_fn="components.training.run_fn.run_fn",
+        examples=examples,
+        schema=schema,
+        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
+        base_model=parent_model,
+        train_args=trainer_pb2.TrainArgs(num_steps=config.train.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.train.eval_batches),
+        custom_config=trainer_custom_config(config, checkpoint_root)).with_id("Trainer")
+    trainer.add_upstream_node(gate)
+    return tuner, base_model, trainer
+
+
+def release_stages(config: Config, examples, trainer, serving_dir: str):
+    """(the latest blessed model's resolver, the Evaluator, the Pusher)."""
+    # The latest blessed model (through MLMD): the baseline a new model must not be worse than.
+    latest_blessed = Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    # Metrics of every exported variant on the eval split; export.serve's variant is blessed
+    # against thresholds + baseline (+ its loss delta vs float when quantized).
+    evaluator = LanguageModelEvaluator(
+        examples=examples, model=trainer.outputs["model"],
+        baseline_model=latest_blessed.outputs["model"], eval_config=config.eval,
+        export_config=config.export)
+    # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
+    pusher = AtomicPusher(
+        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(
+                base_directory=os.path.join(serving_dir, config.model.name))),
+        custom_config={"deploy": {"keep_versions": config.push.keep_versions,
+                                  "policy": config.push.version_policy}}).with_id("Pusher")
+    return latest_blessed, evaluator, pusher
 
 
 def stages_until(components: list, until: str) -> list:

@@ -6,37 +6,82 @@ import argparse
 import json
 import os
 import sys
+from importlib import metadata as importlib_metadata
 
 from components import config as config_lib
 from components.common.errors import (EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, BigtrainError,
                                       HomeError)
+from runners import metadata as metadata_lib
 from runners.logs import configure_logging
 
 
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", default="tiny", choices=sorted(config_lib.PRESETS),
-                        help="starting point of the config (default: tiny)")
-    parser.add_argument("--config", metavar="FILE", help="YAML file applied over the preset")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="dotted override, e.g. --set train.learning_rate=3e-4 (repeatable)")
-    parser.add_argument("--home", help="directory holding all run state (default ./bigtrain_home)")
-    parser.add_argument("--runner", help="Beam runner for the data and validation stages, e.g. "
-                                         "DirectRunner (default), FlinkRunner, SparkRunner, DataflowRunner")
-    parser.add_argument("--beam-arg", dest="beam_args", action="append", default=[], metavar="ARG",
-                        help="extra Beam pipeline option, e.g. "
-                             "--beam-arg=--direct_running_mode=multi_processing (repeatable)")
+HOME_HELP = ("directory holding all run state: artifacts, runs, served models and, by default, "
+             "the metadata store (default: the config's paths.home, ./bigtrain_home)")
+METADATA_HELP = ("ML Metadata store: a sqlite file or mysql://USER@HOST:PORT/DATABASE, password from "
+                 "$BIGTRAIN_METADATA_PASSWORD (default: $BIGTRAIN_METADATA, else the config's "
+                 "metadata section: <home>/metadata.sqlite)")
+
+
+def _global_options(in_subcommand: bool) -> argparse.ArgumentParser:
+    """-v, --home and --metadata, defined once: accepted before the subcommand and after it (a
+    subcommand's copy defaults to SUPPRESS, so it never overwrites a value given before)."""
+    unset = argparse.SUPPRESS if in_subcommand else None
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("-v", "--verbose", action="store_true",
+                         default=argparse.SUPPRESS if in_subcommand else False,
+                         help="show TFX and Beam logs, and the traceback of an error")
+    options.add_argument("--home", metavar="DIR", default=unset, help=HOME_HELP)
+    options.add_argument("--metadata", metavar="URI", default=unset, help=METADATA_HELP)
+    return options
+
+
+def _config_options(with_preset: bool = True) -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    if with_preset:  # lineage reads only paths and metadata: no preset to choose
+        options.add_argument("--preset", default="tiny", choices=sorted(config_lib.PRESETS),
+                             help="starting point of the config (default: tiny)")
+    options.add_argument("--config", metavar="FILE", help="YAML file applied over the preset")
+    options.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                         help="dotted override, e.g. --set train.learning_rate=3e-4 (repeatable)")
+    return options
+
+
+def _beam_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--runner", help="Beam runner for the data and validation stages, e.g. "
+                                          "DirectRunner (default), FlinkRunner, SparkRunner, DataflowRunner")
+    options.add_argument("--beam-arg", dest="beam_args", action="append", default=[], metavar="ARG",
+                         help="extra Beam pipeline option, e.g. "
+                              "--beam-arg=--direct_running_mode=multi_processing (repeatable)")
+    return options
 
 
 def resolve_config(args: argparse.Namespace) -> config_lib.Config:
-    overrides = list(args.overrides)
+    """Preset, --config, --set, then --home, the Beam options and the metadata store (--metadata
+    or $BIGTRAIN_METADATA, runners/metadata.py)."""
+    overrides = list(getattr(args, "overrides", []))
     if args.home:
         overrides.append(f"paths.home={args.home}")
-    config = config_lib.build_config(args.preset, args.config, overrides)
-    extra = ([f"--runner={args.runner}"] if args.runner else []) + list(args.beam_args)
+    config = config_lib.build_config(getattr(args, "preset", "tiny"), getattr(args, "config", None),
+                                     overrides)
+    extra = ([f"--runner={args.runner}"] if getattr(args, "runner", None) else []) + list(
+        getattr(args, "beam_args", []))
     if extra:
         config = config_lib.merge(config, {"runtime": {
             "beam_args": list(config.runtime.beam_args) + extra}})
-    return config
+    return metadata_lib.with_metadata_uri(config, args.metadata)
+
+
+def home_dir(args: argparse.Namespace) -> str:
+    """--home, else the default paths.home (commands that take no config)."""
+    return os.path.abspath(args.home or config_lib.PathsConfig().home)
+
+
+def bigtrain_version() -> str:
+    try:
+        return importlib_metadata.version("bigtrain")
+    except importlib_metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -54,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from components.push.push import served_versions
-    base = os.path.join(os.path.abspath(args.home or config_lib.PathsConfig().home), "serving", args.model)
+    base = os.path.join(home_dir(args), "serving", args.model)
     versions = served_versions(base)
     if not versions:
         print(f"bigtrain generate: no pushed model under {base} (run `bigtrain run` first; only "
@@ -64,7 +109,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if version not in versions:
         print(f"bigtrain generate: version {version} not in {base} (have {versions})", file=sys.stderr)
         return EXIT_FAILED
-    configure_logging(False)
+    configure_logging(args.verbose)
     import tensorflow as tf
     path = os.path.join(base, str(version))
     model = tf.saved_model.load(path)
@@ -88,7 +133,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_train_worker(args: argparse.Namespace) -> int:
+def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
     config = resolve_config(args)
     configure_logging(args.verbose)
     from components.training.worker import train_worker
@@ -99,7 +144,7 @@ def cmd_train_worker(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     config = resolve_config(args)
-    configure_logging(False)
+    configure_logging(args.verbose)
     if args.target == "kubeflow":
         from runners.kubeflow import compile_kubeflow
         path = compile_kubeflow(config, args.out)
@@ -112,19 +157,37 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def open_lineage(args: argparse.Namespace):
+    """The Lineage reader of the store the config, --metadata or $BIGTRAIN_METADATA names."""
+    from pipeline.lineage.store import Lineage, open_store
+    from runners.lock import live_writer
+    config = resolve_config(args)
+    home = os.path.abspath(config.paths.home)
+    if config.metadata.backend == "sqlite" and not config.metadata.sqlite_path and not os.path.isdir(home):
+        raise HomeError(f"home {home} does not exist (pass --home or --metadata, or run "
+                        "`bigtrain run` first)")
+    store = open_store(metadata_lib.connection(config, read_only=True))
+    # Never waits on a run: reads the lock file's record, takes no lock (runners/lock.py).
+    return Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
+
+
+def write_graph_files(graph: dict, out_dir: str) -> dict:
+    """graph.dot, graph.mmd, graph.svg and graph.png in out_dir; returns {format: path}."""
+    from pipeline.lineage import render
+    os.makedirs(out_dir, exist_ok=True)
+    written = {}
+    for ext, make in (("dot", render.to_dot), ("mmd", render.to_mermaid), ("svg", render.to_svg)):
+        written[ext] = os.path.join(out_dir, f"graph.{ext}")
+        with open(written[ext], "w", encoding="utf-8") as fh:
+            fh.write(make(graph))
+    written["png"] = os.path.join(out_dir, "graph.png")
+    render.to_png(graph, written["png"])
+    return written
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     from pipeline.lineage import queries, render
-    from pipeline.lineage.store import Lineage, connect
-    from runners.lock import live_writer
-    home = os.path.abspath(args.home or config_lib.PathsConfig().home)
-    if not (args.metadata or args.mysql_host) and not os.path.isdir(home):
-        raise HomeError(f"home {home} does not exist (pass --home, or run `bigtrain run` first)")
-    store = connect(args.metadata or os.path.join(home, "metadata.sqlite"),
-                    mysql_host=args.mysql_host, mysql_port=args.mysql_port,
-                    mysql_database=args.mysql_database, mysql_user=args.mysql_user,
-                    mysql_password=args.mysql_password or os.environ.get("BIGTRAIN_MYSQL_PASSWORD"))
-    # Never waits on a run: reads the lock file's record, takes no lock (runners/lock.py).
-    lin = Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
+    lin = open_lineage(args)
     what = args.lineage_command
     if what == "runs":
         result, text = queries.list_runs(lin), render.runs_text
@@ -134,144 +197,144 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         result, text = queries.diff(lin, args.run_a, args.run_b), render.diff_text
     elif what == "why":
         result, text = queries.why(lin, args.run), render.why_text
-    else:  # graph
+    elif args.out:  # graph, every format into a folder
         result = queries.graph(lin, args.run)
-        if args.out:
-            os.makedirs(args.out, exist_ok=True)
-            written = {}
-            for ext, make in (("dot", render.to_dot), ("mmd", render.to_mermaid), ("svg", render.to_svg)):
-                written[ext] = os.path.join(args.out, f"graph.{ext}")
-                with open(written[ext], "w", encoding="utf-8") as fh:
-                    fh.write(make(result))
-            written["png"] = os.path.join(args.out, "graph.png")
-            render.to_png(result, written["png"])
-            result = dict(result, files=written)
-            text = lambda r: "\n".join(f"{k}: {v}" for k, v in r["files"].items())
-        else:
-            text = {"dot": render.to_dot, "mermaid": render.to_mermaid, "svg": render.to_svg}[args.format]
+        result = dict(result, files=write_graph_files(result, args.out))
+        text = lambda r: "\n".join(f"{k}: {v}" for k, v in r["files"].items())
+    else:  # graph, one format on stdout
+        result = queries.graph(lin, args.run)
+        text = {"dot": render.to_dot, "mermaid": render.to_mermaid, "svg": render.to_svg}[args.format]
     print(json.dumps(result, indent=2, default=str) if args.json else text(result))
     return 0
 
 
-def _add_store_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--home", help="run state directory (default ./bigtrain_home); the "
-                                       "database is <home>/metadata.sqlite")
-    parser.add_argument("--metadata", metavar="SQLITE", help="an MLMD sqlite file instead of --home's")
-    parser.add_argument("--mysql-host", help="MLMD in MySQL (shared deployments) instead of sqlite")
-    parser.add_argument("--mysql-port", type=int, default=3306)
-    parser.add_argument("--mysql-database", default="metadb")
-    parser.add_argument("--mysql-user", default="root")
-    parser.add_argument("--mysql-password", default=None,
-                        help="default: $BIGTRAIN_MYSQL_PASSWORD")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bigtrain", description="Train large TensorFlow models with a validated, "
-                                     "lineage-tracked TFX pipeline.")
+        prog="bigtrain", parents=[_global_options(in_subcommand=False)],
+        description="Train large TensorFlow models with a validated, lineage-tracked TFX pipeline.")
+    parser.add_argument("--version", action="version", version=f"bigtrain {bigtrain_version()}",
+                        help="print bigtrain's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    common = [_global_options(in_subcommand=True)]
+    _add_run(sub, common)
+    _add_generate(sub, common)
+    _add_compile(sub, common)
+    _add_lineage(sub, common)
+    show = sub.add_parser("config", parents=common + [_config_options(), _beam_options()],
+                          help="print the resolved config (preset + YAML + overrides)",
+                          description="Print the resolved, validated config as YAML.")
+    show.set_defaults(func=cmd_config)
+    _add_plumbing(sub, common)
+    return parser
 
-    run = sub.add_parser("run", help="run the whole pipeline locally (data, validation, training, "
-                                     "evaluation, push) and print the run report",
+
+def _add_run(sub, common: list) -> None:
+    run = sub.add_parser("run", parents=common + [_config_options(), _beam_options()],
+                         help="run the whole pipeline locally (data, validation, training, "
+                              "evaluation, push) and print the run report",
                          description="Run the pipeline with LocalDagRunner and Beam's DirectRunner; "
                                      "state under --home (one run at a time per home). When "
                                      "nothing changed since the last complete run, print its "
                                      "report instead. Exit codes: 1 a stage failed, 2 bad config, "
                                      "3 validation gate, 4 home in use, 5 metadata store, "
                                      "6 home not usable, 7 disk full.")
-    _add_config_args(run)
-    run.add_argument("-v", "--verbose", action="store_true",
-                     help="show TFX and Beam logs (and tracebacks of errors)")
     run.add_argument("--force", action="store_true",
                      help="run the pipeline even when up to date (TFX's per-stage cache still applies)")
     run.add_argument("--until", metavar="STAGE", help="stop after this stage (a name from the run "
                                                       "report, e.g. TextExampleGen or AnomaliesGate)")
     run.set_defaults(func=cmd_run)
 
-    gen = sub.add_parser("generate", help="generate text with the newest pushed model",
+
+def _add_generate(sub, common: list) -> None:
+    gen = sub.add_parser("generate", parents=common, help="generate text with the newest pushed model",
                          description="Load the newest (or --version) pushed SavedModel from "
                                      "<home>/serving/<model>/ and continue PROMPT.")
     gen.add_argument("prompt", help="text to continue")
-    gen.add_argument("--home", help="run state directory (default ./bigtrain_home)")
     gen.add_argument("--model", default=config_lib.ModelConfig().name, help="model name (default gpt)")
     gen.add_argument("--version", type=int, help="served version (default: the newest)")
-    gen.add_argument("--max-new-tokens", type=int, default=200, help="bytes to generate (default 200)")
+    gen.add_argument("--max-new-tokens", type=int, default=200,
+                     help="tokens to generate (default 200)")
     gen.add_argument("--temperature", type=float, default=0.8,
                      help="sampling temperature; 0 = greedy (default 0.8)")
     gen.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     gen.set_defaults(func=cmd_generate)
 
-    worker = sub.add_parser(
-        "train-worker", help="train outside the pipeline: one worker of a multi-worker job",
-        description="Train on an Examples artifact's shards (DIR/Split-train/*) with the config's "
-                    "strategy. For multi-worker training set runtime.strategy=multi_worker_mirrored "
-                    "and start one process per worker, each with its TF_CONFIG; only the chief "
-                    "writes OUT/serving_model.")
-    _add_config_args(worker)
-    worker.add_argument("--examples", required=True, metavar="DIR", help="Examples artifact folder")
-    worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
-    worker.add_argument("-v", "--verbose", action="store_true")
-    worker.set_defaults(func=cmd_train_worker)
 
-    comp = sub.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines or Airflow",
+def _add_compile(sub, common: list) -> None:
+    comp = sub.add_parser("compile", parents=common + [_config_options(), _beam_options()],
+                          help="compile the pipeline for Kubeflow Pipelines or Airflow",
                           description="kubeflow: a KFP v2 pipeline spec (JSON) from TFX's "
                                       "KubeflowV2DagRunner. airflow: a DAG file for AirflowDagRunner "
                                       "with the resolved config embedded. Image, pipeline root, "
                                       "schedule etc. come from the orchestrator.* config keys.")
     comp.add_argument("target", choices=["kubeflow", "airflow"])
-    _add_config_args(comp)
     comp.add_argument("--out", required=True, metavar="FILE", help="file to write")
     comp.set_defaults(func=cmd_compile)
 
-    lineage = sub.add_parser("lineage", help="answer lineage questions from ML Metadata",
+
+def _add_lineage(sub, common: list) -> None:
+    lineage = sub.add_parser("lineage", parents=common, help="answer lineage questions from ML Metadata",
                              description="Runs, traces, diffs, graphs and failures, read from MLMD "
                                          "by ids and events. RUN is a run id, a unique prefix, "
-                                         "'latest' or 'latest~N'.")
+                                         "'latest' or 'latest~N'. The store: --metadata, else "
+                                         "$BIGTRAIN_METADATA, else the config's metadata section.")
     lsub = lineage.add_subparsers(dest="lineage_command", metavar="QUESTION", required=True)
-    p = lsub.add_parser("runs", help="pipeline runs, newest first, with per-stage states",
-                        description="Pipeline runs, newest first: id, start, duration, state, "
-                                    "per-stage state, pushed version.")
-    _add_store_args(p)
-    p = lsub.add_parser("trace", help="walk from a pushed model / artifact to its raw data",
-                        description="TARGET: a pushed model directory, an artifact URI or id. Walks "
-                                    "upstream (default) or downstream (--down).")
-    p.add_argument("target")
-    p.add_argument("--down", action="store_true", help="walk downstream (what was made from it)")
-    _add_store_args(p)
-    p = lsub.add_parser("diff", help="what changed between two runs",
-                        description="Input fingerprints, config values, code digest, metrics, and "
-                                    "which stages ran or were cached, for two runs.")
-    p.add_argument("run_a")
-    p.add_argument("run_b")
-    _add_store_args(p)
-    p = lsub.add_parser("graph", help="a run's artifact/execution graph (DOT, Mermaid, SVG, PNG)",
-                        description="Print the graph (--format) or write graph.dot, graph.mmd, "
-                                    "graph.svg and graph.png into --out DIR.")
-    p.add_argument("run", nargs="?", default="latest")
-    p.add_argument("--format", choices=["dot", "mermaid", "svg"], default="dot")
-    p.add_argument("--out", metavar="DIR", help="write every format into DIR")
-    _add_store_args(p)
-    p = lsub.add_parser("why", help="why a run failed: stage, root cause, log, inputs",
-                        description="For a failed run: the failed stage, the root-cause error, the "
-                                    "log location and the stage's input artifacts.")
-    p.add_argument("run", nargs="?", default="latest")
-    _add_store_args(p)
+    question = common + [_config_options(with_preset=False), _output_options()]
+
+    def add(name, help, description, *arguments):
+        p = lsub.add_parser(name, parents=question, help=help, description=description)
+        for names, options in arguments:
+            p.add_argument(*names, **options)
+
+    add("runs", "pipeline runs, newest first, with per-stage states",
+        "Pipeline runs, newest first: id, start, duration, state, per-stage state, pushed version.")
+    add("trace", "walk from a pushed model / artifact to its raw data",
+        "TARGET: a pushed model directory, an artifact URI or id. Walks upstream (default) or "
+        "downstream (--down).", (["target"], {}),
+        (["--down"], dict(action="store_true", help="walk downstream (what was made from it)")))
+    add("diff", "what changed between two runs",
+        "Input fingerprints, config values, code digest, metrics, and which stages ran or were "
+        "cached, for two runs.", (["run_a"], {}), (["run_b"], {}))
+    add("graph", "a run's artifact/execution graph (DOT, Mermaid, SVG, PNG)",
+        "Print the graph (--format) or write graph.dot, graph.mmd, graph.svg and graph.png into "
+        "--out DIR.", (["run"], dict(nargs="?", default="latest")),
+        (["--format"], dict(choices=["dot", "mermaid", "svg"], default="dot")),
+        (["--out"], dict(metavar="DIR", help="write every format into DIR")))
+    add("why", "why a run failed: stage, root cause, log, inputs",
+        "For a failed run: the failed stage, the root-cause error, the log location and the "
+        "stage's input artifacts.", (["run"], dict(nargs="?", default="latest")))
     lineage.set_defaults(func=cmd_lineage)
 
-    show = sub.add_parser("config", help="print the resolved config (preset + YAML + overrides)",
-                          description="Print the resolved, validated config as YAML.")
-    _add_config_args(show)
-    show.set_defaults(func=cmd_config)
-    return parser
+
+def _output_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--json", action="store_true", help="machine-readable output")
+    return options
+
+
+def _add_plumbing(sub, common: list) -> None:
+    plumbing = sub.add_parser("plumbing", parents=common,
+                              help="commands for scripts and schedulers, not for everyday use",
+                              description="Building blocks the pipeline and its deployments call.")
+    psub = plumbing.add_subparsers(dest="plumbing_command", metavar="COMMAND", required=True)
+    worker = psub.add_parser(
+        "train-worker", parents=common + [_config_options(), _beam_options()],
+        help="train outside the pipeline: one worker of a multi-worker job",
+        description="Train on an Examples artifact's shards (DIR/Split-train/*) with the config's "
+                    "strategy. For multi-worker training set runtime.strategy=multi_worker_mirrored "
+                    "and start one process per worker, each with its TF_CONFIG; only the chief "
+                    "writes OUT/serving_model.")
+    worker.add_argument("--examples", required=True, metavar="DIR", help="Examples artifact folder")
+    worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
+    worker.set_defaults(func=cmd_plumbing_train_worker)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch; every named error is one line on stderr and its exit code (README: exit codes),
     with the traceback only under -v."""
     args = build_parser().parse_args(argv)
-    verbose = getattr(args, "verbose", False)
+    verbose = args.verbose
     try:
         return args.func(args)
     except config_lib.ConfigError as err:

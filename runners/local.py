@@ -1,5 +1,5 @@
 """Local runner: TFX LocalDagRunner + Beam DirectRunner, all run state under the run's home, MLMD
-in <home>/metadata.sqlite or a MySQL server (config `metadata`). `run_command` is `bigtrain run`:
+as runners/metadata.py chooses (config `metadata`, --metadata, $BIGTRAIN_METADATA). `run_command` is `bigtrain run`:
 lock the home, record runs a dead process left behind, skip the pipeline when up to date, run,
 record, report, and turn what went wrong into a named error with its exit code."""
 
@@ -14,15 +14,14 @@ from dataclasses import dataclass
 
 from components import config as config_lib
 from components.config import Config, save_config
-from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError,
-                             HomeError)
+from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError, HomeError
+from runners import metadata as metadata_lib
 
 
 @dataclass(frozen=True)
 class LocalPaths:
     home: str
     pipeline_root: str
-    metadata_path: str
     serving_dir: str
     runs_dir: str
 
@@ -31,35 +30,13 @@ class LocalPaths:
         home = os.path.abspath(home)
         return cls(home=home,
                    pipeline_root=os.path.join(home, "pipelines", pipeline_name),
-                   metadata_path=os.path.join(home, "metadata.sqlite"),
                    serving_dir=os.path.join(home, "serving"),
                    runs_dir=os.path.join(home, "runs"))
 
 
-def new_run_dir(paths: LocalPaths, config: Config) -> str:
-    """<home>/runs/<timestamp>/ with the resolved config.yaml (and later run.log) inside. Its name
-    is also the run's id in MLMD."""
-    run_dir = os.path.join(paths.runs_dir, datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f"))
-    save_config(config, run_dir)
-    return run_dir
-
-
-def metadata_connection(config: Config, paths: LocalPaths, read_only: bool = False):
-    """MLMD ConnectionConfig from the config's `metadata` section (password from the environment
-    variable it names, never from files)."""
-    from pipeline.lineage.store import connection_config
-    m = config.metadata
-    if m.backend == "mysql":
-        return connection_config(mysql_host=m.mysql_host, mysql_port=m.mysql_port,
-                                 mysql_database=m.mysql_database, mysql_user=m.mysql_user,
-                                 mysql_password=os.environ.get(m.mysql_password_env))
-    return connection_config(paths.metadata_path, read_only=read_only)
-
-
-def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | None = None,
-              run_options=None, until: str | None = None) -> str:
+def run_local(config: Config, paths: LocalPaths, run_dir: str, until: str | None = None) -> None:
     """Run the pipeline once (up to and including stage `until`, when given) with run id = the
-    run folder's name; returns the run folder.
+    run folder's name.
 
     Raises whatever the failing component raised (after TFX has recorded it in MLMD)."""
     from tfx.dsl.compiler import constants
@@ -68,22 +45,18 @@ def run_local(config: Config, paths: LocalPaths | None = None, run_dir: str | No
 
     from pipeline.pipeline import create_pipeline
 
-    paths = paths or LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
-    run_dir = run_dir or new_run_dir(paths, config)
     os.makedirs(paths.pipeline_root, exist_ok=True)
     pipeline = create_pipeline(
         config,
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
-        metadata_connection_config=metadata_connection(config, paths),
+        metadata_connection_config=metadata_lib.connection(config),
         beam_pipeline_args=list(config.runtime.beam_args), until=until)
     # Our run id instead of LocalDagRunner's timestamp: the report then reads exactly this run.
     pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
     runtime_parameter_utils.substitute_runtime_parameter(
         pipeline_ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: os.path.basename(run_dir)})
-    options = tfx_runner._run_opts_to_proto(run_options) if run_options else None
-    LocalDagRunner().run_with_ir(pipeline_ir, run_options=options)
-    return run_dir
+    LocalDagRunner().run_with_ir(pipeline_ir)
 
 
 def check_home(home: str) -> None:
@@ -192,9 +165,8 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
             if pruned:
                 print(f"note: removed what it left half-written (never read): {', '.join(pruned)}",
                       flush=True)
-        connection = metadata_connection(config, paths)
-        store = open_store(connection) if (config.metadata.backend == "mysql"
-                                           or os.path.exists(paths.metadata_path)) else None
+        store = (open_store(metadata_lib.connection(config))
+                 if metadata_lib.store_exists(config) else None)
         if store is not None:
             # We hold the lock: whatever is still RUNNING here was left by a dead process.
             note = (f"abandoned: left running by a process that died; recorded by run {run_id} at "
@@ -258,9 +230,8 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
         logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
         name, message = record.error_message(err)
         failure, error = (EXIT_FAILED, f"{name}: {message}"), err
-    connection = metadata_connection(config, paths)
-    if config.metadata.backend == "mysql" or os.path.exists(paths.metadata_path):
-        store = open_store(connection)
+    if metadata_lib.store_exists(config):
+        store = open_store(metadata_lib.connection(config))
         run = record.record_run(store, run_id, run_dir, log_path, config_lib.digest(config), error,
                                 inputs_key=None if error else json.dumps(key, sort_keys=True))
         if run is not None:

@@ -19,13 +19,25 @@ def expected_replicas(config: Config) -> int:
 
 
 def validate(config: Config, num_replicas: int | None = None) -> None:
-    """Cross-field checks that must fail before anything runs. Raises ConfigError."""
+    """Cross-field checks that must fail before anything runs, section by section (the first
+    broken rule raises ConfigError naming its keys)."""
+    validate_positive(config)
+    validate_orchestrator(config)
+    validate_eval(config)
+    validate_export(config)
+    validate_data(config)
+    validate_runtime(config)
+    validate_model_and_train(config)
+    if config.metadata.backend not in ("sqlite", "mysql"):
+        raise ConfigError(f"metadata.backend: {config.metadata.backend!r} is not one of ('sqlite', 'mysql')")
+    replicas = num_replicas if num_replicas is not None else expected_replicas(config)
+    validate_batch(config, replicas)
+    validate_tuning(config, replicas)
+
+
+def validate_positive(config: Config) -> None:
+    """Every count, size and rate that must be > 0."""
     d, m, t, r = config.data, config.model, config.train, config.runtime
-
-    def positive(key: str, value: float) -> None:
-        if value <= 0:
-            raise ConfigError(f"{key}: must be > 0, got {value}")
-
     for key, value in [("data.seq_len", d.seq_len), ("data.train_shards", d.train_shards),
                        ("data.eval_shards", d.eval_shards),
                        ("data.max_document_bytes", d.max_document_bytes),
@@ -43,7 +55,11 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
                        ("eval.batch_size", config.eval.batch_size),
                        ("eval.max_batches", config.eval.max_batches),
                        ("eval.max_loss", config.eval.max_loss)]:
-        positive(key, value)
+        if value <= 0:
+            raise ConfigError(f"{key}: must be > 0, got {value}")
+
+
+def validate_orchestrator(config: Config) -> None:
     if config.orchestrator.retries < 0:
         raise ConfigError(f"orchestrator.retries: must be >= 0, got {config.orchestrator.retries}")
     try:
@@ -51,6 +67,9 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
     except ValueError:
         raise ConfigError(f"orchestrator.start_date: {config.orchestrator.start_date!r} is not "
                           "YYYY-MM-DD") from None
+
+
+def validate_eval(config: Config) -> None:
     e = config.eval
     if not 0.0 <= e.min_accuracy <= 1.0:
         raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
@@ -60,6 +79,9 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(f"eval.max_bits_per_byte: must be >= 0 (0 = off), got {e.max_bits_per_byte}")
     if e.max_quantization_loss_delta < 0:
         raise ConfigError(f"eval.max_quantization_loss_delta: must be >= 0, got {e.max_quantization_loss_delta}")
+
+
+def validate_export(config: Config) -> None:
     x = config.export
     for variant in x.quantize:
         if variant not in EXPORT_VARIANTS:
@@ -78,6 +100,10 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(f"push.keep_versions: must be >= 1, got {config.push.keep_versions}")
     if config.push.version_policy not in VERSION_POLICIES:
         raise ConfigError(f"push.version_policy: {config.push.version_policy!r} is not one of {VERSION_POLICIES}")
+
+
+def validate_data(config: Config) -> None:
+    d = config.data
     if not 0.0 < d.eval_fraction < 1.0:
         raise ConfigError(f"data.eval_fraction: must be in (0, 1), got {d.eval_fraction}")
     if d.format not in DATA_FORMATS:
@@ -90,6 +116,11 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError("data.separator: must not be empty with data.document=separator")
     if d.format in ("jsonl", "parquet") and not d.text_field:
         raise ConfigError(f"data.text_field: must name the text field for data.format={d.format}")
+    validate_tokenizer(config)
+
+
+def validate_tokenizer(config: Config) -> None:
+    d = config.data
     if d.tokenizer not in TOKENIZERS:
         raise ConfigError(f"data.tokenizer: {d.tokenizer!r} is not one of {TOKENIZERS}")
     if d.tokenizer_model_type not in TOKENIZER_MODEL_TYPES:
@@ -103,6 +134,10 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
     if d.tokenizer == "sentencepiece" and d.vocab_size < MIN_SENTENCEPIECE_VOCAB:
         raise ConfigError(f"data.vocab_size ({d.vocab_size}) is below the byte-fallback minimum "
                           f"{MIN_SENTENCEPIECE_VOCAB} (256 byte pieces + pad, unk, bos, eos + 1)")
+
+
+def validate_runtime(config: Config) -> None:
+    r = config.runtime
     if r.strategy not in STRATEGIES:
         raise ConfigError(f"runtime.strategy: {r.strategy!r} is not one of {STRATEGIES}")
     if r.precision not in PRECISIONS:
@@ -111,6 +146,10 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
         raise ConfigError(f"runtime.xla: {r.xla!r} is not one of {XLA_MODES}")
     if r.device_memory_gb < 0:
         raise ConfigError(f"runtime.device_memory_gb: must be >= 0, got {r.device_memory_gb}")
+
+
+def validate_model_and_train(config: Config) -> None:
+    m, t = config.model, config.train
     if t.remat not in REMAT_MODES:
         raise ConfigError(f"train.remat: {t.remat!r} is not one of {REMAT_MODES}")
     if t.max_consecutive_skipped < 1:
@@ -126,15 +165,15 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
     if t.warmup_steps < 0 or t.warmup_steps >= t.train_steps:
         raise ConfigError(f"train.warmup_steps ({t.warmup_steps}) must be in [0, train.train_steps "
                           f"= {t.train_steps})")
-    if config.metadata.backend not in ("sqlite", "mysql"):
-        raise ConfigError(f"metadata.backend: {config.metadata.backend!r} is not one of ('sqlite', 'mysql')")
-    replicas = num_replicas if num_replicas is not None else expected_replicas(config)
+
+
+def validate_batch(config: Config, replicas: int) -> None:
+    t = config.train
     per_step = replicas * t.accumulation_steps
     if t.global_batch_size % per_step:
         raise ConfigError(
             f"train.global_batch_size ({t.global_batch_size}) must be divisible by replicas "
             f"({replicas}) x train.accumulation_steps ({t.accumulation_steps}) = {per_step}")
-    validate_tuning(config, replicas)
 
 
 TUNE_ALGORITHMS = ("random", "bayesian", "hyperband")

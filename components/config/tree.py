@@ -249,15 +249,19 @@ class PathsConfig:
 
 @dataclass(frozen=True)
 class MetadataConfig:
-    """Where `bigtrain run` records lineage: `sqlite` (<home>/metadata.sqlite) or `mysql` (a
-    MySQL/MariaDB server, for shared deployments; MLMD's own C++ client, no Python driver)."""
+    """Where every command reads and records lineage: `sqlite` (sqlite_path, default
+    <home>/metadata.sqlite) or `mysql` (a MySQL/MariaDB server, for shared deployments; MLMD's own
+    C++ client, no Python driver). `--metadata URI` / $BIGTRAIN_METADATA set this section."""
     backend: str = "sqlite"
+    # The sqlite file; empty: <home>/metadata.sqlite.
+    sqlite_path: str = ""
     mysql_host: str = "127.0.0.1"
     mysql_port: int = 3306
     mysql_database: str = "metadb"
     mysql_user: str = "root"
-    # The password is read from this environment variable (never from config files or MLMD).
-    mysql_password_env: str = "BIGTRAIN_MYSQL_PASSWORD"
+    # The password is read from this environment variable (never from the command line, config
+    # files or MLMD); it must be set (empty for a server without a password).
+    mysql_password_env: str = "BIGTRAIN_METADATA_PASSWORD"
 
 
 @dataclass(frozen=True)

@@ -67,76 +67,98 @@ class ConvertUnitFn(beam.DoFn):
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
 
     def process(self, unit: readers.Unit):
-        counts = dict.fromkeys(COUNTER_NAMES, 0)
+        out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
+                         pad_id=self._specials[0])
         packers = {split: packing.Packer(self._seq_len, self._tokenize, self._specials)
                    for split in SPLITS}
-        pending = {split: [] for split in SPLITS}
-        batches = dict.fromkeys(SPLITS, 0)
-        writers: dict[tuple[str, int], shards.PieceWriter] = {}
-        manifest = []
-
-        def write(split: str, windows: np.ndarray | None, final: bool = False) -> None:
-            if windows is not None:
-                pending[split].append(windows)
-            held = sum(len(w) for w in pending[split])
-            if not held or (held < shards.BATCH_SEQUENCES and not final):
-                return
-            block = np.concatenate(pending[split])
-            pending[split] = []
-            for begin in range(0, len(block), shards.BATCH_SEQUENCES):
-                if len(block) - begin < shards.BATCH_SEQUENCES and not final:
-                    pending[split] = [block[begin:]]
-                    break
-                batch = block[begin:begin + shards.BATCH_SEQUENCES]
-                shard = shards.shard_for(unit.index, split, batches[split], self._num_shards[split])
-                batches[split] += 1
-                if (split, shard) not in writers:
-                    writers[(split, shard)] = shards.PieceWriter(
-                        shards.piece_path(self._output_dir, unit.index, split, shard),
-                        self._gzip_level)
-                writers[(split, shard)].write(shards.frame_records(shards.encode_examples(batch)))
-                padding = int(np.count_nonzero(batch == self._specials[0]))
-                counts[f"sequences_{split}"] += len(batch)
-                counts["tokens_padding"] += padding
-                counts["tokens_real"] += batch.size - padding
-
         for piece in unit.pieces:
-            counts["files_seen"] += piece.first
+            out.counts["files_seen"] += piece.first
             file_problem = False
             for event in readers.read_piece(piece, self._config):
                 if isinstance(event, Document):
                     split = docs.split_for(event.id, self._eval_fraction, self._salt)
-                    counts["documents_packed"] += 1
-                    counts["bytes_packed"] += event.source_bytes
-                    write(split, packers[split].add(event.text))
+                    out.counts["documents_packed"] += 1
+                    out.counts["bytes_packed"] += event.source_bytes
+                    out.write(split, packers[split].add(event.text))
                 elif isinstance(event, Skipped):
-                    if event.reason in docs.FILE_REASONS:
-                        counts[f"files_skipped_{event.reason}"] += 1
-                        file_problem = True
-                    else:
-                        counts[f"documents_skipped_{event.reason}"] += event.records
-                    counts["bytes_quarantined"] += event.bytes
-                    manifest.append(json.dumps(event.record(), sort_keys=True))
+                    file_problem = out.quarantine(event) or file_problem
                 elif isinstance(event, Separator):
-                    counts["bytes_separators"] += event.bytes
+                    out.counts["bytes_separators"] += event.bytes
                 else:  # ("consumed", bytes read from the input)
-                    counts["bytes_read"] += event[1]
-            counts["files_read"] += piece.first and not file_problem
+                    out.counts["bytes_read"] += event[1]
+            out.counts["files_read"] += piece.first and not file_problem
         for split in SPLITS:
-            write(split, packers[split].finish(), final=True)
-        for name, value in counts.items():
+            out.write(split, packers[split].finish(), final=True)
+        for name, value in out.counts.items():
             if value:
                 self._counters[name].inc(value)
-        for (split, shard), writer in sorted(writers.items()):
-            yield ("shard", split, shard), (unit.index, writer.close())
-        if manifest:
-            path = os.path.join(self._output_dir, shards.PIECES_DIR,
-                                f"unit-{unit.index:06d}-quarantine.jsonl")
+        yield from out.close()
+
+
+class UnitWriter:
+    """What ConvertUnitFn writes for one unit: packed windows batched into gzip pieces (one per
+    shard touched), the quarantine manifest piece, and the unit's counts."""
+
+    def __init__(self, unit_index: int, output_dir: str, num_shards: dict[str, int],
+                 gzip_level: int, *, pad_id: int):
+        self.unit_index, self.output_dir, self.num_shards = unit_index, output_dir, num_shards
+        self.gzip_level, self.pad_id = gzip_level, pad_id
+        self.counts = dict.fromkeys(COUNTER_NAMES, 0)
+        self.pending = {split: [] for split in SPLITS}
+        self.batches = dict.fromkeys(SPLITS, 0)
+        self.writers: dict[tuple[str, int], shards.PieceWriter] = {}
+        self.manifest: list[str] = []
+
+    def write(self, split: str, windows: np.ndarray | None, final: bool = False) -> None:
+        """Hold windows until a full batch (or the final call), then encode and write batches."""
+        if windows is not None:
+            self.pending[split].append(windows)
+        held = sum(len(w) for w in self.pending[split])
+        if not held or (held < shards.BATCH_SEQUENCES and not final):
+            return
+        block = np.concatenate(self.pending[split])
+        self.pending[split] = []
+        for begin in range(0, len(block), shards.BATCH_SEQUENCES):
+            if len(block) - begin < shards.BATCH_SEQUENCES and not final:
+                self.pending[split] = [block[begin:]]
+                break
+            self._write_batch(split, block[begin:begin + shards.BATCH_SEQUENCES])
+
+    def _write_batch(self, split: str, batch: np.ndarray) -> None:
+        shard = shards.shard_for(self.unit_index, split, self.batches[split], self.num_shards[split])
+        self.batches[split] += 1
+        if (split, shard) not in self.writers:
+            self.writers[(split, shard)] = shards.PieceWriter(
+                shards.piece_path(self.output_dir, self.unit_index, split, shard), self.gzip_level)
+        self.writers[(split, shard)].write(shards.frame_records(shards.encode_examples(batch)))
+        padding = int(np.count_nonzero(batch == self.pad_id))
+        self.counts[f"sequences_{split}"] += len(batch)
+        self.counts["tokens_padding"] += padding
+        self.counts["tokens_real"] += batch.size - padding
+
+    def quarantine(self, event: Skipped) -> bool:
+        """Count a skipped file or document and record it in the manifest; True for a file."""
+        is_file = event.reason in docs.FILE_REASONS
+        if is_file:
+            self.counts[f"files_skipped_{event.reason}"] += 1
+        else:
+            self.counts[f"documents_skipped_{event.reason}"] += event.records
+        self.counts["bytes_quarantined"] += event.bytes
+        self.manifest.append(json.dumps(event.record(), sort_keys=True))
+        return is_file
+
+    def close(self):
+        """Close every piece; yields ((kind, split, shard), (unit index, piece path))."""
+        for (split, shard), writer in sorted(self.writers.items()):
+            yield ("shard", split, shard), (self.unit_index, writer.close())
+        if self.manifest:
+            path = os.path.join(self.output_dir, shards.PIECES_DIR,
+                                f"unit-{self.unit_index:06d}-quarantine.jsonl")
             out = shards._create(path + ".tmp")
-            out.write(("\n".join(manifest) + "\n").encode("utf-8"))
+            out.write(("\n".join(self.manifest) + "\n").encode("utf-8"))
             out.close()
             shards._rename(path + ".tmp", path)
-            yield ("manifest", "", 0), (unit.index, path)
+            yield ("manifest", "", 0), (self.unit_index, path)
 
 
 class AssembleFn(beam.DoFn):

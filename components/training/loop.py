@@ -100,6 +100,88 @@ def build_training(config, strategy, prepare_model=None):
     return model, state, optimizer, schedule
 
 
+class StepLog:
+    """Every train.log_every steps (and the last): one log line and the TensorBoard scalars of the
+    window since the previous line (throughput, learning rate, gradient norm, loss scale)."""
+
+    def __init__(self, config, schedule, state, model_run_dir: str):
+        self.train, self.schedule, self.state = config.train, schedule, state
+        self.tokens_per_step = config.train.global_batch_size * config.data.seq_len
+        self.writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
+        self.window_start, self.window_steps = time.perf_counter(), 0
+
+    def step(self, step: int, loss: float, grad_norm) -> None:
+        t = self.train
+        self.window_steps += 1
+        if step % t.log_every and step != t.train_steps:
+            return
+        elapsed = time.perf_counter() - self.window_start
+        tokens_per_s = self.window_steps * self.tokens_per_step / max(elapsed, 1e-9)
+        lr = float(self.schedule(step - 1))                      # the rate this step used
+        eta = (t.train_steps - step) * elapsed / max(self.window_steps, 1)
+        _log("step %d/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  ETA %.0fs",
+             step, t.train_steps, loss, lr, float(grad_norm), tokens_per_s, eta)
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("loss", loss)
+            tf.summary.scalar("learning_rate", lr)
+            tf.summary.scalar("tokens_per_second", tokens_per_s)
+            tf.summary.scalar("gradient_norm", float(grad_norm))
+            tf.summary.scalar("loss_scale", _value(self.state.loss_scale))
+            tf.summary.scalar("skipped_steps", _value(self.state.skipped_steps))
+        self.window_start, self.window_steps = time.perf_counter(), 0
+
+
+def _skipped_step(step: int, loss: float, consecutive: int, state, t) -> None:
+    """Log a step skipped for non-finite gradients; TrainingDiverged after too many in a row."""
+    _log("step %d: non-finite gradients, step skipped (loss scale now %g, %d skipped)",
+         step, _value(state.loss_scale), _value(state.skipped_steps))
+    if consecutive >= t.max_consecutive_skipped:
+        raise TrainingDiverged(
+            f"steps {step - consecutive + 1}-{step}: {consecutive} steps in a "
+            f"row had non-finite gradients (loss {loss}, loss scale "
+            f"{_value(state.loss_scale):g}); the run is diverging: lower "
+            f"train.learning_rate ({t.learning_rate:g}) or train.clip_norm, or use "
+            f"runtime.precision=mixed_bfloat16 / float32 (limit: "
+            f"train.max_consecutive_skipped={t.max_consecutive_skipped})")
+
+
+def _describe_and_check(config, model, replicas: int) -> tuple[int, int, bool]:
+    """Log the model, batch split, remat/XLA and memory estimate; raise when it cannot fit.
+    Returns (parameter count, training FLOPs per token, XLA on)."""
+    t, runtime = config.train, config.runtime
+    n_params = parameter_count(model)
+    flops = flops_per_token(config.model, config.data.seq_len, n_params)
+    _log("model %s: %s parameters, %.3g training FLOPs/token, %d replica(s), precision %s, "
+         "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
+         flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
+         t.global_batch_size // (replicas * t.accumulation_steps))
+    xla = use_xla(runtime)
+    _log("remat %s, XLA %s (runtime.xla=%s)", t.remat, "on" if xla else "off", runtime.xla)
+    needed = memory.estimate(config, n_params, replicas, memory.device_memory_bytes(runtime, replicas))
+    _log("%s", needed.describe())
+    memory.check(config, needed, replicas)
+    return n_params, flops, xla
+
+
+def _worker_dirs(strategy, checkpoint_dir: str, model_run_dir: str) -> tuple[str, str]:
+    """A non-chief worker's own folders: every worker must take part in saving (collectives),
+    but only the chief's files count."""
+    task = strategy.cluster_resolver.task_id
+    return (os.path.join(checkpoint_dir, f".worker-{task}"),
+            os.path.join(model_run_dir, f".worker-{task}"))
+
+
+def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: str):
+    """The CheckpointManager saving into checkpoint_dir, after restoring the latest checkpoint of
+    shared_checkpoint_dir (the chief's, on every worker) when there is one."""
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
+    latest = tf.train.latest_checkpoint(shared_checkpoint_dir)
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        _log("resumed from %s (step %d)", latest, _value(checkpoint.state.step))
+    return manager
+
+
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
           on_step: Callable[[int, float], None] | None = None,
@@ -116,92 +198,47 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     model, state, optimizer, schedule = build_training(config, strategy, prepare_model)
     chief, shared_checkpoint_dir = is_chief(strategy), checkpoint_dir
     if not chief:
-        # Every worker must take part in saving (collectives), but only the chief's files count.
-        task = strategy.cluster_resolver.task_id
-        checkpoint_dir = os.path.join(checkpoint_dir, f".worker-{task}")
-        model_run_dir = os.path.join(model_run_dir, f".worker-{task}")
-    n_params = parameter_count(model)
-    flops = flops_per_token(config.model, data.seq_len, n_params)
-    _log("model %s: %s parameters, %.3g training FLOPs/token, %d replica(s), precision %s, "
-         "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
-         flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
-         t.global_batch_size // (replicas * t.accumulation_steps))
-    xla = use_xla(runtime)
-    _log("remat %s, XLA %s (runtime.xla=%s)", t.remat, "on" if xla else "off", runtime.xla)
-    needed = memory.estimate(config, n_params, replicas, memory.device_memory_bytes(runtime, replicas))
-    _log("%s", needed.describe())
-    memory.check(config, needed, replicas)
+        checkpoint_dir, model_run_dir = _worker_dirs(strategy, checkpoint_dir, model_run_dir)
+    n_params, flops, xla = _describe_and_check(config, model, replicas)
 
-    dataset = input_lib.make_dataset(train_files, data.seq_len, t.global_batch_size,
-                                     shuffle_buffer=t.shuffle_buffer, seed=t.seed,
-                                     cache=t.cache_dataset)
-    iterator = iter(dataset)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state,
-                                     iterator=iterator)
-    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
-    latest = tf.train.latest_checkpoint(shared_checkpoint_dir)  # the chief's, on every worker
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-        _log("resumed from %s (step %d)", latest, _value(state.step))
+    iterator = iter(input_lib.make_dataset(train_files, data.seq_len, t.global_batch_size,
+                                           shuffle_buffer=t.shuffle_buffer, seed=t.seed,
+                                           cache=t.cache_dataset))
+    manager = _restore_or_start(tf.train.Checkpoint(model=model, optimizer=optimizer, state=state,
+                                                    iterator=iterator),
+                                checkpoint_dir, shared_checkpoint_dir)
     resumed_from = _value(state.step)
 
     step_fn = make_train_step(model, optimizer, strategy, state,
-                              global_batch_size=t.global_batch_size, seq_len=data.seq_len,
+                              global_batch_size=t.global_batch_size,
                               accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
                               dynamic_loss_scale=runtime.precision == "mixed_float16",
                               seed=t.seed, xla=xla, pad_id=token_spec(data).pad_id)
-    writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
-    tokens_per_step = t.global_batch_size * data.seq_len
+    step_log = StepLog(config, schedule, state, model_run_dir)
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
-    started, window_start, window_steps = time.perf_counter(), time.perf_counter(), 0
-    consecutive_skipped = 0
+    started, consecutive_skipped = time.perf_counter(), 0
     step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)
     while step < t.train_steps:
         loss_t, grad_norm, finite = step_fn(iterator)
-        step += 1
-        loss, window_steps = float(loss_t), window_steps + 1
+        step, loss = step + 1, float(loss_t)
         consecutive_skipped = 0 if bool(finite) else consecutive_skipped + 1
         if not bool(finite):
-            _log("step %d: non-finite gradients, step skipped (loss scale now %g, %d skipped)",
-                 step, _value(state.loss_scale), _value(state.skipped_steps))
-            if consecutive_skipped >= t.max_consecutive_skipped:
-                raise TrainingDiverged(
-                    f"steps {step - consecutive_skipped + 1}-{step}: {consecutive_skipped} steps in a "
-                    f"row had non-finite gradients (loss {loss}, loss scale "
-                    f"{_value(state.loss_scale):g}); the run is diverging: lower "
-                    f"train.learning_rate ({t.learning_rate:g}) or train.clip_norm, or use "
-                    f"runtime.precision=mixed_bfloat16 / float32 (limit: "
-                    f"train.max_consecutive_skipped={t.max_consecutive_skipped})")
+            _skipped_step(step, loss, consecutive_skipped, state, t)
         if on_step:
             on_step(step, loss)
-        if step % t.log_every == 0 or step == t.train_steps:
-            elapsed = time.perf_counter() - window_start
-            tokens_per_s = window_steps * tokens_per_step / max(elapsed, 1e-9)
-            lr = float(schedule(step - 1))                      # the rate this step used
-            eta = (t.train_steps - step) * elapsed / max(window_steps, 1)
-            _log("step %d/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  ETA %.0fs",
-                 step, t.train_steps, loss, lr, float(grad_norm), tokens_per_s, eta)
-            with writer.as_default(step=step):
-                tf.summary.scalar("loss", loss)
-                tf.summary.scalar("learning_rate", lr)
-                tf.summary.scalar("tokens_per_second", tokens_per_s)
-                tf.summary.scalar("gradient_norm", float(grad_norm))
-                tf.summary.scalar("loss_scale", _value(state.loss_scale))
-                tf.summary.scalar("skipped_steps", _value(state.skipped_steps))
-            window_start, window_steps = time.perf_counter(), 0
+        step_log.step(step, loss, grad_norm)
         if step % t.checkpoint_every == 0 or step == t.train_steps:
             state.last_loss.assign(loss)
             manager.save(checkpoint_number=step)
         if fault_at_step is not None and step == fault_at_step:
             raise InjectedFault(f"fault injected after step {step}")
-    writer.flush()
-    elapsed = time.perf_counter() - started
-    steps_run = t.train_steps - resumed_from
+    step_log.writer.flush()
+    elapsed, tokens_per_step = time.perf_counter() - started, step_log.tokens_per_step
     return TrainResult(
         model=model, steps=_value(state.step), resumed_from_step=resumed_from,
         skipped_steps=_value(state.skipped_steps), final_loss=loss,
         tokens_seen=_value(state.step) * tokens_per_step,
-        tokens_per_second=steps_run * tokens_per_step / max(elapsed, 1e-9),
+        tokens_per_second=(t.train_steps - resumed_from) * tokens_per_step / max(elapsed, 1e-9),
         parameter_count=n_params, flops_per_token=flops, num_replicas=replicas,
         loss_scale=_value(state.loss_scale), is_chief=chief)
 

@@ -13,7 +13,7 @@ from tfx.components.trainer.executor import GenericExecutor
 from tfx.types import artifact_utils
 
 from components.common.digest import code_digest
-from components.config import hyperparameters
+from components.config import hyperparameters as hyperparameters_lib
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer import spec as spec_lib
 from components.tokenizer.spec import token_spec
@@ -39,13 +39,73 @@ TRAINING_CODE = ("components.model", "components.training")
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
-    # What the Trainer exports stays out of "bigtrain" (the checkpoint key): changing it re-exports
-    # from the last checkpoint instead of training again. export.serve is not the Trainer's: it
-    # goes to the Evaluator and Pusher only.
+    """The Trainer's custom_config, TFX's cache key for it. "bigtrain" (the training view) is also
+    the checkpoint key. "eval" and "export" decide what the Trainer measures and writes after
+    training: a change re-runs the Trainer (its reported eval figure or its variants change), which
+    resumes from the last checkpoint instead of training again. export.serve and the eval gates
+    are not the Trainer's: they go to the Evaluator and Pusher only."""
+    evaluation = {"batch_size": config.eval.batch_size}
     export = {"quantize": list(config.export.quantize), "max_new_tokens": config.export.max_new_tokens}
     return {"bigtrain": json.dumps(training_view(config), sort_keys=True),
+            "eval": json.dumps(evaluation, sort_keys=True),
             "checkpoint_root": checkpoint_root, "code_digest": code_digest(*TRAINING_CODE),
             "export": json.dumps(export, sort_keys=True)}
+
+
+def trainer_config(custom_config: dict, hyperparameters: dict | None
+                   ) -> tuple[config_lib.Config, dict]:
+    """The typed config run_fn works with, rebuilt from trainer_custom_config's sections, with
+    the Tuner's best values (its HyperParameters artifact) applied. Returns (config, tuned)."""
+    settings = json.loads(custom_config["bigtrain"])
+    settings["eval"] = json.loads(custom_config.get("eval", "{}"))
+    settings["export"] = json.loads(custom_config.get("export", "{}"))
+    config = config_lib.from_dict(config_lib.Config, settings)
+    tuned = hyperparameters_lib.config_values((hyperparameters or {}).get("values", {}))
+    if tuned:
+        config = hyperparameters_lib.apply_hyperparameters(config, tuned)
+    return config, tuned
+
+
+def checkpoint_dir_for(config: config_lib.Config, checkpoint_root: str, base_model,
+                       train_files) -> str:
+    """Checkpoints outlive a failed execution (whose output folders are abandoned): they are keyed
+    by the training config (after tuning), the parent model and the examples, so re-running the
+    same pipeline resumes."""
+    view = json.dumps(training_view(config), sort_keys=True)
+    key = hashlib.sha256((view + "|" + str(base_model or "") + "|" + "|".join(train_files)).encode())
+    return os.path.join(checkpoint_root, key.hexdigest()[:16])
+
+
+def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer) -> tuple[dict, float]:
+    """(metrics of the in-memory model on the eval split, the unigram baseline loss)."""
+    from components.training import loop
+    seq_len, spec = config.data.seq_len, token_spec(config.data)
+    # eval.batch_size micro-batches (the global batch in one piece does not fit at scale).
+    metrics = loop.evaluate(model, fn_args.eval_files, seq_len, config.eval.batch_size,
+                            config.train.eval_batches, pad_id=spec.pad_id,
+                            token_bytes=tokenizer.token_byte_lengths() if tokenizer else None)
+    baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len,
+                                     vocab_size=spec.vocab_size, pad_id=spec.pad_id)
+    logging.getLogger("bigtrain.train").info(
+        "eval loss %.4f nats/token, %.4f bits/byte (perplexity %.2f, accuracy %.3f) vs unigram "
+        "baseline %.4f nats/token", metrics["loss"], metrics["bits_per_byte"],
+        metrics["perplexity"], metrics["accuracy"], baseline)
+    return metrics, baseline
+
+
+def training_summary(config: config_lib.Config, result, metrics: dict, baseline: float) -> dict:
+    """The training figures the Trainer executor records on the Model artifact."""
+    return {
+        "steps": result.steps, "resumed_from_step": result.resumed_from_step,
+        "skipped_steps": result.skipped_steps, "tokens_seen": result.tokens_seen,
+        "tokens_per_second": round(result.tokens_per_second, 1),
+        "final_loss": result.final_loss, "eval_loss": metrics["loss"],
+        "eval_accuracy": metrics["accuracy"], "unigram_baseline_loss": baseline,
+        "eval_bits_per_byte": metrics["bits_per_byte"],
+        "parameter_count": result.parameter_count, "flops_per_token": result.flops_per_token,
+        "num_replicas": result.num_replicas, "precision": config.runtime.precision,
+        "config_digest": config_lib.digest(config),
+    }
 
 
 def run_fn(fn_args) -> None:
@@ -55,50 +115,21 @@ def run_fn(fn_args) -> None:
     from components.training.strategy import ensure_cpu_replicas
 
     custom = fn_args.custom_config
-    config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
-    # The Tuner's best values (its HyperParameters artifact), applied over the typed config.
-    tuned = hyperparameters.config_values((fn_args.hyperparameters or {}).get("values", {}))
-    if tuned:
-        config = hyperparameters.apply_hyperparameters(config, tuned)
+    config, tuned = trainer_config(custom, fn_args.hyperparameters)
     if config.runtime.strategy == "mirrored":
         ensure_cpu_replicas(config.runtime.cpu_replicas)
     warm = {}
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
                                   config.train.freeze, warm)
-    # Checkpoints outlive a failed execution (whose output folders are abandoned): they are keyed
-    # by the training config (after tuning), the parent model and the examples, so re-running
-    # the same pipeline resumes.
-    view = json.dumps(training_view(config), sort_keys=True)
-    key = hashlib.sha256((view + "|" + str(fn_args.base_model or "") + "|" + "|".join(fn_args.train_files)).encode())
-    checkpoint_dir = os.path.join(custom["checkpoint_root"], key.hexdigest()[:16])
+    checkpoint_dir = checkpoint_dir_for(config, custom["checkpoint_root"], fn_args.base_model,
+                                        fn_args.train_files)
     first_loss = {}
     result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
                         prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss))
-    seq_len, t = config.data.seq_len, config.train
     tokenizer = examples_tokenizer(fn_args.train_files, config)
-    spec = token_spec(config.data)
-    # eval.batch_size micro-batches (the global batch in one piece does not fit at scale).
-    metrics = loop.evaluate(result.model, fn_args.eval_files, seq_len, config.eval.batch_size,
-                            t.eval_batches, pad_id=spec.pad_id,
-                            token_bytes=tokenizer.token_byte_lengths() if tokenizer else None)
-    baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len,
-                                     vocab_size=spec.vocab_size, pad_id=spec.pad_id)
-    logging.getLogger("bigtrain.train").info(
-        "eval loss %.4f nats/token, %.4f bits/byte (perplexity %.2f, accuracy %.3f) vs unigram "
-        "baseline %.4f nats/token", metrics["loss"], metrics["bits_per_byte"],
-        metrics["perplexity"], metrics["accuracy"], baseline)
-    summary = {
-        "steps": result.steps, "resumed_from_step": result.resumed_from_step,
-        "skipped_steps": result.skipped_steps, "tokens_seen": result.tokens_seen,
-        "tokens_per_second": round(result.tokens_per_second, 1),
-        "final_loss": result.final_loss, "eval_loss": metrics["loss"],
-        "eval_accuracy": metrics["accuracy"], "unigram_baseline_loss": baseline,
-        "eval_bits_per_byte": metrics["bits_per_byte"],
-        "parameter_count": result.parameter_count, "flops_per_token": result.flops_per_token,
-        "num_replicas": result.num_replicas, "precision": config.runtime.precision,
-        "config_digest": config_lib.digest(config), "code_digest": custom["code_digest"],
-        "checkpoint_dir": checkpoint_dir,
-    }
+    metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer)
+    summary = training_summary(config, result, metrics, baseline)
+    summary.update(code_digest=custom["code_digest"], checkpoint_dir=checkpoint_dir)
     # Tuning and warm start, when used (the run report and `bigtrain lineage` read these).
     if tuned:
         summary["tuned_hyperparameters"] = json.dumps(tuned, sort_keys=True)
@@ -106,10 +137,10 @@ def run_fn(fn_args) -> None:
         summary["first_step_loss"] = first_loss["loss"]
     if config.train.init_from != "none":
         summary.update(init_from=config.train.init_from, **warm)
-    export = config_lib.from_dict(config_lib.ExportConfig, json.loads(custom.get("export", "{}")))
-    manifest = export_variants(result.model, config.model, seq_len,
+    manifest = export_variants(result.model, config.model, config.data.seq_len,
                                os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
-                               quantize=export.quantize, max_new_tokens_limit=export.max_new_tokens,
+                               quantize=config.export.quantize,
+                               max_new_tokens_limit=config.export.max_new_tokens,
                                metadata={"config": training_view(config), "training": summary},
                                tokenizer=tokenizer)
     summary["variants"] = ",".join(manifest)

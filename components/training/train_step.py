@@ -172,12 +172,11 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
 
 
 def make_train_step(model, optimizer, strategy, state: TrainState, *, global_batch_size: int,
-                    seq_len: int, accumulation_steps: int, clip_norm: float | None,
+                    accumulation_steps: int, clip_norm: float | None,
                     dynamic_loss_scale: bool, seed: int = 0, xla: bool = False,
                     pad_id: int = PAD_ID):
     """Returns a tf.function(iterator) -> (global loss, gradient norm, finite) for one step.
     clip_norm=None: no clipping (the SGD reference check)."""
-    del seq_len  # the loss is normalized by the count of real targets, not by positions
     variables = model.trainable_variables
     replica_gradients = make_gradient_fn(
         model, strategy, state, global_batch_size=global_batch_size,

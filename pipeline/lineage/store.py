@@ -59,7 +59,7 @@ def check_sqlite(path: str, *, must_exist: bool = True) -> None:
     if not os.path.exists(path):
         if must_exist:
             raise MetadataStoreError(f"no metadata database at {path} (run `bigtrain run` first, or "
-                                     "pass --home / --metadata / --mysql-host)")
+                                     "pass --home or --metadata)")
         return
     size = os.path.getsize(path)
     if size == 0:

@@ -40,7 +40,7 @@ def mysql(tmp_path_factory):
     info = {"host": env["BIGTRAIN_TEST_MYSQL_HOST"], "port": env["BIGTRAIN_TEST_MYSQL_PORT"],
             "user": env["BIGTRAIN_TEST_MYSQL_USER"], "password": env["BIGTRAIN_TEST_MYSQL_PASSWORD"],
             "database": database, "home": str(tmp_path_factory.mktemp("mysql_home"))}
-    os.environ["BIGTRAIN_MYSQL_PASSWORD"] = info["password"]
+    os.environ["BIGTRAIN_METADATA_PASSWORD"] = info["password"]
     yield info
     client = shutil.which("mariadb") or shutil.which("mysql")
     if client:  # leave the server as it was
@@ -56,8 +56,8 @@ def run_settings(mysql) -> list[str]:
 
 
 def lineage_flags(mysql) -> list[str]:
-    return ["--mysql-host", mysql["host"], "--mysql-port", mysql["port"], "--mysql-user",
-            mysql["user"], "--mysql-database", mysql["database"], "--home", mysql["home"]]
+    uri = f"mysql://{mysql['user']}@{mysql['host']}:{mysql['port']}/{mysql['database']}"
+    return ["--metadata", uri, "--home", mysql["home"]]
 
 
 @pytest.fixture(scope="session")

@@ -132,7 +132,8 @@ def test_store_locked_by_another_program_fails_fast_and_named(tmp_path, capsys):
     assert code == 0 and '"run_id": "run-1"' in out  # the history is intact
 
 
-def test_unreachable_mysql_is_a_named_error(tmp_path, capsys):
+def test_unreachable_mysql_is_a_named_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("BIGTRAIN_METADATA_PASSWORD", "")  # set (empty): no password
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -140,7 +141,7 @@ def test_unreachable_mysql_is_a_named_error(tmp_path, capsys):
                        "--set", f"metadata.mysql_port={port}")
     assert code == EXIT_STORE, err
     assert f"metadata store MySQL root@127.0.0.1:{port}/metadb" in err and "Traceback" not in err
-    code, _, err = run(capsys, "lineage", "runs", "--mysql-host", "127.0.0.1", "--mysql-port", str(port))
+    code, _, err = run(capsys, "lineage", "runs", "--metadata", f"mysql://127.0.0.1:{port}")
     assert code == EXIT_STORE and f"127.0.0.1:{port}" in err
 
 

@@ -5,6 +5,7 @@ import sys
 import pytest
 import yaml
 
+from components import config as config_lib
 from components.common import errors
 from runners import cli
 
@@ -17,7 +18,7 @@ def test_help_lists_every_subcommand_with_one_line(capsys):
     parser = cli.build_parser()
     action = parser._subparsers._group_actions[0]
     commands = action.choices
-    assert set(commands) >= {"run", "generate", "lineage", "compile", "train-worker", "config"}
+    assert set(commands) == {"run", "generate", "lineage", "compile", "config", "plumbing"}
     helps = {a.dest: a.help for a in action._choices_actions}
     for name in commands:
         assert helps[name] and "\n" not in helps[name], name  # one line each
@@ -60,3 +61,140 @@ def test_every_lineage_question_has_help(question, capsys):
 def test_lineage_without_a_store_is_a_clear_error(tmp_path, capsys):
     assert cli.main(["lineage", "runs", "--home", str(tmp_path)]) == errors.EXIT_STORE
     assert "no metadata database at" in capsys.readouterr().err
+
+
+# -- the global options and the plumbing group ------------------------------------------------
+
+def test_version_prints_the_installed_package_version(capsys):
+    """Against the package metadata pip recorded (an independent source of the version)."""
+    from importlib import metadata
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"bigtrain {metadata.version('bigtrain')}"
+
+
+@pytest.mark.parametrize("argv", [["-v", "config"], ["config", "-v"], ["--verbose", "config"],
+                                  ["config", "--verbose"]])
+def test_verbose_before_or_after_the_subcommand(argv):
+    assert cli.build_parser().parse_args(argv).verbose is True
+
+
+def test_verbose_before_the_subcommand_is_not_reset_by_it():
+    """A subcommand's copy of a global option must not overwrite the value given before it."""
+    args = cli.build_parser().parse_args(["-v", "--home", "h", "lineage", "runs"])
+    assert args.verbose is True and args.home == "h"
+    assert cli.build_parser().parse_args(["lineage", "runs"]).verbose is False
+
+
+def test_verbose_shows_the_traceback_of_an_error(capsys, tmp_path):
+    missing = str(tmp_path / "nope.yaml")
+    assert cli.main(["config", "--config", missing]) == errors.EXIT_CONFIG
+    assert "Traceback" not in capsys.readouterr().err
+    assert cli.main(["-v", "config", "--config", missing]) == errors.EXIT_CONFIG
+    assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_home_is_one_option_before_or_after_the_subcommand(position, tmp_path, capsys):
+    home = ["--home", str(tmp_path)]
+    argv = home + ["config"] if position == "before" else ["config"] + home
+    assert cli.main(argv) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["paths"]["home"] == str(tmp_path)
+
+
+def test_home_has_one_help_text_everywhere(capsys):
+    for argv in (["--help"], ["run", "--help"], ["generate", "--help"], ["lineage", "runs", "--help"],
+                 ["plumbing", "train-worker", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        out = " ".join(capsys.readouterr().out.split())
+        assert "--home DIR directory holding all run state" in out, argv
+
+
+def test_train_worker_is_under_plumbing_only(capsys):
+    args = cli.build_parser().parse_args(["plumbing", "train-worker", "--examples", "e", "--out", "o",
+                                          "--set", "train.train_steps=3"])
+    assert args.func is cli.cmd_plumbing_train_worker and args.overrides == ["train.train_steps=3"]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train-worker", "--examples", "e", "--out", "o"])
+    assert exit_info.value.code == 2 and "invalid choice: 'train-worker'" in capsys.readouterr().err
+
+
+# -- the metadata store: one choice for every command -----------------------------------------
+
+def _metadata(capsys, *argv):
+    assert cli.main(["config", *argv]) == 0
+    return yaml.safe_load(capsys.readouterr().out)["metadata"]
+
+
+def test_metadata_default_is_the_config_section(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    m = _metadata(capsys, "--set", "metadata.backend=mysql", "--set", "metadata.mysql_port=3307")
+    assert (m["backend"], m["mysql_port"], m["sqlite_path"]) == ("mysql", 3307, "")
+
+
+def test_metadata_uri_sqlite(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    m = _metadata(capsys, "--metadata", str(tmp_path / "m.sqlite"))
+    assert (m["backend"], m["sqlite_path"]) == ("sqlite", str(tmp_path / "m.sqlite"))
+    monkeypatch.chdir(tmp_path)
+    m = _metadata(capsys, "--metadata", "sqlite:rel/m.sqlite")
+    assert m["sqlite_path"] == str(tmp_path / "rel" / "m.sqlite")
+
+
+def test_metadata_uri_mysql_over_the_config_section(capsys, monkeypatch):
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    m = _metadata(capsys, "--set", "metadata.mysql_host=elsewhere",
+                  "--metadata", "mysql://ml@db.example:33306/lineage")
+    assert {k: m[k] for k in ("backend", "mysql_host", "mysql_port", "mysql_user", "mysql_database")} \
+        == {"backend": "mysql", "mysql_host": "db.example", "mysql_port": 33306, "mysql_user": "ml",
+            "mysql_database": "lineage"}
+    m = _metadata(capsys, "--metadata", "mysql://db.example")  # user, port, database defaulted
+    assert (m["mysql_user"], m["mysql_port"], m["mysql_database"]) == ("root", 3306, "metadb")
+
+
+def test_metadata_from_the_environment_and_the_flag_wins(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("BIGTRAIN_METADATA", "mysql://ml@db.example/lineage")
+    assert _metadata(capsys)["mysql_host"] == "db.example"
+    m = _metadata(capsys, "--metadata", str(tmp_path / "m.sqlite"))
+    assert m["backend"] == "sqlite"
+
+
+@pytest.mark.parametrize("uri, words", [("mysql://ml:secret@db/x", "BIGTRAIN_METADATA_PASSWORD"),
+                                        ("postgres://db/x", "expected a sqlite file path"),
+                                        ("mysql://db:port/x", "port is not a number")])
+def test_bad_metadata_uri_is_a_config_error(uri, words, capsys, monkeypatch):
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    assert cli.main(["config", "--metadata", uri]) == errors.EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert words in err and "secret" not in err
+
+
+def test_mysql_password_only_from_the_environment(monkeypatch):
+    from runners import metadata
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    config = cli.resolve_config(cli.build_parser().parse_args(
+        ["config", "--metadata", "mysql://ml@db.example:33306/lineage"]))
+    monkeypatch.setenv("BIGTRAIN_METADATA_PASSWORD", "s3cret")
+    connection = metadata.connection(config)
+    assert (connection.mysql.host, connection.mysql.port, connection.mysql.user,
+            connection.mysql.database, connection.mysql.password) == (
+        "db.example", 33306, "ml", "lineage", "s3cret")
+    monkeypatch.delenv("BIGTRAIN_METADATA_PASSWORD")
+    with pytest.raises(config_lib.ConfigError, match="environment variable BIGTRAIN_METADATA_PASSWORD"):
+        metadata.connection(config)
+
+
+def test_lineage_without_the_password_names_the_variable(capsys, monkeypatch):
+    monkeypatch.delenv("BIGTRAIN_METADATA_PASSWORD", raising=False)
+    assert cli.main(["lineage", "runs", "--metadata", "mysql://ml@127.0.0.1:1/x"]) == errors.EXIT_CONFIG
+    assert "BIGTRAIN_METADATA_PASSWORD" in capsys.readouterr().err
+
+
+def test_lineage_reads_the_sqlite_file_named_by_metadata(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    missing = tmp_path / "other.sqlite"
+    assert cli.main(["lineage", "runs", "--home", str(tmp_path / "no-home"),
+                     "--metadata", str(missing)]) == errors.EXIT_STORE
+    assert f"no metadata database at {missing}" in capsys.readouterr().err

@@ -174,7 +174,7 @@ def test_sgd_without_clipping_moves_weights_by_lr_times_reference_gradient(ids):
         sgd.build(model.trainable_variables)
     w0 = model.get_weights()
     step = train_step.make_train_step(model, sgd, strategy, state, global_batch_size=16,
-                                      seq_len=SEQ_LEN, accumulation_steps=4, clip_norm=None,
+                                      accumulation_steps=4, clip_norm=None,
                                       dynamic_loss_scale=False)
     data = tf.data.Dataset.from_tensors((ids[:, :-1], ids[:, 1:])).repeat()
     step(iter(data))
@@ -219,7 +219,7 @@ def test_accumulation_graph_does_not_grow_with_k(shards):
         strategy = make_strategy(config.runtime)
         model, state, optimizer, _ = loop.build_training(config, strategy)
         step = train_step.make_train_step(model, optimizer, strategy, state, global_batch_size=16,
-                                          seq_len=SEQ_LEN, accumulation_steps=k, clip_norm=1.0,
+                                          accumulation_steps=k, clip_norm=1.0,
                                           dynamic_loss_scale=False)
         iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16))
         sizes.append(graph_size(step.get_concrete_function(iterator)))

@@ -42,7 +42,7 @@ def test_two_workers_match_single_process(shards, tmp_path):
                                                      "task": {"type": "worker", "index": index}}),
                    TF_CPP_MIN_LOG_LEVEL="2")
         procs.append(subprocess.Popen(
-            [bigtrain, "train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
+            [bigtrain, "plumbing", "train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
              "--weights-out", str(tmp_path / f"w{index}.npz"),
              *config_args(*OVERRIDES, "runtime.strategy=multi_worker_mirrored")],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

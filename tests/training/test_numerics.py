@@ -120,7 +120,7 @@ def test_schedule_follows_the_step_counter_through_a_skipped_step(shards):
     model, state, optimizer, _ = loop.build_training(config, strategy)
     from components.training import input as input_lib
     step = train_step.make_train_step(model, optimizer, strategy, state, global_batch_size=16,
-                                      seq_len=SEQ_LEN, accumulation_steps=1, clip_norm=1.0,
+                                      accumulation_steps=1, clip_norm=1.0,
                                       dynamic_loss_scale=True)
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16))
     state.loss_scale.assign(3e38)                 # float16 gradients overflow: skipped

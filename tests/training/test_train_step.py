@@ -34,7 +34,7 @@ def test_non_finite_step_is_skipped_counted_and_scale_halved(shards):
         optimizer = make_optimizer(config.train, 1e-3)
         optimizer.build(model.trainable_variables)
         state = TrainState()
-    step = make_train_step(model, optimizer, strategy, state, global_batch_size=16, seq_len=SEQ_LEN,
+    step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,
                            accumulation_steps=2, clip_norm=1.0, dynamic_loss_scale=True)
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16))
     before = [w.copy() for w in model.get_weights()]

@@ -1,0 +1,62 @@
+"""run_fn receives the config sections it needs from the Trainer's custom_config.
+
+Catches the bug where `training_view` dropped the `eval` section: the Trainer's custom_config
+carried no eval settings, so run_fn rebuilt a Config with the default eval.batch_size (64) and its
+reported eval figure ignored the user's setting. Only the heavy parts (training, the unigram
+baseline, the export) are stubbed; trainer_custom_config, run_fn's config rebuild and its call of
+loop.evaluate are the real code."""
+
+from __future__ import annotations
+
+import json
+import types
+
+from components import config as config_lib
+from components.training import loop, run_fn as run_fn_lib, variants
+
+
+def _fake_fn_args(tmp_path, custom_config):
+    serving = tmp_path / "model" / "Format-Serving"
+    (tmp_path / "model_run").mkdir()
+    return types.SimpleNamespace(
+        custom_config=custom_config, hyperparameters=None, base_model=None,
+        train_files=[str(tmp_path / "examples" / "Split-train" / "*")],
+        eval_files=[str(tmp_path / "examples" / "Split-eval" / "*")],
+        model_run_dir=str(tmp_path / "model_run"), serving_model_dir=str(serving))
+
+
+def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
+    config = config_lib.build_config("tiny", None, ["eval.batch_size=8"])
+    trainer_custom = run_fn_lib.trainer_custom_config(config, str(tmp_path / "ckpt"))
+    # What the pipeline hands TFX must survive its JSON round trip (custom_config is a JSON
+    # exec property).
+    custom = json.loads(json.dumps(trainer_custom))
+
+    calls = {}
+    result = types.SimpleNamespace(
+        model=object(), steps=1, resumed_from_step=0, skipped_steps=0, tokens_seen=1,
+        tokens_per_second=1.0, final_loss=1.0, parameter_count=1, flops_per_token=1,
+        num_replicas=1)
+    monkeypatch.setattr(loop, "train", lambda *a, **k: result)
+    monkeypatch.setattr(loop, "unigram_baseline", lambda *a, **k: 5.0)
+    monkeypatch.setattr(run_fn_lib, "examples_tokenizer", lambda *a, **k: None)
+
+    def fake_evaluate(model, eval_files, seq_len, batch_size, max_batches, **kwargs):
+        calls["batch_size"] = batch_size
+        return {"loss": 1.0, "bits_per_byte": 1.0, "perplexity": 2.7, "accuracy": 0.5}
+
+    monkeypatch.setattr(loop, "evaluate", fake_evaluate)
+    monkeypatch.setattr(variants, "export_variants", lambda *a, **k: {"float": {}})
+    run_fn_lib.run_fn(_fake_fn_args(tmp_path, custom))
+    assert calls["batch_size"] == 8
+
+
+def test_eval_batch_size_is_in_the_trainers_cache_key_not_its_checkpoint_key(tmp_path):
+    """eval.batch_size changes the figure the Trainer reports, so a change re-runs the Trainer
+    (TFX's cache key is the custom_config); it does not change the trained weights, so the
+    checkpoint key (training_view) stays and the re-run resumes instead of training again."""
+    base = config_lib.build_config("tiny", None, [])
+    other = config_lib.build_config("tiny", None, ["eval.batch_size=8"])
+    root = str(tmp_path)
+    assert run_fn_lib.trainer_custom_config(base, root) != run_fn_lib.trainer_custom_config(other, root)
+    assert run_fn_lib.training_view(base) == run_fn_lib.training_view(other)

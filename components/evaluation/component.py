@@ -235,10 +235,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         baseline_metrics = metrics_of(baseline) if baseline is not None else None
         for name in variant_metrics:
             variant_metrics[name]["loss_delta"] = variant_metrics[name]["loss"] - variant_metrics["float"]["loss"]
-        fitness = {name: Decision(*variants.recommend(  # loss delta, size and latency vs float
-                       m, variant_metrics["float"], eval_config.max_quantization_loss_delta,
-                       eval_config.max_variant_size_ratio, eval_config.max_variant_latency_ratio))
-                   for name, m in variant_metrics.items()}
+        fitness = {n: Decision(*fit) for n, fit in variants.recommend_all(variant_metrics, eval_config).items()}
         serve = export_config.serve
         decision = decide_serving(serve, variant_metrics, fitness, baseline_metrics, eval_config,
                                   per_token)

@@ -125,6 +125,14 @@ def recommend(variant_figures: dict, float_figures: dict, max_loss_delta: float 
                   f"{float_size:,} bytes, {latency:.1f} vs {float_latency:.1f} ms per batch")
 
 
+def recommend_all(variant_figures: dict, eval_config) -> dict[str, tuple[bool, str]]:
+    """recommend() for every variant against variant_figures["float"], with the eval section's
+    allowances (max_quantization_loss_delta, max_variant_size_ratio, max_variant_latency_ratio)."""
+    return {name: recommend(figures, variant_figures["float"], eval_config.max_quantization_loss_delta,
+                            eval_config.max_variant_size_ratio, eval_config.max_variant_latency_ratio)
+            for name, figures in variant_figures.items()}
+
+
 def check_ids(ids, vocab_size: int) -> np.ndarray:
     """The SavedModel's token_logits checks, for the TFLite flatbuffer (TFLite has no Assert op:
     the converter drops the graph's checks, so id -1 would give finite logits)."""

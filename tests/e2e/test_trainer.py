@@ -75,7 +75,7 @@ def test_saved_model_generates_in_a_fresh_process(model_artifact):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["signatures"] == ["generate", "sample", "serving_default", "token_logits"]
+    assert result["signatures"] == ["generate", "sample", "score", "serving_default", "token_logits"]
     assert result["logits_shape"] == [2, 259] and result["logits_dtype"] == "float32"
     assert result["prompt_tokens"] == [10, 10]  # BOS + 9 bytes each
     assert result["generated"] > 0

@@ -63,6 +63,7 @@ def measure(preset: str, new_tokens: int, batch: int) -> dict:
 
 
 def staggered(preset: str, new_tokens: int, batch: int) -> dict:
+    """Seconds per request for each case (best of 3), the cases side by side in one process."""
     import tensorflow as tf
     from components.model import decoding
     from components.model.gpt import build_model
@@ -76,31 +77,39 @@ def staggered(preset: str, new_tokens: int, batch: int) -> dict:
                                  max_new_tokens_limit=new_tokens)
     banned = tf.constant([PAD_ID, BOS_ID, EOS_ID])
     choose = lambda logits, i: tf.argmax(decoding.ban(logits, banned), axis=-1, output_type=tf.int32)
+    aligned = ["x" * (context - 2)] * batch
     # Staggered: row r starts 4 r bytes (mod the window) short of a full window, so rows slide
-    # at different steps.
-    prompts = {"aligned": ["x" * (context - 2)] * batch,
-               "staggered": ["x" * (context - 2 - (4 * r) % (context - 2)) for r in range(batch)]}
-
-    def whole_batch(model, window, lengths, rows, cache):   # the refill before issue 19
-        return decoding.merge(rows, decoding.prefill(model, window, lengths)[1], cache)
-
+    # at different steps. Ragged limits: one row decodes new_tokens, the others 4.
+    stagger = ["x" * (context - 2 - (4 * r) % (context - 2)) for r in range(batch)]
+    full, ragged = [new_tokens] * batch, [new_tokens] + [4] * (batch - 1)
+    whole_batch = lambda model, window, lengths, rows, cache: decoding.merge(   # before issue 19
+        rows, decoding.prefill(model, window, lengths)[1], cache)
+    # Before: every row ran every step (ended rows' positions clamped: they no longer slide).
+    every_row = lambda model, token, position, cache, rows: decoding.step(
+        model, token, tf.minimum(position, context - 1), cache)
+    cases = [("aligned", aligned, full, {}),
+             ("staggered", stagger, full, {}),
+             ("staggered, whole-batch refill", stagger, full, {"refill_rows": whole_batch}),
+             ("1 long row, others end at 4", aligned, ragged, {}),
+             ("1 long row, ended rows computed", aligned, ragged, {"step_rows": every_row})]
     result = {}
-    for case, refill in (("aligned", None), ("staggered", None), ("staggered, whole-batch refill", whole_batch)):
-        original = decoding.refill_rows
-        decoding.refill_rows = refill or original
+    for case, prompts, limits, patches in cases:
+        originals = {name: getattr(decoding, name) for name in patches}
+        for name, value in patches.items():
+            setattr(decoding, name, value)
         try:
             fn = tf.function(lambda p, n: server.decode(p, n, choose), autograph=False)
-            p = tf.constant(prompts[case.split(",")[0]])
-            fn(p, tf.fill([batch], new_tokens))                            # trace + warm up
+            fn(tf.constant(prompts), tf.constant(limits))                    # trace + warm up
         finally:
-            decoding.refill_rows = original
+            for name, value in originals.items():
+                setattr(decoding, name, value)
         times = []
-        for _ in range(3):                                               # the best of 3: shared CPU
+        for _ in range(3):                                                   # best of 3: shared CPU
             start = time.perf_counter()
-            _, produced = fn(p, tf.fill([batch], new_tokens))
+            _, produced = fn(tf.constant(prompts), tf.constant(limits))
             times.append(time.perf_counter() - start)
         result[case] = min(times)
-        assert int(tf.reduce_sum(produced)) == batch * new_tokens, produced
+        assert int(tf.reduce_sum(produced)) == sum(limits), produced
     return result
 
 

@@ -101,3 +101,15 @@ def top_k_top_p(logits, top_k, top_p):
     pth = tf.gather(ordered, tf.minimum(kept, k) - 1, batch_dims=1)
     threshold = tf.maximum(kth, pth)[:, None]
     return tf.where(logits >= threshold, logits, -float("inf"))
+
+
+def step_rows(model, token, position, cache, rows):
+    """step() for the rows where rows (B,) is true only: ended rows cost a gather and a scatter
+    of their cache, not a forward pass. Their logits come back as zeros (never used)."""
+    index = tf.where(rows)                                                  # (n, 1)
+    sub_cache = tuple((tf.gather_nd(k, index), tf.gather_nd(v, index)) for k, v in cache)
+    logits, fresh = step(model, tf.gather_nd(token, index), tf.gather_nd(position, index), sub_cache)
+    shape = tf.concat([tf.shape(token, out_type=tf.int64), tf.shape(logits, out_type=tf.int64)[1:]], 0)
+    full_logits = tf.scatter_nd(index, logits, shape)
+    return full_logits, tuple((tf.tensor_scatter_nd_update(k, index, nk), tf.tensor_scatter_nd_update(v, index, nv))
+                              for (nk, nv), (k, v) in zip(fresh, cache))

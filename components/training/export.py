@@ -31,8 +31,9 @@ uncached alike: the model sees the last `context` ids of the prompt (the prompt 
 densified; byte prompts are cut to their last `context` bytes before they are split); when a row's
 window is full, it is cut to its last `context // 2` ids (positions restart at 0; only that row's
 cache is re-filled) and decoding continues. Cost bound: the batch decodes until every row has
-ended (EOS, stop, or its own max_new_tokens); each step costs one position for every row, ended
-rows included, so a request costs (rows) x (longest row's tokens) positions.
+ended (EOS, stop, or its own max_new_tokens). Ended rows stop costing forward passes (the cached
+step runs on the rows still decoding; an ended row costs a copy of its cache slots per step), but
+the request returns when its longest row ends.
 Bad input is an InvalidArgument error naming the input.
 """
 
@@ -183,7 +184,7 @@ class LanguageModelServer:
             stopped = self._stopped(text, tf.strings.length(piece), stop)
             done = tf.logical_not(active) | tf.equal(token, self.eos_id) | stopped
             # A full window slides: keep its last `keep` ids, positions restart at 0.
-            full = lengths >= slots
+            full = (lengths >= slots) & tf.logical_not(done)
             window = tf.where(full[:, None], tf.concat([window[:, slots - keep:], shifted_pad], 1), window)
             lengths = tf.where(full, keep, lengths)
             if cached:
@@ -192,8 +193,11 @@ class LanguageModelServer:
                                 lambda: cache)
             window = tf.where(tf.one_hot(lengths, slots, on_value=True, off_value=False),
                               token[:, None], window)
-            if cached:
-                logits, cache = decoding.step(self.model, token, lengths, cache)
+            if cached:  # ended rows stop costing a forward pass
+                logits, cache = tf.cond(tf.reduce_any(done),
+                                        lambda: decoding.step_rows(self.model, token, lengths, cache,
+                                                                   tf.logical_not(done)),
+                                        lambda: decoding.step(self.model, token, lengths, cache))
             else:
                 logits = self._next_logits(window, lengths + 1)
             return i + 1, window, lengths + 1, cache, logits, done, text, out

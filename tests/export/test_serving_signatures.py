@@ -137,13 +137,17 @@ def test_cached_greedy_equals_full_window_reference(model, loaded, uncached_gene
     assert cached["new_tokens"].numpy()[0] == len(expected)
 
 
-def test_cached_batch_equals_rows_alone(loaded):
-    """Rows of different lengths share one cache tensor; each row's slots and mask are its own."""
+@pytest.mark.parametrize("limits", [[30, 30, 30], [3, 40, 10]])
+def test_cached_batch_equals_rows_alone(loaded, limits):
+    """Rows of different lengths share one cache tensor; each row's slots and mask are its own.
+    With different limits, rows end at different steps and the rest decode on without them
+    (decoding.step_rows; only the sliding row re-fills, decoding.refill_rows): caught, a scatter
+    into the wrong rows or an ended row that keeps sliding changes the longer rows' text."""
     prompts = [b"def ", b"a much longer prompt that slides", b""]
-    batched = generate(loaded, prompts, 30)["text_bytes"].numpy()
-    alone = [generate(loaded, [p], 30)["text_bytes"].numpy()[0]
-             for p in prompts]
-    assert batched.tolist() == alone
+    batched = loaded.signatures["generate"](prompt=tf.constant(prompts), max_new_tokens=tf.constant(limits))
+    alone = [generate(loaded, [p], n)["text_bytes"].numpy()[0] for p, n in zip(prompts, limits)]
+    assert batched["text_bytes"].numpy().tolist() == alone
+    assert batched["new_tokens"].numpy().tolist() == [len(a) for a in alone]
 
 
 # ------------------------------------------------------------------------------------------------

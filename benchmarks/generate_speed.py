@@ -12,7 +12,9 @@ Staggered batch (issue 19): a batch whose rows fill their windows at different s
 any sliding row re-ran the prefill for the whole batch; now only that row re-fills its cache
 (decoding.refill_rows). Measured side by side in one run: the aligned batch (every row slides at
 the same step), the staggered batch with per-row refill, and the staggered batch with the old
-whole-batch refill (decoding.merge of a full prefill), same tokens produced.
+whole-batch refill (decoding.merge of a full prefill), same tokens produced; and a batch with
+one long row and 31 short ones, with ended rows skipped (decoding.step_rows) and, as before
+issue 19, still computed every step.
 
     .venv/bin/python benchmarks/generate_speed.py [--presets tiny small] [--new-tokens 256] [--batch 1]
     .venv/bin/python benchmarks/generate_speed.py --staggered [--batch 8] [--new-tokens 128]

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.bigtrain-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop
+.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop
 
 setup: $(STAMP)
 
@@ -28,8 +28,8 @@ run: setup
 	$(BIN)/bigtrain run $(ARGS)
 
 # The test suite (CI runs exactly this through .ci/run): a private MariaDB first, for the MySQL
-# metadata tests.
-test: setup mariadb
+# metadata tests, and a private S3 server, for the object-storage tests.
+test: setup mariadb objectstore
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
@@ -41,6 +41,17 @@ mariadb:
 
 mariadb-stop:
 	bash tests/support/mariadb.sh stop
+
+# An S3-protocol server (moto's standalone server, in its own venv under build/objectstore/: it
+# needs Flask 3, which is not in the lock) on 127.0.0.1:$(OBJECTSTORE_PORT) with one bucket;
+# idempotent. Writes build/objectstore/env.sh (source it for a shell). Outside CI, if it cannot be
+# installed, the S3 tests skip naming the reason (build/objectstore/unavailable); in CI: an error.
+OBJECTSTORE_PORT ?= 39000
+objectstore:
+	BIGTRAIN_OBJECTSTORE_PORT=$(OBJECTSTORE_PORT) PYTHON=$(PYTHON) bash tests/support/objectstore.sh start
+
+objectstore-stop:
+	bash tests/support/objectstore.sh stop
 
 # Inner loop: everything but the pipeline runs and training.
 test-fast: setup

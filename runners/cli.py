@@ -352,5 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def console_main() -> None:
+    """The `bigtrain` console script: main(), then an exit that survives tensorflow-io's S3 client
+    (components/common/fs.py exit_process)."""
+    code = main()
+    from components.common import fs
+    fs.exit_process(code or 0)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

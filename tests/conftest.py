@@ -18,6 +18,21 @@ def pytest_configure(config):
     assert ensure_cpu_replicas(CPU_REPLICAS) == CPU_REPLICAS
 
 
+_EXIT_STATUS = [0]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT_STATUS[0] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """A session that touched s3:// exits without C++ static destructors (tensorflow-io's S3
+    client aborts with status 134 otherwise: components/common/fs.py exit_process)."""
+    from components.common import fs
+    fs.exit_process(_EXIT_STATUS[0])
+
+
 def make_corpus(root: str) -> dict[str, int]:
     """A small real-text corpus (two stdlib packages) plus one file of every quarantine kind.
 

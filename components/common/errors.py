@@ -13,6 +13,7 @@ EXIT_LOCKED = 4       # another run holds the home
 EXIT_STORE = 5        # the metadata store is missing, corrupt, truncated, locked or unreachable
 EXIT_HOME = 6         # the home is missing (reads), not a directory, or not writable
 EXIT_DISK_FULL = 7    # no space left while writing shards, checkpoints or models
+EXIT_OBJECT_STORE = 8  # an object store (s3://, gs://) is unreachable, or the bucket or credentials are wrong
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 
 
@@ -35,3 +36,8 @@ class HomeError(BigtrainError):
 
 class DiskFullError(BigtrainError):
     exit_code = EXIT_DISK_FULL
+
+
+class ObjectStoreError(BigtrainError):
+    """An s3:// or gs:// URI could not be reached: endpoint down, no bucket, bad credentials."""
+    exit_code = EXIT_OBJECT_STORE

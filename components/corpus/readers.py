@@ -108,6 +108,13 @@ class FileProblem(Exception):
 
 
 def open_regular(path: str):
+    if "://" in path:  # an object in a store: Beam's filesystems (s3://, gs://), seekable
+        from apache_beam.io.filesystem import CompressionTypes
+        from components.common.listing import beam_filesystems
+        try:
+            return beam_filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        except Exception as err:  # noqa: BLE001 (BeamIOError/OSError: the file is quarantined)
+            raise FileProblem(docs.UNREADABLE, f"{type(err).__name__}: {err}") from None
     try:
         st = os.stat(path)
     except OSError as err:
@@ -291,7 +298,9 @@ def read_stream(piece: Piece, fh, config: ReaderConfig) -> Iterator:
     if stop is None and not isinstance(fh, gzip.GzipFile):
         # Read exactly what is there (as of now): one sized read for a small file instead of a
         # CHUNK_BYTES allocation plus an empty read.
-        stop = os.fstat(fh.fileno()).st_size
+        here = fh.tell()
+        stop = fh.seek(0, os.SEEK_END)  # the size; works on a local file and a store's stream
+        fh.seek(here)
     cap = config.max_document_bytes
     if config.format == "jsonl":
         cap = max(cap * 2, cap + 1024)  # JSON escapes: a line may be longer than its text

@@ -5,6 +5,7 @@ LatestBlessedModelStrategy read)."""
 
 from __future__ import annotations
 
+from components.common import fs
 import hashlib
 import json
 import logging
@@ -82,7 +83,7 @@ def examples_tokenization(examples_uri: str) -> dict:
     """pad_id and token_bytes of the tokenizer the examples were encoded with (bytes if none)."""
     from components.tokenizer import artifact as tokenizer_artifact
     directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
-    if not os.path.isdir(directory):
+    if not fs.isdir(directory):
         return {}
     tokenizer = tokenizer_artifact.load(directory)
     return {"pad_id": tokenizer.pad_id, "token_bytes": tokenizer.token_byte_lengths()}
@@ -168,14 +169,11 @@ def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_con
     key = hashlib.sha256("|".join([model_uri, examples_uri, config_lib.section_json(eval_config)])
                          .encode()).hexdigest()[:24]
     path = os.path.join(cache_dir, f"{key}.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+    if fs.exists(path):
+        return json.loads(fs.read_text(path))
     metrics = compute()
-    os.makedirs(cache_dir, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(metrics, fh)
-    os.replace(path + ".tmp", path)
+    fs.makedirs(cache_dir)
+    fs.write_text(path, json.dumps(metrics))
     return metrics
 
 
@@ -186,8 +184,7 @@ def same_vocabulary(baseline_uri: str, model_uri: str) -> bool:
     def tokenizer_of(uri):
         path = os.path.join(path_utils.serving_model_path(uri), "assets.extra", "bigtrain_model.json")
         try:
-            with open(path, encoding="utf-8") as fh:
-                meta = json.load(fh)
+            meta = json.loads(fs.read_text(path))
         except OSError:
             return None
         return json.dumps([meta.get("vocab_size"), meta.get("tokenizer")], sort_keys=True)
@@ -251,9 +248,9 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                   "blessed": decision.blessed, "reason": decision.reason, "serve_variant": serve,
                   "variants": {name: dict(m, fit_to_serve=fitness[name].blessed, reason=fitness[name].reason)
                                for name, m in variant_metrics.items()}}
-        os.makedirs(evaluation.uri, exist_ok=True)
-        with open(os.path.join(evaluation.uri, METRICS_FILE), "w", encoding="utf-8") as fh:
-            json.dump(record, fh, indent=2, sort_keys=True)
+        fs.makedirs(evaluation.uri)
+        fs.write_text(os.path.join(evaluation.uri, METRICS_FILE),
+                      json.dumps(record, indent=2, sort_keys=True))
         for name in ("loss", "perplexity", "accuracy", "bits_per_byte"):
             evaluation.set_float_custom_property(name, float(candidate[name]))
         evaluation.set_int_custom_property("examples", candidate["examples"])
@@ -277,8 +274,8 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
 
         # Standard ModelBlessing: the properties TFX's Pusher and LatestBlessedModelStrategy read,
         # plus the file TFMA's Evaluator writes.
-        os.makedirs(blessing.uri, exist_ok=True)
-        open(os.path.join(blessing.uri, "BLESSED" if decision.blessed else "NOT_BLESSED"), "w").close()
+        fs.makedirs(blessing.uri)
+        fs.write_bytes(os.path.join(blessing.uri, "BLESSED" if decision.blessed else "NOT_BLESSED"), b"")
         blessing.set_int_custom_property("blessed", int(decision.blessed))
         blessing.set_string_custom_property("current_model", model.uri)
         blessing.set_int_custom_property("current_model_id", model.id)

@@ -10,16 +10,17 @@ version that was `canary` becomes `stable` (the first version is both). A rollba
 models.config (TF Serving re-reads it every --model_config_file_poll_wait_seconds).
 Retention (push.keep_versions, default 5): the newest `keep_versions` versions and every
 labelled version stay; older ones are renamed out of TF Serving's sight (it only watches all-digit
-names), then deleted. The config is replaced atomically before any version is removed, so a label
-never names a deleted version.
+names; on an object store: their saved_model.pb is deleted first), then deleted. The config is
+replaced (atomically on local disk, one PUT on S3) before any version is removed, so a label never
+names a deleted version. All I/O goes through components.common.fs (local, s3://, gs://).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 
+from components.common import fs
 from components.training.batching import BATCHING
 
 MODELS_CONFIG = "models.config"
@@ -29,27 +30,22 @@ POLICIES = ("specific", "latest")
 LOGGER = logging.getLogger("bigtrain.push")
 
 
-def _versions(base_dir: str) -> list[int]:
-    return sorted(int(n) for n in os.listdir(base_dir)
-                  if n.isdigit() and os.path.isdir(os.path.join(base_dir, n)))
+GRAPH_FILE = "saved_model.pb"
 
 
-def _write_atomic(path: str, text: str) -> None:
-    staging = f"{path}.incoming-{os.getpid()}"
-    with open(staging, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(staging, path)
+def _versions(base_dir: str) -> list[int]:  # push.served_versions' rule (push imports this module)
+    return sorted(int(n) for n in fs.listdir(base_dir)
+                  if n.isdigit() and fs.exists(fs.join(base_dir, n, GRAPH_FILE)))
 
 
 def read_labels(base_dir: str) -> dict[str, int]:
     """The version labels models.config holds now ({} when there is none)."""
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
-    path = os.path.join(base_dir, MODELS_CONFIG)
-    if not os.path.exists(path):
+    path = fs.join(base_dir, MODELS_CONFIG)
+    if not fs.exists(path):
         return {}
-    with open(path, encoding="utf-8") as fh:
-        config = text_format.Parse(fh.read(), model_server_config_pb2.ModelServerConfig())
+    config = text_format.Parse(fs.read_text(path), model_server_config_pb2.ModelServerConfig())
     return {label: int(version) for model in config.model_config_list.config
             for label, version in model.version_labels.items()}
 
@@ -92,9 +88,14 @@ def retire_old_versions(base_dir: str, keep_versions: int, labels: dict[str, int
     keep = set(versions[-keep_versions:]) | set(labels.values())
     removed = [v for v in versions if v not in keep]
     for version in removed:
-        retiring = os.path.join(base_dir, f".retired-{version}-{os.getpid()}")
-        os.rename(os.path.join(base_dir, str(version)), retiring)   # out of TF Serving's sight first
-        shutil.rmtree(retiring)
+        path = fs.join(base_dir, str(version))
+        if fs.is_remote(base_dir):   # the graph first: TF Serving stops seeing the version
+            fs.remove(fs.join(path, GRAPH_FILE))
+        else:                        # out of TF Serving's sight in one step (a non-digit name)
+            retired = fs.join(base_dir, f".retired-{version}-{os.getpid()}")
+            fs.rename(path, retired)
+            path = retired
+        fs.rmtree(path)
         LOGGER.info("retired version %d of %s (push.keep_versions %d)", version, base_dir, keep_versions)
     return removed
 
@@ -104,13 +105,13 @@ def publish_deployment_files(base_dir: str, new_version: int | None,
                              model_name: str | None = None) -> dict:
     """After a push: move the labels to new_version (None: the push published nothing, labels stay),
     write models.config and batching_parameters, apply retention. Returns what it did."""
-    base_dir = os.path.abspath(base_dir)
-    name = model_name or os.path.basename(base_dir.rstrip("/"))
+    base_dir = base_dir if fs.is_remote(base_dir) else os.path.abspath(base_dir)
+    name = model_name or base_dir.rstrip("/").rsplit("/", 1)[-1]
     previous = read_labels(base_dir)
     labels = moved_labels(previous, new_version) if new_version is not None else previous
     if not labels and _versions(base_dir):   # an older layout without a config: label the newest
         labels = moved_labels({}, _versions(base_dir)[-1])
-    _write_atomic(os.path.join(base_dir, MODELS_CONFIG), models_config_text(name, base_dir, labels, policy))
-    _write_atomic(os.path.join(base_dir, BATCHING_FILE), batching_parameters_text())
+    fs.write_text(fs.join(base_dir, MODELS_CONFIG), models_config_text(name, base_dir, labels, policy))
+    fs.write_text(fs.join(base_dir, BATCHING_FILE), batching_parameters_text())
     removed = retire_old_versions(base_dir, keep_versions, labels if policy == "specific" else {})
     return {"labels": labels, "removed": removed, "policy": policy}

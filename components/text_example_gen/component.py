@@ -7,10 +7,10 @@ with one int64 feature `input_ids` of length seq_len + 1), the quarantine manife
 
 from __future__ import annotations
 
+from components.common import fs
 import json
 import logging
 import os
-import shutil
 
 from apache_beam.metrics.metric import MetricsFilter
 from tfx import types
@@ -84,8 +84,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         tokenizer_dir = None
         if input_dict.get("tokenizer"):
             tokenizer_dir = tokenizer_artifact.examples_tokenizer_dir(examples.uri)
-            shutil.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri,
-                            tokenizer_dir, dirs_exist_ok=True)
+            fs.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri,
+                        tokenizer_dir)
             loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 
@@ -97,7 +97,9 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir)
         result = beam_pipeline.run()
         result.wait_until_finish()
-        shutil.rmtree(os.path.join(examples.uri, shards.PIECES_DIR), ignore_errors=True)
+        # The pieces live until the whole stage has committed its shards (a retried assembly
+        # bundle reads them again): removed here, after the pipeline finished.
+        fs.rmtree(os.path.join(examples.uri, shards.PIECES_DIR))
 
         counters = counters_from_metrics(result)
         manifest = os.path.join(examples.uri, transforms.QUARANTINE_MANIFEST)
@@ -105,10 +107,9 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         emitted = counters["tokens_real"] + counters["tokens_padding"]
         summary = dict(counters, files_listed=len(files),
                        real_token_fraction=round(counters["tokens_real"] / max(emitted, 1), 6))
-        with open(os.path.join(examples.uri, COUNTERS_FILE), "w", encoding="utf-8") as fh:
-            json.dump(dict(summary, input=data.input, input_root=root, format=data.format,
-                           document=data.document,
-                           input_fingerprint=fingerprint), fh, indent=2, sort_keys=True)
+        fs.write_text(os.path.join(examples.uri, COUNTERS_FILE), json.dumps(
+            dict(summary, input=data.input, input_root=root, format=data.format,
+                 document=data.document, input_fingerprint=fingerprint), indent=2, sort_keys=True))
         logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
 
         examples.split_names = artifact_utils.encode_split_names(["train", "eval"])

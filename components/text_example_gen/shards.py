@@ -5,6 +5,11 @@ serialized tf.train.Examples in C++ (tfx_bsl's RecordBatchToExamples), framed as
 gzip-compressed into one piece file per (split, shard) the unit touches; batch j of unit u goes to
 shard (h(u) + j) mod num_shards. A final step concatenates, for each shard, the pieces in unit
 order (gzip members concatenate into a valid gzip stream, read by tf.data and Beam alike).
+
+Retry-safe: every file is written under a temporary name unique to the attempt (`tmp_name`) and
+renamed into place, and assembly never deletes the pieces: a runner that re-runs a bundle (a
+pre-empted worker) reads them again and writes the same bytes. The stage's executor removes the
+pieces once the whole pipeline has finished.
 Shard contents and order are thus functions of the input, whatever the parallelism, and no
 worker ever holds more than one batch of records.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
+import uuid
 import zlib
 
 import numpy as np
@@ -77,6 +83,11 @@ def _create(path: str):
     return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
+def tmp_name(path: str) -> str:
+    """A temporary name for path unique to this attempt: two attempts never share a file."""
+    return f"{path}.tmp-{uuid.uuid4().hex}"
+
+
 def _rename(source: str, destination: str) -> None:
     from apache_beam.io.filesystems import FileSystems
     if FileSystems.exists(destination):  # a retried bundle: same content, replace it
@@ -89,7 +100,7 @@ class PieceWriter:
 
     def __init__(self, path: str, level: int = GZIP_LEVEL):
         self.path = path
-        self._tmp = path + ".tmp"
+        self._tmp = tmp_name(path)
         self._fh = _create(self._tmp)
         self._zip = zlib.compressobj(level, zlib.DEFLATED, 31)  # 31: gzip container
 
@@ -116,11 +127,16 @@ EMPTY_GZIP = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31).flush()
 
 
 def concatenate(pieces: list[str], path: str, empty: bytes = b"") -> str:
-    """Byte-concatenate pieces (in the given order) into path via a temporary name; the pieces
-    are removed. Streams in blocks; never holds a piece in memory."""
+    """Byte-concatenate pieces (in the given order) into path via a temporary name. The pieces
+    stay (a retried bundle reads them again; the executor removes them after the stage). Streams
+    in blocks; never holds a piece in memory."""
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
-    tmp = path + ".tmp"
+    if not pieces and not empty and path.startswith("s3://"):
+        from components.common import fs
+        fs.s3_put(path, b"")  # Beam's S3 writer cannot write an empty object
+        return path
+    tmp = tmp_name(path)
     out = _create(tmp)
     if not pieces:
         out.write(empty)
@@ -130,6 +146,4 @@ def concatenate(pieces: list[str], path: str, empty: bytes = b"") -> str:
                 out.write(block)
     out.close()
     _rename(tmp, path)
-    if pieces:
-        FileSystems.delete(list(pieces))
     return path

@@ -61,12 +61,19 @@ class ConvertUnitFn(beam.DoFn):
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
 
     def setup(self):
-        if self._tokenizer_dir is not None:
+        self._load_tokenizer()
+
+    def _load_tokenizer(self):
+        """Once per DoFn instance. Also called from process(): a runner that never calls setup()
+        (Beam's DaskRunner) must not silently tokenize with UTF-8 bytes instead."""
+        if self._tokenizer_dir is not None and not getattr(self, "_tokenizer_loaded", False):
             loaded = tokenizer_artifact.load(self._tokenizer_dir)
             self._tokenize = loaded.encode
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
+            self._tokenizer_loaded = True
 
     def process(self, unit: readers.Unit):
+        self._load_tokenizer()
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
         packers = {split: packing.Packer(self._seq_len, self._tokenize, self._specials)
@@ -92,6 +99,7 @@ class ConvertUnitFn(beam.DoFn):
         for name, value in out.counts.items():
             if value:
                 self._counters[name].inc(value)
+        self._load_tokenizer()
         yield from out.close()
 
 
@@ -154,10 +162,11 @@ class UnitWriter:
         if self.manifest:
             path = os.path.join(self.output_dir, shards.PIECES_DIR,
                                 f"unit-{self.unit_index:06d}-quarantine.jsonl")
-            out = shards._create(path + ".tmp")
+            tmp = shards.tmp_name(path)
+            out = shards._create(tmp)
             out.write(("\n".join(self.manifest) + "\n").encode("utf-8"))
             out.close()
-            shards._rename(path + ".tmp", path)
+            shards._rename(tmp, path)
             yield ("manifest", "", 0), (self.unit_index, path)
 
 

@@ -4,6 +4,7 @@ the Evaluator, which see only the examples, use exactly that tokenizer)."""
 
 from __future__ import annotations
 
+from components.common import fs
 import json
 import os
 from typing import Any
@@ -20,8 +21,7 @@ def load(directory: str) -> Tokenizer:
     """The tokenizer saved under directory (a Tokenizer artifact's uri)."""
     path = os.path.join(directory, DESCRIPTION_FILE)
     try:
-        with open(path, encoding="utf-8") as fh:
-            description = json.load(fh)
+        description = json.loads(fs.read_text(path))
     except FileNotFoundError:
         raise TokenizerFileError(f"tokenizer description {path} does not exist (is {directory} "
                                  "a Tokenizer artifact written by TokenizerGen?)") from None
@@ -36,8 +36,7 @@ def load(directory: str) -> Tokenizer:
 
 
 def read_figures(directory: str) -> dict[str, Any]:
-    with open(os.path.join(directory, DESCRIPTION_FILE), encoding="utf-8") as fh:
-        return json.load(fh).get("figures", {})
+    return json.loads(fs.read_text(os.path.join(directory, DESCRIPTION_FILE))).get("figures", {})
 
 
 def examples_tokenizer_dir(examples_uri: str) -> str:

@@ -13,6 +13,7 @@ Directory layout (written by `save`, read by artifact.load):
 
 from __future__ import annotations
 
+from components.common import fs
 import abc
 import json
 import os
@@ -78,12 +79,11 @@ class Tokenizer(abc.ABC):
 
     def save(self, directory: str, figures: dict[str, Any] | None = None) -> str:
         """Write the tokenizer's files under directory; returns the description file's path."""
-        os.makedirs(directory, exist_ok=True)
+        fs.makedirs(directory)
         self._save_files(directory)
         path = os.path.join(directory, DESCRIPTION_FILE)
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(dict(self.describe(), figures=dict(figures or {})), fh, indent=2,
-                      sort_keys=True)
+        fs.write_text(path, json.dumps(dict(self.describe(), figures=dict(figures or {})),
+                                       indent=2, sort_keys=True))
         return path
 
     def _save_files(self, directory: str) -> None:  # the byte tokenizer has no files of its own

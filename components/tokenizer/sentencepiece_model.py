@@ -12,6 +12,7 @@ character for the space and decodes it as one (a limitation of the library, see 
 
 from __future__ import annotations
 
+from components.common import fs
 import hashlib
 import os
 
@@ -61,8 +62,7 @@ class SentencePieceTokenizer(Tokenizer):
     @classmethod
     def from_file(cls, path: str) -> "SentencePieceTokenizer":
         try:
-            with open(path, "rb") as fh:
-                proto = fh.read()
+            proto = fs.read_bytes(path)
         except FileNotFoundError:
             raise TokenizerFileError(f"SentencePiece model file {path} does not exist") from None
         except OSError as err:
@@ -133,10 +133,7 @@ class SentencePieceTokenizer(Tokenizer):
 
 
 def _write_atomic(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    fs.write_bytes(path, data)  # a unique temporary name and a rename (one PUT on S3)
 
 
 def _graph_module():

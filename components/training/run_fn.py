@@ -3,6 +3,7 @@ Trainer executor that records the training figures on the Model artifact in MLMD
 
 from __future__ import annotations
 
+from components.common import fs
 import hashlib
 import json
 import logging
@@ -144,8 +145,8 @@ def run_fn(fn_args) -> None:
                                metadata={"config": training_view(config), "training": summary},
                                tokenizer=tokenizer)
     summary["variants"] = ",".join(manifest)
-    with open(os.path.join(fn_args.model_run_dir, SUMMARY_FILE), "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=2, sort_keys=True)
+    fs.write_text(os.path.join(fn_args.model_run_dir, SUMMARY_FILE),
+                  json.dumps(summary, indent=2, sort_keys=True))
 
 
 def examples_tokenizer(train_files, config):
@@ -154,7 +155,7 @@ def examples_tokenizer(train_files, config):
     pattern = train_files[0] if train_files else ""
     examples_uri = os.path.dirname(os.path.dirname(pattern))   # <uri>/Split-train/*
     directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
-    if config.data.tokenizer == "bytes" and not os.path.isdir(directory):
+    if config.data.tokenizer == "bytes" and not fs.isdir(directory):
         return None
     tokenizer = tokenizer_artifact.load(directory)   # TokenizerFileError naming a missing/corrupt file
     spec_lib.check(tokenizer, token_spec(config.data), f"Trainer (tokenizer {directory})")
@@ -169,8 +170,7 @@ class TrainerExecutor(GenericExecutor):
         super().Do(input_dict, output_dict, exec_properties)
         model = artifact_utils.get_single_instance(output_dict["model"])
         model_run = artifact_utils.get_single_instance(output_dict["model_run"])
-        with open(os.path.join(model_run.uri, SUMMARY_FILE), encoding="utf-8") as fh:
-            summary = json.load(fh)
+        summary = json.loads(fs.read_text(os.path.join(model_run.uri, SUMMARY_FILE)))
         parents = input_dict.get("base_model") or []
         if parents:  # the warm-start parent, an input of this execution (lineage: fine-tuned from)
             model.set_int_custom_property("fine_tuned_from_model_id", parents[0].id)

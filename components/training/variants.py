@@ -11,6 +11,7 @@ Pusher pushes the one export.serve names, when it is blessed.
 
 from __future__ import annotations
 
+from components.common import fs
 import json
 import logging
 import os
@@ -92,10 +93,9 @@ def read_manifest(model_dir: str) -> dict:
 
 
 def size_bytes(path: str) -> int:
-    if not os.path.isdir(path):
-        return os.path.getsize(path)
-    return sum(os.path.getsize(os.path.join(root, name))
-               for root, _, names in os.walk(path) for name in names)
+    if not fs.isdir(path):
+        return fs.size(path)
+    return sum(fs.size(fs.join(path, rel)) for rel in fs.walk_files(path))
 
 
 def recommend(variant_figures: dict, float_figures: dict, max_loss_delta: float = 0.05,

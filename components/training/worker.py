@@ -6,6 +6,7 @@ with its own TF_CONFIG; every worker computes, only the chief writes the SavedMo
 
 from __future__ import annotations
 
+from components.common import fs
 import json
 import os
 
@@ -28,6 +29,5 @@ def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | Non
     if result.is_chief:
         export_saved_model(result.model, config.model, config.data.seq_len,
                            os.path.join(out_dir, "serving_model"), metadata={"training": summary})
-        with open(os.path.join(out_dir, "training_summary.json"), "w", encoding="utf-8") as fh:
-            json.dump(summary, fh, indent=2)
+        fs.write_text(os.path.join(out_dir, "training_summary.json"), json.dumps(summary, indent=2))
     return summary

@@ -4,6 +4,7 @@ trial's values, status and objective on the TunerResults artifact."""
 
 from __future__ import annotations
 
+from components.common import fs
 import json
 import os
 
@@ -33,8 +34,7 @@ class TunerExecutor(tuner_executor.Executor):
         tuner = tuner_executor._get_tuner_fn(exec_properties)(fn_args).tuner
         tuner.search(verbose=0)  # progress goes to the bigtrain.tune log, not KerasTuner's display
         records = tuner.trial_records()
-        with open(os.path.join(results.uri, TRIALS_FILE), "w", encoding="utf-8") as fh:
-            json.dump(records, fh, indent=2)
+        fs.write_text(os.path.join(results.uri, TRIALS_FILE), json.dumps(records, indent=2))
         completed = [r for r in records if r[space_lib.OBJECTIVE_NAME] is not None]
         if not completed:
             raise RuntimeError("tuning: no trial completed; " + "; ".join(

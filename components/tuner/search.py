@@ -9,11 +9,11 @@ trial is also written for TensorBoard's HParams view (one run folder per trial).
 
 from __future__ import annotations
 
+from components.common import fs
 import json
 import logging
 import math
 import os
-import shutil
 import time
 
 import keras_tuner as kt
@@ -77,9 +77,9 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
             hyperparameters.apply_hyperparameters(self.base_config, values), steps)
         checkpoint_dir = self.checkpoint_dir(trial.trial_id)
         parent = values.get("tuner/trial_id")
-        if parent and os.path.isdir(self.checkpoint_dir(parent)):
+        if parent and fs.isdir(self.checkpoint_dir(parent)):
             # Hyperband promotes a trial: continue from its checkpoint instead of starting over.
-            shutil.copytree(self.checkpoint_dir(parent), checkpoint_dir, dirs_exist_ok=True)
+            fs.copytree(self.checkpoint_dir(parent), checkpoint_dir)
         LOGGER.info("trial %s: %d steps, %s", trial.trial_id, steps,
                     json.dumps(hyperparameters.config_values(values), sort_keys=True))
         started = time.perf_counter()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from components.common import fs
 import os
 from dataclasses import dataclass
 
@@ -39,8 +40,7 @@ def read_anomalies(uri: str, split_names: list[str]) -> list[Anomaly]:
     for split in split_names:
         path = os.path.join(uri, f"Split-{split}", SCHEMA_DIFF_FILE)
         report = anomalies_pb2.Anomalies()
-        with open(path, "rb") as fh:
-            report.ParseFromString(fh.read())
+        report.ParseFromString(fs.read_bytes(path))
         for feature, info in sorted(report.anomaly_info.items()):
             reasons = info.reason or [None]
             for reason in reasons:

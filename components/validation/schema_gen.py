@@ -3,6 +3,7 @@ the configured sequence length at execution time (in whatever process or contain
 compiling the pipeline for Kubeflow or Airflow writes nothing anywhere. Output: a standard Schema
 artifact (schema.pbtxt), read by ExampleValidator and Trainer as usual."""
 
+from components.common import fs
 import os
 
 from google.protobuf import text_format
@@ -20,9 +21,8 @@ class CuratedSchemaGenExecutor(base_executor.BaseExecutor):
         # vocab_size absent (pipelines compiled before it existed): the byte tokenizer's 259.
         schema = resolve_text_lm_schema(exec_properties["seq_len"],
                                         exec_properties.get("vocab_size") or None)
-        os.makedirs(artifact.uri, exist_ok=True)
-        with open(os.path.join(artifact.uri, "schema.pbtxt"), "w", encoding="utf-8") as fh:
-            fh.write(text_format.MessageToString(schema))
+        fs.makedirs(artifact.uri)
+        fs.write_text(os.path.join(artifact.uri, "schema.pbtxt"), text_format.MessageToString(schema))
         artifact.set_string_custom_property("curated_schema", exec_properties["schema_name"])
         artifact.set_int_custom_property("seq_len", exec_properties["seq_len"])
 

@@ -107,8 +107,9 @@ def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
 
 def _anomalies_summary(uri: str, blessed) -> str:
     try:
+        from components.common import fs
         from components.validation.anomalies import read_anomalies
-        splits = sorted(n[len("Split-"):] for n in os.listdir(uri) if n.startswith("Split-"))
+        splits = sorted(n[len("Split-"):] for n in fs.listdir(uri) if n.startswith("Split-"))
         anomalies = read_anomalies(uri, splits)
         return "none" if not anomalies else "; ".join(str(a) for a in anomalies)
     except OSError:

@@ -44,7 +44,7 @@ def test_labels_move_with_each_push_and_retention_keeps_labelled_versions(tmp_pa
         assert served_versions(base) == sorted({stable, pushed[-1]})
     assert model.name == "gpt" and model.base_path == os.path.abspath(base)
     assert model.model_platform == "tensorflow"
-    assert not [n for n in os.listdir(base) if n.startswith(".")]      # no half-deleted leftovers
+    assert not [n for n in os.listdir(base) if n.startswith(".retired")]   # no half-deleted leftovers
 
 
 def test_default_keeps_the_last_five(tmp_path):
@@ -74,6 +74,28 @@ def test_batching_parameters_file(tmp_path):
         list(BATCHING["allowed_batch_sizes"])
     assert BATCHING["allowed_batch_sizes"][-1] == BATCHING["max_batch_size"]  # TF Serving requires it
     assert "pad_variable_length_inputs: true" in text
+
+
+@pytest.fixture
+def s3_prefix(monkeypatch):
+    from components.common import fs
+    from tests.support.objectstore import use_objectstore
+    prefix = use_objectstore(monkeypatch)
+    yield prefix
+    fs.rmtree(prefix)
+
+
+def test_retention_and_labels_on_s3(tmp_path, s3_prefix):
+    """The same files and retention on an object store (moto S3 from `make objectstore`): an old
+    version loses its graph first, then the rest."""
+    from components.common import fs
+    base = f"{s3_prefix}/gpt"
+    versions = [push_model(fake_model(tmp_path, i), base, deploy={"keep_versions": 1}).version for i in range(3)]
+    assert served_versions(base) == versions[-2:]
+    assert not fs.exists(fs.join(base, str(versions[0]), "variables"))
+    labels = deployment.read_labels(base)
+    assert labels == {"stable": versions[1], "canary": versions[2]}
+    assert fs.exists(fs.join(base, deployment.BATCHING_FILE))
 
 
 def test_bad_settings_are_errors(tmp_path):

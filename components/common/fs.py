@@ -1,0 +1,324 @@
+"""The one file-system seam outside Beam code: every read, write, list, rename and delete of an
+artifact, a checkpoint summary, a counters file, a tokenizer file, a schema or a pushed model goes
+through these functions, so the same code works on a local disk and on object stores (s3://,
+gs://). Beam code uses `apache_beam.io.filesystems.FileSystems` instead (listing.py, shards.py,
+readers.py); tests/test_io_seam.py fails when a product module bypasses both.
+
+Remote paths go through `tf.io.gfile`; `s3://` needs tensorflow-io's filesystem, registered by
+`import tensorflow_io` (done here, lazily, on the first s3:// path). Local paths go through the
+standard library: same semantics, and a Beam worker that only reads a tokenizer need not import
+TensorFlow. A remote failure that is not "no such object" (endpoint unreachable, no bucket,
+no credentials, access denied) raises ObjectStoreError naming the URI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import posixpath
+import shutil
+import uuid
+from typing import IO, Iterator
+
+from components.common.errors import ObjectStoreError
+
+# tensorflow-io's S3 client (the AWS C++ SDK) retries failed requests with backoff; these bound
+# what one request may cost when the endpoint is unreachable (set before the filesystem loads,
+# overridable from the environment).
+S3_CLIENT_DEFAULTS = {"S3_CONNECT_TIMEOUT_MSEC": "5000", "S3_REQUEST_TIMEOUT_MSEC": "60000"}
+
+
+def is_remote(path: str) -> bool:
+    """True for a URI with a scheme (s3://, gs://, hdfs://): not a local path."""
+    return "://" in str(path)
+
+
+def join(base: str, *parts: str) -> str:
+    return posixpath.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
+
+
+@functools.cache
+def _load_s3() -> None:
+    for name, value in S3_CLIENT_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    import tensorflow_io  # noqa: F401  (registers the s3:// filesystem with tf.io.gfile)
+
+
+def s3_loaded() -> bool:
+    return _load_s3.cache_info().currsize > 0
+
+
+def exit_process(code: int) -> None:
+    """End a process that may have used s3:// without running C++ static destructors:
+    tensorflow-io 0.37.1's S3 client aborts the interpreter at exit ("pure virtual method called",
+    status 134; tensorflow/io#2039, fixed upstream after the last release for TF 2.16). Flushes
+    logs and stdio first. Only for a process's last step (the CLI's console script, pytest)."""
+    if not s3_loaded():
+        return
+    import logging
+    import sys
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def prepare(*paths: str) -> None:
+    """Register the filesystems these paths need (call early: TFX's own gfile calls need them)."""
+    if any(str(p).startswith("s3://") for p in paths):
+        _load_s3()
+
+
+def _gfile(path: str):
+    prepare(path)
+    import tensorflow as tf
+    return tf.io.gfile
+
+
+@contextlib.contextmanager
+def _remote(op: str, path: str):
+    """Map TensorFlow's filesystem errors to FileNotFoundError / ObjectStoreError with the URI."""
+    import tensorflow as tf
+    try:
+        yield
+    except tf.errors.NotFoundError as err:
+        if "NoSuchBucket" in (err.message or ""):
+            raise ObjectStoreError(f"{op} {path} failed: no such bucket (check the URI and the "
+                                   f"endpoint)") from None
+        raise FileNotFoundError(f"{op} {path}: {err.message}") from None
+    except tf.errors.OpError as err:
+        raise ObjectStoreError(f"{op} {path} failed: {type(err).__name__}: {err.message} "
+                               f"(check the endpoint, the bucket and the credentials)") from None
+
+
+def exists(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.exists(path)
+    with _remote("exists", path):
+        return _gfile(path).exists(path)
+
+
+def isdir(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.isdir(path)
+    with _remote("isdir", path):
+        return _gfile(path).isdir(path)
+
+
+def makedirs(path: str) -> None:
+    if not is_remote(path):
+        os.makedirs(path, exist_ok=True)
+        return
+    with _remote("makedirs", path):
+        _gfile(path).makedirs(path)
+
+
+def listdir(path: str) -> list[str]:
+    """Names directly under path (no trailing slashes), sorted; [] when path does not exist."""
+    if not is_remote(path):
+        return sorted(os.listdir(path)) if os.path.isdir(path) else []
+    with _remote("listdir", path):
+        if not _gfile(path).isdir(path):
+            return []
+        return sorted(name.rstrip("/") for name in _gfile(path).listdir(path))
+
+
+def glob(pattern: str) -> list[str]:
+    if not is_remote(pattern):
+        import glob as glob_lib
+        return sorted(glob_lib.glob(pattern))
+    with _remote("glob", pattern):
+        return sorted(_gfile(pattern).glob(pattern))
+
+
+def walk_files(top: str) -> Iterator[str]:
+    """Every file under top as a path relative to top ('/'-separated), sorted."""
+    found = []
+    if not is_remote(top):
+        for root, _, names in os.walk(top):
+            found += [os.path.relpath(os.path.join(root, n), top) for n in names]
+    else:
+        with _remote("walk", top):
+            for root, _, names in _gfile(top).walk(top):
+                rel = root[len(top.rstrip("/")):].strip("/")
+                found += [posixpath.join(rel, n.rstrip("/")) for n in names if not n.endswith("/")]
+    return iter(sorted(found))
+
+
+def size(path: str) -> int:
+    if not is_remote(path):
+        return os.path.getsize(path)
+    with _remote("stat", path):
+        return _gfile(path).stat(path).length
+
+
+@contextlib.contextmanager
+def open_file(path: str, mode: str = "r", encoding: str = "utf-8") -> Iterator[IO]:
+    """open(); on a remote path a tf.io.gfile.GFile (text modes decode as UTF-8)."""
+    if not is_remote(path):
+        with open(path, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+        return
+    with _remote("open", path):
+        with _gfile(path).GFile(path, mode) as fh:
+            yield fh
+
+
+def read_bytes(path: str) -> bytes:
+    with open_file(path, "rb") as fh:
+        return fh.read()
+
+
+def read_text(path: str) -> str:
+    with open_file(path, "r") as fh:
+        return fh.read()
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write via a unique temporary name and rename: a reader never sees half a file (locally;
+    on S3 a single PUT is already all-or-nothing)."""
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}" if not is_remote(path) else path
+    with open_file(tmp, "wb") as fh:
+        fh.write(data)
+    if tmp != path:
+        os.replace(tmp, path)
+
+
+def write_text(path: str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def create_exclusive(path: str, data: bytes) -> bool:
+    """Create path holding data only if it does not exist (one atomic step: O_EXCL locally,
+    `If-None-Match: *` on S3, `ifGenerationMatch=0` on GCS); False if it already exists."""
+    if not is_remote(path):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return True
+    scheme, _, rest = path.partition("://")
+    bucket, _, key = rest.partition("/")
+    if scheme == "s3":
+        return _s3_create_exclusive(path, bucket, key, data)
+    if scheme == "gs":  # not exercised by the tests (no GCS server here)
+        from google.api_core.exceptions import PreconditionFailed
+        from google.cloud import storage
+        try:
+            storage.Client().bucket(bucket).blob(key).upload_from_string(data, if_generation_match=0)
+        except PreconditionFailed:
+            return False
+        return True
+    raise ObjectStoreError(f"no conditional create for {scheme}:// (needed by {path})")
+
+
+def s3_put(path: str, data: bytes) -> None:
+    """One PUT of a small object with boto3. For an empty object: Beam's S3 writer always makes a
+    multipart upload, and one with no parts is rejected (MalformedXML)."""
+    bucket, _, key = path.partition("://")[2].partition("/")
+    _s3_put(path, bucket, key, data)
+
+
+def check_bucket(uri: str) -> None:
+    """ObjectStoreError naming the URI when its bucket is missing, unreachable or forbidden (Beam's
+    S3 listing reports all of these as "no objects"). Only s3:// is checked."""
+    if not uri.startswith("s3://"):
+        return
+    import botocore.exceptions
+    bucket = uri.partition("://")[2].partition("/")[0]
+    try:
+        _s3_client().head_bucket(Bucket=bucket)
+    except botocore.exceptions.ClientError as err:
+        code = err.response.get("Error", {}).get("Code")
+        what = {"404": "no such bucket", "NoSuchBucket": "no such bucket",
+                "403": "access denied (check the credentials)"}.get(code, str(err))
+        raise ObjectStoreError(f"{uri}: {what}") from None
+    except botocore.exceptions.BotoCoreError as err:
+        raise ObjectStoreError(f"{uri}: {err}") from None
+
+
+def _s3_client():
+    """boto3 (Beam's S3 client too): AWS_ENDPOINT_URL names a non-AWS endpoint. Bounded: 5 s to
+    connect, 60 s per read, 3 attempts."""
+    import boto3
+    import botocore.config
+    return boto3.client("s3", config=botocore.config.Config(
+        connect_timeout=5, read_timeout=60, retries={"max_attempts": 3}))
+
+
+def _s3_put(path: str, bucket: str, key: str, data: bytes, **conditions) -> None:
+    import botocore.exceptions
+    try:
+        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, **conditions)
+    except botocore.exceptions.BotoCoreError as err:
+        raise ObjectStoreError(f"put {path} failed: {err}") from None
+
+
+def _s3_create_exclusive(path: str, bucket: str, key: str, data: bytes) -> bool:
+    """tensorflow-io's S3 filesystem cannot make a conditional PUT: boto3 does."""
+    import botocore.exceptions
+    try:
+        _s3_put(path, bucket, key, data, IfNoneMatch="*")
+    except botocore.exceptions.ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        raise ObjectStoreError(f"conditional create {path} failed: {err}") from None
+    return True
+
+
+def copy(source: str, destination: str, overwrite: bool = True) -> None:
+    if not is_remote(source) and not is_remote(destination):
+        if not overwrite and os.path.exists(destination):
+            raise FileExistsError(destination)
+        shutil.copyfile(source, destination)
+        return
+    with _remote("copy", f"{source} -> {destination}"):
+        _gfile(source).copy(source, destination, overwrite=overwrite) if is_remote(source) else \
+            _gfile(destination).copy(source, destination, overwrite=overwrite)
+
+
+def copytree(source: str, destination: str, skip: tuple[str, ...] = ()) -> None:
+    """Copy every file under source (but the relative paths in `skip`) to destination."""
+    for rel in walk_files(source):
+        if rel in skip:
+            continue
+        target = join(destination, rel)
+        makedirs(join(destination, posixpath.dirname(rel)) if posixpath.dirname(rel) else destination)
+        copy(join(source, rel), target, overwrite=True)
+
+
+def rename(source: str, destination: str, overwrite: bool = False) -> None:
+    """Rename a file or directory (on S3: copy + delete, not atomic)."""
+    if not is_remote(source):
+        if overwrite:
+            os.replace(source, destination)
+        else:
+            os.rename(source, destination)
+        return
+    with _remote("rename", f"{source} -> {destination}"):
+        _gfile(source).rename(source, destination, overwrite=overwrite)
+
+
+def remove(path: str) -> None:
+    """Delete one file; a missing file is fine."""
+    if not is_remote(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        return
+    with _remote("remove", path):
+        if _gfile(path).exists(path):
+            _gfile(path).remove(path)
+
+
+def rmtree(path: str) -> None:
+    """Delete a directory and everything under it; a missing directory is fine."""
+    if not is_remote(path):
+        shutil.rmtree(path, ignore_errors=not os.path.exists(path))
+        return
+    with _remote("rmtree", path):
+        if _gfile(path).exists(path):
+            _gfile(path).rmtree(path)

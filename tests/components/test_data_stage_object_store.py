@@ -1,0 +1,73 @@
+"""The data stage with its input and its output on the S3 server (`make objectstore`): the listing
+(FileSystems.match), the readers (FileSystems.open) and the shard writer on s3://, byte for byte
+the shards of the same corpus read and written locally.
+
+Catches: the old glob/os.stat listing (no s3:// input at all), readers that open() a URI, a
+fingerprint that reads every object's bytes, and a missing bucket reported as "no files".
+"""
+
+import os
+
+import pytest
+
+from components.common import fs, listing
+from components.common.errors import ObjectStoreError
+from tests.components.test_retry_safe import tree_digest
+from tests.components.test_transforms import run_stage
+from tests.support.objectstore import use_objectstore
+
+
+def upload(local_root: str, prefix: str) -> None:
+    for d, _, names in os.walk(local_root):
+        for n in names:
+            path = os.path.join(d, n)
+            if os.path.isfile(path) and not os.path.islink(path):
+                fs.copy(path, f"{prefix}/{os.path.relpath(path, local_root)}")
+
+
+def test_data_stage_on_s3_matches_the_local_run(tmp_path, monkeypatch):
+    prefix = use_objectstore(monkeypatch)
+    local_input = tmp_path / "corpus"
+    for i in range(6):
+        (local_input / f"d{i % 2}").mkdir(parents=True, exist_ok=True)
+        (local_input / f"d{i % 2}" / f"f{i}.txt").write_text(f"document {i}\n" * (50 + 40 * i))
+    try:
+        upload(str(local_input), f"{prefix}/corpus")
+        root, remote_files = listing.list_input_files(f"{prefix}/corpus")
+        _, local_files = listing.list_input_files(str(local_input))
+        assert root == f"{prefix}/corpus"
+        assert [r for r, _ in remote_files] == [r for r, _ in local_files]
+        # size + last-modified from the listing, no bytes read; stable across two listings
+        assert listing.input_fingerprint(remote_files) == listing.input_fingerprint(
+            listing.list_input_files(f"{prefix}/corpus")[1])
+
+        remote = run_stage(remote_files, f"{prefix}/out", train_shards=2, eval_shards=1)
+        local = run_stage(local_files, str(tmp_path / "out"), train_shards=2, eval_shards=1)
+        assert remote == local and remote["files_read"] == 6
+        fetched = tmp_path / "fetched"
+        for rel in fs.walk_files(f"{prefix}/out"):
+            if not rel.startswith("."):
+                os.makedirs(fetched / os.path.dirname(rel), exist_ok=True)
+                fs.copy(f"{prefix}/out/{rel}", str(fetched / rel))
+        expected = {k: v for k, v in tree_digest(str(tmp_path / "out")).items() if not k.startswith(".")}
+        assert tree_digest(str(fetched)) == expected and expected
+        assert not os.path.exists("s3:")
+    finally:
+        fs.rmtree(prefix)
+
+
+def test_missing_bucket_input_is_a_named_error(monkeypatch):
+    use_objectstore(monkeypatch)
+    with pytest.raises(ObjectStoreError, match="s3://no-such-bucket-bigtrain/corpus"):
+        listing.list_input_files("s3://no-such-bucket-bigtrain/corpus")
+
+
+def test_unreachable_endpoint_is_a_named_error_and_bounded(monkeypatch):
+    import time
+    use_objectstore(monkeypatch)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on port 9
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    started = time.monotonic()
+    with pytest.raises(ObjectStoreError, match="s3://bigtrain-test/corpus"):
+        listing.list_input_files("s3://bigtrain-test/corpus")
+    assert time.monotonic() - started < 60

@@ -73,6 +73,9 @@ def validate_eval(config: Config) -> None:
     e = config.eval
     if not 0.0 <= e.min_accuracy <= 1.0:
         raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
+    if e.variant_batches < 0:
+        raise ConfigError(f"eval.variant_batches: must be >= 0 (0 = every eval batch), got "
+                          f"{e.variant_batches}")
     if e.max_loss_regression < 0:
         raise ConfigError(f"eval.max_loss_regression: must be >= 0, got {e.max_loss_regression}")
     if e.max_bits_per_byte < 0:

@@ -130,6 +130,14 @@ class EvalConfig:
     # sequences of the eval split (unshuffled, so candidate and baseline see the same data).
     batch_size: int = 64
     max_batches: int = 50
+    # Exported variants (int8, TFLite: up to 15x slower than float on CPU) are measured on the
+    # first variant_batches of those batches only (0 = all of them). Their loss delta vs float is
+    # paired batch by batch on the same sequences, reported with its standard error; their other
+    # figures are the float model's (whole sample) plus the paired difference. The rule for the
+    # default: standard error <= 5e-4 (the delta resolved to 1e-3 at two standard errors), i.e.
+    # (per-batch sd / 5e-4)^2 batches; the tiny preset's TFLite delta varies by 1.6e-3 from batch
+    # to batch (int8: 0.6e-3), so 10 (docs/benchmarks.md, "Main job").
+    variant_batches: int = 10
     # Absolute thresholds: a model above max_loss (nats/token) or below min_accuracy is rejected.
     max_loss: float = 3.0
     min_accuracy: float = 0.0

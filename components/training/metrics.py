@@ -20,7 +20,9 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
     """Loss (nats/token), perplexity and next-token accuracy over non-pad targets, plus example
     and token counts, on the first max_batches batches of the eval split (no shuffling: every
     model is measured on the same sequences). in_graph=False: logits_fn is plain Python (the
-    TFLite Interpreter) and runs outside the tf.function."""
+    TFLite Interpreter) and runs outside the tf.function. "batches" holds each batch's
+    [loss sum, correct, tokens, bytes] in order: two models' rows pair up batch by batch (the
+    Evaluator's paired variant deltas)."""
     # Raw UTF-8 bytes each id stands for (Tokenizer.token_byte_lengths; default: the byte
     # tokenizer's), so bits per byte = total nats / bytes under the targets / ln 2 compares
     # models with different tokenizers.
@@ -41,14 +43,13 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
         return (masked_token_loss_sum(targets, logits, pad_id), tf.reduce_sum(hit * mask),
                 tf.reduce_sum(mask), raw_bytes)
 
-    loss_sum = correct = tokens = total_bytes = 0.0
-    examples = 0
+    rows, examples = [], 0
     for inputs, targets in dataset:
-        l, c, n, b = batch_stats(inputs, targets) if in_graph else batch_stats(
+        stats = batch_stats(inputs, targets) if in_graph else batch_stats(
             inputs, targets, tf.constant(logits_fn(inputs.numpy())))
-        loss_sum, correct, tokens = loss_sum + float(l), correct + float(c), tokens + float(n)
-        total_bytes += float(b)
+        rows.append([float(x) for x in stats])
         examples += int(inputs.shape[0])
+    loss_sum, correct, tokens, total_bytes = (sum(column) for column in zip(*rows)) if rows else (0.0,) * 4
     if not tokens:
         raise ValueError(f"no eval tokens in {eval_files!r} (eval split smaller than one batch of "
                          f"{batch_size}?)")
@@ -56,7 +57,7 @@ def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "accuracy": correct / tokens,
             "examples": examples, "tokens": int(tokens),
             "bits_per_byte": loss_sum / max(total_bytes, 1.0) / math.log(2),
-            "eval_bytes": int(total_bytes)}
+            "eval_bytes": int(total_bytes), "batches": rows}
 
 
 def latency_ms(logits_fn: Callable, eval_files, seq_len: int, batch_size: int, repeats: int = 5) -> float:

@@ -121,11 +121,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
         if args.temperature != 0:  # a negative temperature is the signature's error
             out = model.signatures["sample"](
-                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant(args.max_new_tokens),
-                temperature=tf.constant(args.temperature, tf.float32), seed=tf.constant(args.seed))
+                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant([args.max_new_tokens]),
+                temperature=tf.constant([args.temperature], tf.float32), seed=tf.constant([args.seed]),
+                top_k=tf.constant([0]), top_p=tf.constant([1.0]), stop=tf.zeros([1, 0], tf.string))
         else:
             out = model.signatures["generate"](prompt=tf.constant([args.prompt]),
-                                               max_new_tokens=tf.constant(args.max_new_tokens))
+                                               max_new_tokens=tf.constant([args.max_new_tokens]))
     except tf.errors.InvalidArgumentError as err:
         import re
         found = re.search(r"assertion failed: \[([^\]]*)\]", err.message)  # the signature's own words

@@ -3,7 +3,7 @@ one artifact, one step downstream, and what a run pushed. Plain data, like queri
 
 from __future__ import annotations
 
-from pipeline.lineage.queries import _execution_record, _fine_tuning
+from pipeline.lineage.queries import execution_record, fine_tuning
 from pipeline.lineage.store import Lineage, properties
 
 
@@ -81,20 +81,15 @@ def neighborhood(lin: Lineage, artifact_id: int, depth: int = 3, fan_out: int = 
             "consumers_not_shown": more_down}
 
 
-def execution_record(lin: Lineage, execution_id: int) -> dict:
-    """An execution: id, node, state and the runs it belongs to."""
-    return _execution_record(lin, execution_id)
-
-
 def trace_step_down(lin: Lineage, artifact_id: int, limit: int = 20) -> dict:
     """One step of `trace --down`: the newest `limit` executions that read the artifact, each
     with its outputs, and the fine-tuned children when it is a Model."""
     consumers = lin.consumers(artifact_id)
-    rec = {"used_by": [dict(_execution_record(lin, e), outputs=lin.outputs(e))
+    rec = {"used_by": [dict(execution_record(lin, e), outputs=lin.outputs(e))
                        for e in consumers[-limit:]],
            "not_shown": max(0, len(consumers) - limit)}
     if lin.artifact_type(lin.artifact(artifact_id)) == "Model":
-        _fine_tuning(lin, artifact_id, rec, down=True)
+        fine_tuning(lin, artifact_id, rec, down=True)
     return rec
 
 

@@ -136,7 +136,7 @@ def artifact(artifact_id):
     return flask.render_template(
         "artifact.html", art=record_, graph=layout.layered(graph), graph_data=graph,
         up=up, down=down, variants=_variants(record_["properties"]),
-        producer=producer and explore.execution_record(lin, producer),
+        producer=producer and queries.execution_record(lin, producer),
         producer_inputs=lin.inputs(producer) if producer else {})
 
 def models():

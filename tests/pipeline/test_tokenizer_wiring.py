@@ -6,12 +6,15 @@ import json
 
 import pytest
 
+from components.common.digest import code_digest
 from components.evaluation.decision import decide_blessing
+from components.text_example_gen.component import DATA_CODE
 from components.config import EvalConfig, build_config
 
 
 def _properties(pipeline) -> dict:
     return {c.id: {k: v for k, v in c.exec_properties.items()} for c in pipeline.components}
+
 
 
 def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
@@ -26,11 +29,12 @@ def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
     assert ids.index("TokenizerGen") < ids.index("TextExampleGen")
     example_gen = next(c for c in base.components if c.id == "TextExampleGen")
     assert example_gen.inputs["tokenizer"].producer_component_id == "TokenizerGen"
-    # The default pipeline is as before: no tokenizer stage, byte schema, same keys.
+    # The default pipeline has no tokenizer stage and the byte schema; its data stage keys on
+    # the data-stage code too (issue 20: a reader fix must not leave stale byte shards cached).
     assert "TokenizerGen" not in [c.id for c in default.components]
     default_props = _properties(default)
     assert default_props["CuratedSchemaGen"].get("vocab_size") is None
-    assert default_props["TextExampleGen"].get("code_digest") is None
+    assert default_props["TextExampleGen"]["code_digest"] == code_digest(*DATA_CODE)
 
     props = _properties(base)
     assert props["CuratedSchemaGen"]["vocab_size"] == 2000

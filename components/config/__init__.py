@@ -14,7 +14,7 @@ from components.config.tree import (
     TOKENIZERS, TOKENIZER_MODEL_TYPES, MIN_SENTENCEPIECE_VOCAB, ConfigError, DataConfig,
     ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
-    Config)
+    Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
 
 __all__ = [
     "build_config", "digest", "from_dict", "load_yaml", "merge", "parse_override",
@@ -24,4 +24,5 @@ __all__ = [
     "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
     "ExportConfig", "RuntimeConfig", "OrchestratorConfig", "TuneSpaceConfig", "TuneConfig",
-    "PathsConfig", "MetadataConfig", "Config"]
+    "PathsConfig", "MetadataConfig", "Config", "SCHEDULED_PIPELINE_ROOT",
+    "SCHEDULED_SERVING_DIR", "with_scheduled_paths"]

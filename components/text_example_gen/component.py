@@ -21,7 +21,8 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.components.util import examples_utils
 
 from components.common.digest import code_digest
-from components.common.listing import fingerprint_input, input_fingerprint, list_input_files
+from components.common.listing import (UNRESOLVED, fingerprint_input, input_fingerprint,
+                                       list_input_files)
 from components.corpus import documents
 from components.corpus.split_documents import reader_config
 from components.text_example_gen import shards, transforms
@@ -74,7 +75,11 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         data = config_lib.from_dict(config_lib.DataConfig, json.loads(exec_properties["data_config"]))
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         root, files = list_input_files(data.input, data.exclude)
-        fingerprint = input_fingerprint(files)
+        # The fingerprint the run computed once when it built the pipeline (the cache key);
+        # computed here from this listing's metadata only when the input was not visible there.
+        fingerprint = exec_properties.get("input_fingerprint") or UNRESOLVED
+        if fingerprint == UNRESOLVED:
+            fingerprint = input_fingerprint(files)
         logging.getLogger("bigtrain.data").info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
                      fingerprint[:16])
 

@@ -101,6 +101,14 @@ def check_home(home: str) -> None:
         raise HomeError(f"home {home} is not writable: {err.strerror}") from None
 
 
+def check_places(paths: LocalPaths) -> None:
+    """The home is a writable local folder; every bucket the run writes to answers (a missing
+    bucket or no credentials: exit 8 now, naming the URI, not mid-run)."""
+    check_home(paths.home)
+    for remote in paths.remote():
+        fs.check_bucket(remote)
+
+
 def is_disk_full(exc: BaseException) -> bool:
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -165,6 +173,15 @@ def remove_dead_push_staging(serving_dir: str) -> list[str]:
     return removed
 
 
+def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
+    """The lock's last holder died: say so, and remove what it left half-written."""
+    print(f"note: {lock.stale_note()}", flush=True)
+    pruned = prune_partial_checkpoints(fs.join(paths.pipeline_root, "checkpoints"))
+    pruned += remove_dead_push_staging(paths.serving_dir)
+    if pruned:
+        print(f"note: removed what it left half-written (never read): {', '.join(pruned)}", flush=True)
+
+
 def _print_report(store, run_id: str, **kwargs) -> None:
     from pipeline.lineage import report as report_lib
     print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs)), flush=True)
@@ -182,20 +199,13 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     from runners.lock import HomeLock
 
     paths = LocalPaths.for_config(config)
-    check_home(paths.home)
-    for remote in paths.remote():  # a missing bucket or no credentials: exit 8 now, not mid-run
-        fs.check_bucket(remote)
+    check_places(paths)
     run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
     run_dir = os.path.join(paths.runs_dir, run_id)
     log_path = os.path.join(run_dir, "run.log")
     with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
         if lock.stale:
-            print(f"note: {lock.stale_note()}", flush=True)
-            pruned = prune_partial_checkpoints(fs.join(paths.pipeline_root, "checkpoints"))
-            pruned += remove_dead_push_staging(paths.serving_dir)
-            if pruned:
-                print(f"note: removed what it left half-written (never read): {', '.join(pruned)}",
-                      flush=True)
+            clean_after_dead_holder(lock, paths)
         store = (open_store(metadata_lib.connection(config))
                  if metadata_lib.store_exists(config) else None)
         if store is not None:

@@ -89,9 +89,12 @@ def outputs_missing(lin, run) -> list[str]:
         for ids in lin.outputs(execution.id).values():
             for artifact_id in ids:
                 artifact = lin.artifact(artifact_id)
-                paths = [artifact.uri]
-                destination = properties(artifact).get("pushed_destination")
-                if properties(artifact).get("pushed") == 1 and destination:
+                props = properties(artifact)
+                # A PushedModel's own folder stays empty (the model is at pushed_destination), and
+                # an object store has no empty folders: there only the destination is checked.
+                paths = [] if "pushed" in props and fs.is_remote(artifact.uri) else [artifact.uri]
+                destination = props.get("pushed_destination")
+                if props.get("pushed") == 1 and destination:
                     paths.append(destination)
                 missing += [p for p in paths if p and not fs.exists(p)]
     return missing

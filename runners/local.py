@@ -251,10 +251,10 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
     from pipeline.lineage.store import open_store
     from components.validation.anomalies import AnomaliesFoundError
 
-    if config.runtime.strategy == "mirrored":
+    from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
+    if cpu_devices_needed(config.runtime):
         # Before any TensorFlow op: on a machine without GPUs, split the CPU into logical devices.
-        from components.training.strategy import ensure_cpu_replicas
-        ensure_cpu_replicas(config.runtime.cpu_replicas)
+        ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     print(f"bigtrain run: preset {config.preset}, home {paths.home}, run {run_id}\n"
           f"why it runs: {'; '.join(reasons)}\n"
           f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}"

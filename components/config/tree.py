@@ -17,6 +17,8 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "jsonl", "parquet", "tfrecord")
 DOCUMENT_MODES = ("file", "record", "separator")
+DEDUP_MODES = ("exact", "none")
+NEWLINE_MODES = ("normalize", "keep")
 REMAT_MODES = ("none", "blocks")
 XLA_MODES = ("auto", "on", "off")
 ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off
@@ -60,10 +62,19 @@ class DataConfig:
     gzip_level: int = 1
     # Model context length; every emitted sequence holds seq_len + 1 ids (inputs + shifted targets).
     seq_len: int = 128
-    # Share of documents sent to the eval split, decided by a hash of the document id (the
-    # relative path for data.document=file, else path + byte offset or record index).
+    # Share of documents sent to the eval split, decided by a hash of the document's normalized
+    # text (exact duplicates share a split; components/corpus/documents.py).
     eval_fraction: float = 0.05
     split_salt: str = ""
+    # `exact`: documents with the same normalized text (components/corpus/documents.py) are
+    # packed once, the others counted as documents_skipped_duplicate; `none`: all are packed
+    # (they still share a split: the split is by content).
+    dedup: str = "exact"
+    # CRLF in data.document=separator and record modes: `normalize` turns every CRLF into LF
+    # before the text is split or packed (a CRLF file then splits on a separator written with
+    # \n, and record lines lose their \r); `keep` packs the bytes as they are. The file mode
+    # always keeps the bytes.
+    newline: str = "normalize"
     train_shards: int = 4
     eval_shards: int = 1
     # Tokenizer: `bytes` (UTF-8 bytes, 259 ids) or `sentencepiece`, trained by TokenizerGen on a
@@ -123,6 +134,9 @@ class TrainConfig:
     # Weights kept fixed while fine-tuning: `embeddings` (token + position; with tied embeddings
     # this also fixes the output head) and/or `blocks:N` (the lowest N transformer blocks).
     freeze: tuple[str, ...] = ()
+    # ZeRO stage 1: each data-parallel replica keeps the AdamW moments of its own 1/R slice of the
+    # parameters (optimizer state 8 N -> 8 N / R bytes per replica). runtime.strategy=mirrored only.
+    shard_optimizer_state: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,6 +145,14 @@ class EvalConfig:
     # sequences of the eval split (unshuffled, so candidate and baseline see the same data).
     batch_size: int = 64
     max_batches: int = 50
+    # Exported variants (int8, TFLite: up to 15x slower than float on CPU) are measured on the
+    # first variant_batches of those batches only (0 = all of them). Their loss delta vs float is
+    # paired batch by batch on the same sequences, reported with its standard error; their other
+    # figures are the float model's (whole sample) plus the paired difference. The rule for the
+    # default: standard error <= 5e-4 (the delta resolved to 1e-3 at two standard errors), i.e.
+    # (per-batch sd / 5e-4)^2 batches; the tiny preset's TFLite delta varies by 1.6e-3 from batch
+    # to batch (int8: 0.6e-3), so 10 (docs/benchmarks.md, "Main job").
+    variant_batches: int = 10
     # Absolute thresholds: a model above max_loss (nats/token) or below min_accuracy is rejected.
     max_loss: float = 3.0
     min_accuracy: float = 0.0
@@ -177,6 +199,11 @@ class RuntimeConfig:
     # Device memory (GiB per replica) the Trainer's memory estimate is checked against; 0 = detect
     # (GPU total memory, or the machine's RAM for CPU replicas).
     device_memory_gb: float = 0.0
+    # Pipeline (GPipe) model parallelism: the block stack split into this many contiguous stages,
+    # one device each (embeddings with the first, final norm and head with the last); the
+    # train.accumulation_steps micro-batches stream through them. 1 = off. Needs
+    # runtime.strategy=one_device (stages within one host; see docs/training.md).
+    pipeline_stages: int = 1
     # Beam pipeline options for every Beam-based stage, e.g. ("--direct_running_mode=multi_processing",).
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 

@@ -53,11 +53,13 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
         raise RuntimeError(f"file accounting broken: listed {files_listed}, seen "
                            f"{counters['files_seen']}, read {counters['files_read']}, "
                            f"quarantined {skipped}")
-    accounted = counters["bytes_packed"] + counters["bytes_quarantined"] + counters["bytes_separators"]
+    accounted = (counters["bytes_packed"] + counters["bytes_quarantined"]
+                 + counters["bytes_separators"] + counters["bytes_duplicate"])
     if counters["bytes_read"] != accounted:
         raise RuntimeError(f"byte accounting broken: read {counters['bytes_read']} != packed "
                            f"{counters['bytes_packed']} + quarantined {counters['bytes_quarantined']}"
-                           f" + separators {counters['bytes_separators']}")
+                           f" + separators {counters['bytes_separators']} + duplicates "
+                           f"{counters['bytes_duplicate']}")
     for split in ("train", "eval") if both_splits else ():
         if counters[f"sequences_{split}"] == 0:
             documents_skipped = sum(counters[f"documents_skipped_{r}"] for r in documents.DOCUMENT_REASONS)
@@ -101,7 +103,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
             eval_fraction=data.eval_fraction, split_salt=data.split_salt,
             train_shards=data.train_shards, eval_shards=data.eval_shards,
-            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir)
+            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup)
         result = beam_pipeline.run()
         result.wait_until_finish()
         # The pieces live until the whole stage has committed its shards (a retried assembly
@@ -171,6 +173,7 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
         super().__init__(spec=TextExampleGenSpec(
             data_config=config_lib.section_json(data),
             input_fingerprint=input_fingerprint,
-            code_digest=code_digest(*DATA_CODE) if tokenizer is not None else None,
+            # Always: a reader fix must not leave stale shards cached (it was None for bytes).
+            code_digest=code_digest(*DATA_CODE),
             tokenizer=tokenizer,
             examples=types.Channel(type=standard_artifacts.Examples)))

@@ -15,10 +15,12 @@ from components.common import fs
 import json
 import logging
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
 
+from components.common.heap import heap_frozen
 from components.model.gpt import build_model
 from components.training import warm_start
 from components.training.export import serving_copy, write_serving_model
@@ -35,7 +37,8 @@ def int8_copy(float_model, model_config, context_length: int):
     (GPT.output_embedding); LayerNorms stay float32."""
     model = build_model(model_config, context_length, "float32", vocab_size=float_model.vocab_size)
     model.set_weights(float_model.get_weights())
-    model.quantize("int8")
+    with heap_frozen():
+        model.quantize("int8")
     return model
 
 
@@ -57,9 +60,20 @@ def export_variants(trained_model, model_config, context_length: int, model_dir:
                     metadata: dict | None = None, tokenizer=None) -> dict:
     """Write the float SavedModel and each requested variant under model_dir; returns the
     manifest (also written to model_dir/variants.json)."""
+    with heap_frozen():   # tracing the signatures allocates heavily: no full-heap passes meanwhile
+        manifest = _export_each(trained_model, model_config, context_length, model_dir, quantize,
+                                max_new_tokens_limit, metadata, tokenizer)
+    with tf.io.gfile.GFile(os.path.join(model_dir, MANIFEST), "w") as fh:
+        json.dump(manifest, fh, indent=2)
+    return manifest
+
+
+def _export_each(trained_model, model_config, context_length, model_dir, quantize,
+                 max_new_tokens_limit, metadata, tokenizer) -> dict:
     float_model = serving_copy(trained_model, model_config, context_length)
     manifest = {}
     for variant in ("float",) + tuple(v for v in ("int8", "tflite") if v in quantize):
+        started = time.perf_counter()
         path = os.path.join(model_dir, DIRS[variant])
         meta = dict(metadata or {}, variant=variant)
         if variant == "float":
@@ -77,9 +91,8 @@ def export_variants(trained_model, model_config, context_length: int, model_dir:
             write_tflite(os.path.join(model_dir, DIRS["float"]), path)
             manifest[variant] = {"path": os.path.join(DIRS[variant], TFLITE_FILE), "format": "tflite"}
         manifest[variant]["size_bytes"] = size_bytes(os.path.join(model_dir, manifest[variant]["path"]))
-        LOGGER.info("exported %s variant: %s (%d bytes)", variant, path, manifest[variant]["size_bytes"])
-    with tf.io.gfile.GFile(os.path.join(model_dir, MANIFEST), "w") as fh:
-        json.dump(manifest, fh, indent=2)
+        LOGGER.info("exported %s variant: %s (%d bytes, %.1f s)", variant, path,
+                    manifest[variant]["size_bytes"], time.perf_counter() - started)
     return manifest
 
 

@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from components.push import push
-from components.evaluation.component import Decision, decide_blessing, decide_serving
+from components.evaluation.decision import Decision, decide_blessing, decide_serving
 from components.config import EvalConfig
 
 

@@ -22,6 +22,7 @@ def sentencepiece_run(tmp_path_factory, corpus, session_capsys):
                    "--set", "export.quantize=[]")
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_sentencepiece_run_pushes_a_self_contained_model(sentencepiece_run, capsys):
     run = sentencepiece_run
     assert run.exit_code == 0, run.stdout[-3000:] + run.stderr[-3000:]

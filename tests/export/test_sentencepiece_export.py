@@ -85,6 +85,7 @@ def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
         session.run("token_logits", input_ids=np.array([[sp.vocab_size]], np.int32))
 
 
+@pytest.mark.slow   # exports every variant (30 s); tests/export/test_variants.py is the fast one
 def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_path):
     from components.training import variants
     from components.config import ModelConfig

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from components.push import push
-from components.evaluation.component import decide_serving, evaluate_variant, variant_fitness
+from components.evaluation.decision import decide_serving, variant_fitness
+from components.evaluation.measure import evaluate_variant, measure_variants
 from components.common import listing
 from tests.support import sequences
 from components.text_example_gen import shards as shard_files
@@ -82,16 +83,30 @@ def test_tflite_runs_in_the_interpreter_close_to_float(model_dir, loaded):
     assert list(interpreter.get_signature_list()) == ["token_logits"]
 
 
-def test_every_variant_is_measured_on_the_same_sequences(model_dir, eval_files):
-    config = EvalConfig(batch_size=4, max_batches=3)
+def test_variants_are_measured_on_the_first_variant_batches_paired_with_float(model_dir, eval_files):
+    """The Evaluator's rule: float on every eval batch, the others on the first
+    eval.variant_batches, their delta paired with float on those same batches. The reference
+    measures float on 2 batches separately: an unpaired delta (variant on 2 batches vs float on
+    all 3) or a variant measured on every batch fails it."""
+    config = EvalConfig(batch_size=4, max_batches=3, variant_batches=2)
     manifest = variants.read_manifest(model_dir)
-    measured = {name: evaluate_variant(model_dir, entry, eval_files, config) for name, entry in manifest.items()}
-    tokens = {m["tokens"] for m in measured.values()}
-    assert len(tokens) == 1 and tokens.pop() > 0                     # same sequences, same count
-    for name, m in measured.items():
-        assert m["size_bytes"] == manifest[name]["size_bytes"] and m["latency_ms"] > 0
-        assert abs(m["loss"] - measured["float"]["loss"]) < 0.1, (name, m["loss"])
-    assert measured["float"]["loss"] != measured["int8"]["loss"]     # really a different model
+    keys = []
+
+    def memoize(key, compute):
+        keys.append(key)
+        return compute()
+    measured = measure_variants(model_dir, manifest, eval_files, config, None, memoize)
+    float_on_2 = evaluate_variant(model_dir, manifest["float"], eval_files, config, max_batches=2)
+    assert measured["float"]["batches"] == 3 and measured["float"]["loss_delta"] == 0.0
+    for name in ("int8", "tflite"):
+        m = measured[name]
+        assert m["batches"] == 2 and m["measured_tokens"] == float_on_2["tokens"]
+        assert m["loss_delta"] == pytest.approx(m["measured_loss"] - float_on_2["loss"], abs=1e-6)
+        assert m["loss"] == pytest.approx(measured["float"]["loss"] + m["loss_delta"])
+        assert m["loss_delta_se"] >= 0 and m["size_bytes"] == manifest[name]["size_bytes"]
+        assert m["latency_ms"] > 0 and abs(m["loss_delta"]) < 0.1, (name, m["loss_delta"])
+    assert measured["int8"]["measured_loss"] != float_on_2["loss"]   # really a different model
+    assert keys[0] == model_dir and f"{model_dir}#int8" in keys
 
 
 def test_fitness_and_serving_decision():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components.evaluation.component import decide_blessing
+from components.evaluation.decision import decide_blessing
 from components.config import EvalConfig, build_config
 
 

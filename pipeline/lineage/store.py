@@ -294,7 +294,7 @@ class Lineage:
                 for artifact_id in ids:
                     artifact = self.artifact(artifact_id)
                     destination = properties(artifact).get("pushed_destination", "")
-                    if destination and os.path.normpath(destination) == os.path.normpath(version_dir):
+                    if destination and _same_location(destination, version_dir):
                         return artifact
         return None
 

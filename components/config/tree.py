@@ -261,7 +261,8 @@ class TuneConfig:
 
 @dataclass(frozen=True)
 class PathsConfig:
-    # All run state lives under home: pipeline artifacts, the MLMD database, the serving directory.
+    # Run state lives under home: the lock, run logs and configs, the MLMD sqlite file, and (unless
+    # orchestrator.pipeline_root / serving_dir say otherwise) pipeline artifacts and pushed models.
     home: str = "./bigtrain_home"
     pipeline_name: str = "bigtrain"
 

@@ -159,7 +159,9 @@ def release_stages(config: Config, examples, trainer, serving_dir: str):
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=os.path.join(serving_dir, config.model.name)))).with_id("Pusher")
+                base_directory=os.path.join(serving_dir, config.model.name))),
+        custom_config={"deploy": {"keep_versions": config.push.keep_versions,
+                                  "policy": config.push.version_policy}}).with_id("Pusher")
     return latest_blessed, evaluator, pusher
 
 

@@ -121,11 +121,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
         if args.temperature != 0:  # a negative temperature is the signature's error
             out = model.signatures["sample"](
-                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant(args.max_new_tokens),
-                temperature=tf.constant(args.temperature, tf.float32), seed=tf.constant(args.seed))
+                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant([args.max_new_tokens]),
+                temperature=tf.constant([args.temperature], tf.float32), seed=tf.constant([args.seed]),
+                top_k=tf.constant([0]), top_p=tf.constant([1.0]), stop=tf.zeros([1, 0], tf.string))
         else:
             out = model.signatures["generate"](prompt=tf.constant([args.prompt]),
-                                               max_new_tokens=tf.constant(args.max_new_tokens))
+                                               max_new_tokens=tf.constant([args.max_new_tokens]))
     except tf.errors.InvalidArgumentError as err:
         import re
         found = re.search(r"assertion failed: \[([^\]]*)\]", err.message)  # the signature's own words
@@ -163,7 +164,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def open_lineage(args: argparse.Namespace):
     """The Lineage reader of the store the config, --metadata or $BIGTRAIN_METADATA names."""
-    from pipeline.lineage.store import Lineage, open_store
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import open_store
     from runners.lock import live_writer
     config = resolve_config(args)
     home = os.path.abspath(config.paths.home)
@@ -228,7 +230,8 @@ def add_ui_command(sub, common: list) -> None:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     import ipaddress
-    from pipeline.lineage.store import Lineage, diagnose, open_store
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import diagnose, open_store
     from pipeline.lineage.web.app import serve
     from runners.lock import live_writer
     loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback

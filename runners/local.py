@@ -193,7 +193,8 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     raises BigtrainError for named errors."""
     from components.common.listing import fingerprint_input
     from pipeline.lineage import record
-    from pipeline.lineage.store import Lineage, open_store
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import open_store
     from runners.logs import configure_logging, remove_file_handlers
     from runners import uptodate
     from runners.lock import HomeLock
@@ -248,7 +249,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
 def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=None,
                   input_fingerprint=None) -> int:
     from pipeline.lineage import record
-    from pipeline.lineage.store import open_store
+    from pipeline.lineage.connection import open_store
     from components.validation.anomalies import AnomaliesFoundError
 
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas

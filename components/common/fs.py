@@ -34,6 +34,11 @@ def is_remote(path: str) -> bool:
     return "://" in str(path)
 
 
+def absolute(path: str) -> str:
+    """A local path made absolute (TF Serving's base paths must be); a URI unchanged."""
+    return path if is_remote(path) else os.path.abspath(path)
+
+
 def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
 

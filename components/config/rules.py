@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import datetime
 
-from components.config.tree import (DATA_FORMATS, DEDUP_MODES, DOCUMENT_MODES, NEWLINE_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
-                             PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES, TOKENIZER_MODEL_TYPES,
-                             TOKENIZERS, XLA_MODES, Config, ConfigError)
+from components.config.tree import (DATA_FORMATS, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
+                                    MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
+                                    PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
+                                    TOKENIZER_MODEL_TYPES, TOKENIZERS, XLA_MODES, Config,
+                                    ConfigError)
 
 
 def expected_replicas(config: Config) -> int:
@@ -99,6 +101,10 @@ def validate_export(config: Config) -> None:
                           f"(now {list(x.quantize)})")
     if x.max_new_tokens <= 0:
         raise ConfigError(f"export.max_new_tokens: must be > 0, got {x.max_new_tokens}")
+    if config.push.keep_versions < 1:
+        raise ConfigError(f"push.keep_versions: must be >= 1, got {config.push.keep_versions}")
+    if config.push.version_policy not in VERSION_POLICIES:
+        raise ConfigError(f"push.version_policy: {config.push.version_policy!r} is not one of {VERSION_POLICIES}")
 
 
 def validate_data(config: Config) -> None:

@@ -161,6 +161,11 @@ class EvalConfig:
     # A quantized variant whose loss exceeds the float model's (same sequences) by more than this
     # (nats/token) is marked not fit to serve.
     max_quantization_loss_delta: float = 0.05
+    # ... and one larger on disk than max_variant_size_ratio x the float model's, or slower
+    # (token_logits, one eval batch) than max_variant_latency_ratio x float's, is not recommended
+    # either (components/training/variants.py recommend; the latency allowance absorbs timer noise).
+    max_variant_size_ratio: float = 1.0
+    max_variant_latency_ratio: float = 1.1
     # Tokenizer-independent gates in bits per byte (total nats over the raw UTF-8 bytes of the
     # targets / ln 2), so models with different tokenizers compare fairly. max_bits_per_byte:
     # 0 = off; max_bits_per_byte_regression: < 0 = off. The nats/token gates above (max_loss,
@@ -184,6 +189,19 @@ class ExportConfig:
     serve: str = "float"
     # Largest max_new_tokens generate/sample accept; larger requests are InvalidArgument errors.
     max_new_tokens: int = 4096
+
+
+VERSION_POLICIES = ("specific", "latest")
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    """The Pusher's deployment files next to the pushed versions (components/push/deployment.py)."""
+    # Versions kept under <serving_dir>/<model>/: the newest keep_versions and every labelled one.
+    keep_versions: int = 5
+    # models.config's version policy: `specific` (the versions labelled stable and canary) or
+    # `latest` (the newest version only; no labels).
+    version_policy: str = "specific"
 
 
 @dataclass(frozen=True)
@@ -291,6 +309,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    push: PushConfig = field(default_factory=PushConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)

@@ -16,7 +16,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 
 from components import config as config_lib
 from components.common import fs
-from components.evaluation.decision import Decision, decide_serving, variant_fitness
+from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
                                            examples_tokenization, measure_variants,
                                            memoized_metrics)
@@ -99,9 +99,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                 baseline.uri, lambda: evaluate_saved_model(path_utils.serving_model_path(baseline.uri),
                                                            eval_files, eval_config, tokenization))
         candidate = variant_metrics["float"]
-        fitness = {name: variant_fitness(candidate["loss"], m["loss"],
-                                         eval_config.max_quantization_loss_delta)
-                   for name, m in variant_metrics.items()}
+        fitness = {n: Decision(*fit) for n, fit in variants.recommend_all(variant_metrics, eval_config).items()}
         decision = decide_serving(serve, variant_metrics, fitness, baseline_metrics, eval_config,
                                   per_token)
         LOGGER.info("evaluation: loss %.4f nats/token, %.4f bits/byte, perplexity %.2f, accuracy "

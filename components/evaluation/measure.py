@@ -122,7 +122,7 @@ def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_con
         return json.loads(fs.read_text(path))
     metrics = compute()
     fs.makedirs(cache_dir)
-    fs.write_text(path, json.dumps(metrics))  # via a unique temporary name locally; one PUT on S3
+    fs.write_text(path, json.dumps(metrics))   # atomic: a unique temporary name, then rename
     return metrics
 
 
@@ -131,11 +131,10 @@ def same_vocabulary(baseline_uri: str, model_uri: str) -> bool:
     from tfx.utils import path_utils
 
     def tokenizer_of(uri):
-        path = os.path.join(path_utils.serving_model_path(uri), "assets.extra", "bigtrain_model.json")
-        try:
-            meta = json.loads(fs.read_text(path))
-        except OSError:
+        path = fs.join(path_utils.serving_model_path(uri), "assets.extra", "bigtrain_model.json")
+        if not fs.exists(path):
             return None
+        meta = json.loads(fs.read_text(path))
         return json.dumps([meta.get("vocab_size"), meta.get("tokenizer")], sort_keys=True)
     return tokenizer_of(baseline_uri) == tokenizer_of(model_uri)
 

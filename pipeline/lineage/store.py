@@ -13,9 +13,6 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.common import fs
 from pipeline.lineage import record
-# Opening a store lives in connection.py; these names stay importable from here.
-from pipeline.lineage.connection import (  # noqa: F401
-    check_sqlite, connect, connection_config, describe, diagnose, open_store)
 
 Event = metadata_store_pb2.Event
 Execution = metadata_store_pb2.Execution

@@ -148,7 +148,7 @@ def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    config = resolve_config(args)
+    config = config_lib.with_scheduled_paths(resolve_config(args))
     configure_logging(args.verbose)
     if args.target == "kubeflow":
         from runners.kubeflow import compile_kubeflow

@@ -251,7 +251,9 @@ def _s3_client():
     connect, 60 s per read, 3 attempts."""
     import boto3
     import botocore.config
-    return boto3.client("s3", config=botocore.config.Config(
+    # A new session each time: boto3.client() reuses one default session, whose credentials are
+    # resolved once per process (a later change of the environment would go unseen).
+    return boto3.session.Session().client("s3", config=botocore.config.Config(
         connect_timeout=5, read_timeout=60, retries={"max_attempts": 3}))
 
 

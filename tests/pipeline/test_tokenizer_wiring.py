@@ -105,3 +105,25 @@ def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
     assert metrics["tokens"] == len(targets) and metrics["eval_bytes"] == raw_bytes
     assert metrics["bits_per_byte"] == pytest.approx(len(targets) * math.log(vocab) / raw_bytes
                                                      / math.log(2), rel=1e-5)
+
+
+def test_input_is_fingerprinted_once_per_pipeline_build(tmp_path, monkeypatch):
+    """The run's one fingerprint reaches both data stages' cache keys (TokenizerGen and
+    TextExampleGen) and nothing lists the input again; built without one, the input is listed
+    once, not once per stage. Catches: each component calling fingerprint_input itself (the
+    issue's "twice while the pipeline is built")."""
+    from components.common import listing
+    from pipeline import pipeline as pipeline_lib
+    config = build_config("tiny", overrides=["data.tokenizer=sentencepiece", "data.vocab_size=2000"])
+    calls = []
+    real = listing.list_input_files
+    monkeypatch.setattr(listing, "list_input_files", lambda *a, **k: calls.append(a) or real(*a, **k))
+    built = pipeline_lib.create_pipeline(config, pipeline_root=str(tmp_path / "root"),
+                                         serving_dir=str(tmp_path / "s"), input_fingerprint="f" * 64)
+    props = _properties(built)
+    assert props["TokenizerGen"]["input_fingerprint"] == props["TextExampleGen"]["input_fingerprint"] == "f" * 64
+    assert calls == []
+    built = pipeline_lib.create_pipeline(config, pipeline_root=str(tmp_path / "root"),
+                                         serving_dir=str(tmp_path / "s"))
+    assert len(calls) == 1
+    assert _properties(built)["TextExampleGen"]["input_fingerprint"] == listing.fingerprint_input(config.data)

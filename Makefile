@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.bigtrain-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop
+.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop browser
 
 setup: $(STAMP)
 
@@ -28,8 +28,9 @@ run: setup
 	$(BIN)/bigtrain run $(ARGS)
 
 # The test suite (CI runs exactly this through .ci/run): a private MariaDB first, for the MySQL
-# metadata tests, and a private S3 server, for the object-storage tests.
-test: setup mariadb objectstore
+# metadata tests, a private S3 server, for the object-storage tests, and headless Chromium, for
+# the browser tests of `bigtrain ui`.
+test: setup mariadb objectstore browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
@@ -52,6 +53,12 @@ objectstore:
 
 objectstore-stop:
 	bash tests/support/objectstore.sh stop
+
+# Headless Chromium and chromedriver from Debian's packages (apt-get, if absent) for the browser
+# tests of `bigtrain ui` (tests/ui/test_browser.py); idempotent. Outside CI, if they cannot be
+# installed, those tests skip naming the reason (build/browser/unavailable); in CI that is an error.
+browser:
+	bash tests/support/browser.sh
 
 # Inner loop: everything but the pipeline runs and training.
 test-fast: setup

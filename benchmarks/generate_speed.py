@@ -8,7 +8,16 @@ produces exactly the requested tokens. Weights are the preset's random init (spe
 on them). For `tiny` (context 128) 256 new tokens slide the window 3 times: the cached path re-fills
 its cache from the last 64 ids each time, the uncached one recomputes the window every token.
 
+Staggered batch (issue 19): a batch whose rows fill their windows at different steps. Before,
+any sliding row re-ran the prefill for the whole batch; now only that row re-fills its cache
+(decoding.refill_rows). Measured side by side in one run: the aligned batch (every row slides at
+the same step), the staggered batch with per-row refill, and the staggered batch with the old
+whole-batch refill (decoding.merge of a full prefill), same tokens produced; and a batch with
+one long row and 31 short ones, with ended rows skipped (decoding.step_rows) and, as before
+issue 19, still computed every step.
+
     .venv/bin/python benchmarks/generate_speed.py [--presets tiny small] [--new-tokens 256] [--batch 1]
+    .venv/bin/python benchmarks/generate_speed.py --staggered [--batch 8] [--new-tokens 128]
 """
 
 import argparse
@@ -55,13 +64,73 @@ def measure(preset: str, new_tokens: int, batch: int) -> dict:
     return result
 
 
+def staggered(preset: str, new_tokens: int, batch: int) -> dict:
+    """Seconds per request for each case (best of 3), the cases side by side in one process."""
+    import tensorflow as tf
+    from components.model import decoding
+    from components.model.gpt import build_model
+    from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
+    from components.training.export import LanguageModelServer
+    from components.config import build_config
+
+    config = build_config(preset)
+    context = config.data.seq_len
+    server = LanguageModelServer(build_model(config.model, context, "float32"), context,
+                                 max_new_tokens_limit=new_tokens)
+    banned = tf.constant([PAD_ID, BOS_ID, EOS_ID])
+    choose = lambda logits, i: tf.argmax(decoding.ban(logits, banned), axis=-1, output_type=tf.int32)
+    aligned = ["x" * (context - 2)] * batch
+    # Staggered: row r starts 4 r bytes (mod the window) short of a full window, so rows slide
+    # at different steps. Ragged limits: one row decodes new_tokens, the others 4.
+    stagger = ["x" * (context - 2 - (4 * r) % (context - 2)) for r in range(batch)]
+    full, ragged = [new_tokens] * batch, [new_tokens] + [4] * (batch - 1)
+    whole_batch = lambda model, window, lengths, rows, cache: decoding.merge(   # before issue 19
+        rows, decoding.prefill(model, window, lengths)[1], cache)
+    # Before: every row ran every step (ended rows' positions clamped: they no longer slide).
+    every_row = lambda model, token, position, cache, rows: decoding.step(
+        model, token, tf.minimum(position, context - 1), cache)
+    cases = [("aligned", aligned, full, {}),
+             ("staggered", stagger, full, {}),
+             ("staggered, whole-batch refill", stagger, full, {"refill_rows": whole_batch}),
+             ("1 long row, others end at 4", aligned, ragged, {}),
+             ("1 long row, ended rows computed", aligned, ragged, {"step_rows": every_row})]
+    result = {}
+    for case, prompts, limits, patches in cases:
+        originals = {name: getattr(decoding, name) for name in patches}
+        for name, value in patches.items():
+            setattr(decoding, name, value)
+        try:
+            fn = tf.function(lambda p, n: server.decode(p, n, choose), autograph=False)
+            fn(tf.constant(prompts), tf.constant(limits))                    # trace + warm up
+        finally:
+            for name, value in originals.items():
+                setattr(decoding, name, value)
+        times = []
+        for _ in range(3):                                                   # best of 3: shared CPU
+            start = time.perf_counter()
+            _, produced = fn(tf.constant(prompts), tf.constant(limits))
+            times.append(time.perf_counter() - start)
+        result[case] = min(times)
+        assert int(tf.reduce_sum(produced)) == sum(limits), produced
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["tiny", "small"])
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--staggered", action="store_true", help="the staggered-batch case only")
     args = parser.parse_args()
     print(f"machine: {describe()}")
+    if args.staggered:
+        for preset in args.presets:
+            r = staggered(preset, args.new_tokens, args.batch)
+            print(f"{preset}: batch {args.batch}, {args.new_tokens} new tokens, greedy, float32 "
+                  "(seconds per request)")
+            for case, seconds in r.items():
+                print(f"  {case:<32} {seconds:7.3f} s  {seconds / r['aligned']:5.2f}x aligned")
+        return 0
     print(f"greedy decoding, {args.new_tokens} new tokens, batch {args.batch}, float32")
     print(f"{'preset':<8} {'params':>10} {'context':>8} {'no cache tok/s':>15} {'KV cache tok/s':>15} "
           f"{'ratio':>7}  same text")

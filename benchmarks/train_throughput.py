@@ -7,11 +7,15 @@
 Prints: the machine; the matmul peak measured here (FLOP/s of a large tf.matmul in the run's
 compute dtype); per model: tokens/s and MFU of bigtrain's training loop, where
     MFU = tokens/s x FLOPs/token / measured matmul peak,
-    FLOPs/token = 6 N + 12 x n_layer x T x d_model   (N = parameters; gpt.flops_per_token);
+    FLOPs/token = 6 M + 4 M_frozen + 12 x n_layer x T x d_model   (gpt.flops_per_token; M =
+    weights of trainable matmuls, M_frozen = of frozen ones: Dense kernels and the output head,
+    not embedding lookups, biases or LayerNorms);
 bigtrain's loop vs bare Keras `fit` on the same model and data (target >= 0.97); for the largest
 model: accumulation k=4 vs k=1 at the same global batch (target time <= 1.05x), remat=blocks vs
 none (time and peak memory), XLA on vs off (the runtime.xla=auto choice); the trace time and
 graph size of the step for k=1 and k=16 (a while loop: independent of k).
+`--model-parallel`: the pipeline bubble vs GPipe's (S-1)/(M+S-1) and sharded-state step time vs
+unsharded (target <= 1.10x), on logical CPU devices (benchmarks/model_parallel.py).
 Steady-state rates: the first steps (tracing, warm-up) are excluded; each comparison alternates
 its two runs and keeps the best of each. Every rate is given per wall-clock second and per second
 of this process's CPU time (MFU by CPU time = model FLOPs per CPU-second / matmul FLOPs per
@@ -37,17 +41,27 @@ from benchmarks._machine import describe  # noqa: E402
 WARMUP_STEPS = 3
 
 
-def measure_matmul_peak(dtype: str, size: int, seconds: float = 3.0) -> float:
-    """FLOP/s of repeated (size x size) @ (size x size) in `dtype`: the best of a few timed runs."""
+def matmul_chain(dtype: str, size: int):
+    """(chain, q): chain(x, n) multiplies x by q n times; q is a random orthogonal matrix, so
+    every product keeps the operand's norm and the operands stay non-zero for any n (the old
+    loop scaled by 1/size and multiplied zero matrices after ~24 steps, which flatters a GPU's
+    peak). No elementwise op: the peak is the matmul's alone."""
     import tensorflow as tf
-    a = tf.random.normal([size, size], dtype=tf.float32)
-    a = tf.cast(a, dtype)
+    q, _ = tf.linalg.qr(tf.random.stateless_normal([size, size], seed=[1, 2], dtype=tf.float32))
+    q = tf.cast(q, dtype)
 
     @tf.function
     def chain(x, n):
         for _ in tf.range(n):
-            x = tf.matmul(x, a) * tf.cast(1.0 / size, dtype)
+            x = tf.matmul(x, q)
         return x
+    return chain, q
+
+
+def measure_matmul_peak(dtype: str, size: int, seconds: float = 3.0) -> float:
+    """FLOP/s of repeated (size x size) @ (size x size) in `dtype`: the best of a few timed runs."""
+    import tensorflow as tf
+    chain, a = matmul_chain(dtype, size)
 
     chain(a, tf.constant(2)).numpy()
     n = 4
@@ -232,7 +246,14 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed steps per measurement")
     parser.add_argument("--batch", type=int, default=0, help="global batch (default: preset's)")
     parser.add_argument("--repeats", type=int, default=2, help="alternated runs per comparison")
+    parser.add_argument("--model-parallel", action="store_true",
+                        help="only the issue-21 figures: pipeline bubble vs theory, sharded "
+                             "optimizer state vs unsharded step time (benchmarks/model_parallel.py)")
     args = parser.parse_args(argv)
+    if args.model_parallel:
+        from benchmarks.model_parallel import main as model_parallel_main
+        model_parallel_main(args.steps)
+        return
 
     import tensorflow as tf
 
@@ -253,7 +274,8 @@ def main(argv=None) -> None:
     peak, peak_cpu = measure_matmul_peak(compute, size)
     print(f"matmul peak ({compute}, {size}x{size}, measured here): {peak / 1e9:.1f} GFLOP/s, "
           f"{peak_cpu / 1e9:.1f} GFLOP per CPU-second (measured again at the end; MFU uses the higher)")
-    print("FLOPs/token = 6 N + 12 x n_layer x T x d_model (forward + backward)")
+    print("FLOPs/token = 6 M + 4 M_frozen + 12 x n_layer x T x d_model (forward + backward; M: "
+          "matmul weights, i.e. Dense kernels and the output head, no lookups/biases/LayerNorms)")
 
     configs = model_configs(args)
     lines = []
@@ -261,8 +283,8 @@ def main(argv=None) -> None:
         shard = write_shard(workdir, configs[0][1].data.seq_len, 256)
         last = None
         for name, config in configs:
-            n = parameter_count(build_model(config.model, config.data.seq_len))
-            flops = flops_per_token(config.model, config.data.seq_len, n)
+            built = build_model(config.model, config.data.seq_len)
+            n, flops = parameter_count(built), flops_per_token(built, config.data.seq_len)
             xla = use_xla(config.runtime)
             ours, fit = side_by_side(lambda: bigtrain_run(config, shard, workdir, args.steps, device),
                                      lambda: keras_fit_run(config, shard, args.steps, xla), args.repeats)

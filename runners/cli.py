@@ -88,6 +88,11 @@ def cmd_config(args: argparse.Namespace) -> int:
     import yaml
     config = resolve_config(args)
     yaml.safe_dump(config_lib.to_dict(config), sys.stdout, sort_keys=False)
+    if args.fit:  # issue 21: which layouts of this model fit N devices of G GiB (YAML comments)
+        from components.training.memory import fit_table
+        devices, _, gib = args.fit.partition("x")
+        for line in fit_table(config, int(devices), float(gib or 80)):
+            print(f"# {line}")
     return 0
 
 
@@ -116,11 +121,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
         if args.temperature != 0:  # a negative temperature is the signature's error
             out = model.signatures["sample"](
-                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant(args.max_new_tokens),
-                temperature=tf.constant(args.temperature, tf.float32), seed=tf.constant(args.seed))
+                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant([args.max_new_tokens]),
+                temperature=tf.constant([args.temperature], tf.float32), seed=tf.constant([args.seed]),
+                top_k=tf.constant([0]), top_p=tf.constant([1.0]), stop=tf.zeros([1, 0], tf.string))
         else:
             out = model.signatures["generate"](prompt=tf.constant([args.prompt]),
-                                               max_new_tokens=tf.constant(args.max_new_tokens))
+                                               max_new_tokens=tf.constant([args.max_new_tokens]))
     except tf.errors.InvalidArgumentError as err:
         import re
         found = re.search(r"assertion failed: \[([^\]]*)\]", err.message)  # the signature's own words
@@ -142,7 +148,7 @@ def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    config = resolve_config(args)
+    config = config_lib.with_scheduled_paths(resolve_config(args))
     configure_logging(args.verbose)
     if args.target == "kubeflow":
         from runners.kubeflow import compile_kubeflow
@@ -158,7 +164,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def open_lineage(args: argparse.Namespace):
     """The Lineage reader of the store the config, --metadata or $BIGTRAIN_METADATA names."""
-    from pipeline.lineage.store import Lineage, open_store
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import open_store
     from runners.lock import live_writer
     config = resolve_config(args)
     home = os.path.abspath(config.paths.home)
@@ -189,7 +196,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     lin = open_lineage(args)
     what = args.lineage_command
     if what == "runs":
-        result, text = queries.list_runs(lin), render.runs_text
+        result, text = queries.list_runs(lin, limit=args.limit or None), render.runs_text
     elif what == "trace":
         result, text = queries.trace(lin, args.target, down=args.down), render.trace_text
     elif what == "diff":
@@ -207,6 +214,48 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_ui_command(sub, common: list) -> None:
+    """`bigtrain ui`: the read-only lineage web app (pipeline/lineage/web) on the store `lineage`
+    reads; loopback unless --host names another address together with --allow-remote."""
+    ui = sub.add_parser("ui", parents=common + [_config_options(with_preset=False)],
+                        help="browse runs and lineage in a web browser (read-only)",
+                        description="Serve the runs, run DAGs, artifacts, models, diffs and "
+                                    "training curves of one metadata store on http://HOST:PORT/.")
+    ui.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ui.add_argument("--allow-remote", action="store_true",
+                    help="required with a --host other than loopback (no authentication!)")
+    ui.set_defaults(func=cmd_ui)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import ipaddress
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import diagnose, open_store
+    from pipeline.lineage.web.app import serve
+    from runners.lock import live_writer
+    loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
+    if not loopback and not args.allow_remote:
+        raise config_lib.ConfigError(f"--host {args.host} is not loopback: add --allow-remote to "
+                                     "serve lineage to the network (the UI has no authentication)")
+    open_lineage(args)  # a missing or damaged store: the named error now, not on the first page
+    config = resolve_config(args)
+    home = os.path.abspath(config.paths.home)
+    connection = metadata_lib.connection(config, read_only=True)
+
+    def fresh_lineage():  # per request; the sqlite store opens read-only, MLMD is never written
+        return Lineage(open_store(connection),
+                       live_writer=live_writer(home) if os.path.isdir(home) else None)
+
+    if not loopback:
+        print(f"bigtrain ui: WARNING: serving on {args.host}:{args.port} to the network, without "
+              "authentication", file=sys.stderr)
+    print(f"bigtrain ui: http://{args.host}:{args.port}/")
+    serve(fresh_lineage, home if os.path.isdir(home) else None, args.host, args.port,
+          diagnose_store=lambda: diagnose(connection))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bigtrain", parents=[_global_options(in_subcommand=False)],
@@ -219,9 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub, common)
     _add_compile(sub, common)
     _add_lineage(sub, common)
+    add_ui_command(sub, common)
     show = sub.add_parser("config", parents=common + [_config_options(), _beam_options()],
                           help="print the resolved config (preset + YAML + overrides)",
                           description="Print the resolved, validated config as YAML.")
+    show.add_argument("--fit", default="8x80", metavar="NxGIB",
+                      help="append (as YAML comments) which data-parallel, sharded and pipeline "
+                           "layouts fit N devices of GIB GiB (default 8x80; empty: none)")
     show.set_defaults(func=cmd_config)
     _add_plumbing(sub, common)
     return parser
@@ -286,7 +339,8 @@ def _add_lineage(sub, common: list) -> None:
             p.add_argument(*names, **options)
 
     add("runs", "pipeline runs, newest first, with per-stage states",
-        "Pipeline runs, newest first: id, start, duration, state, per-stage state, pushed version.")
+        "Pipeline runs, newest first: id, start, duration, state, per-stage state, pushed version.",
+        (["--limit"], dict(type=int, default=20, help="newest N runs (default 20; 0: all)")))
     add("trace", "walk from a pushed model / artifact to its raw data",
         "TARGET: a pushed model directory, an artifact URI or id. Walks upstream (default) or "
         "downstream (--down).", (["target"], {}),

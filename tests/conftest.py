@@ -9,13 +9,16 @@ import pytest
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 CPU_REPLICAS = 2
+# Logical CPU devices: mirrored tests take the first CPU_REPLICAS; pipeline tests use up to 4.
+LOGICAL_CPUS = 4
 
 
 def pytest_configure(config):
-    """Split the CPU into 2 logical devices before TensorFlow initializes, so MirroredStrategy
-    tests (and pipeline runs in this process) train with 2 real replicas."""
+    """Split the CPU into 4 logical devices before TensorFlow initializes, so MirroredStrategy
+    tests (and pipeline runs in this process) train with 2 real replicas (runtime.cpu_replicas
+    takes the first 2) and pipeline-stage tests have up to 4 stage devices."""
     from components.training.strategy import ensure_cpu_replicas
-    assert ensure_cpu_replicas(CPU_REPLICAS) == CPU_REPLICAS
+    assert ensure_cpu_replicas(LOGICAL_CPUS) == LOGICAL_CPUS
 
 
 _EXIT_STATUS = [0]

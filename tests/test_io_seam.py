@@ -35,7 +35,12 @@ ALLOWED = {
     # The user's --config file and the resolved config.yaml in the local run folder.
     "components/config/loading.py": "reads --config files; writes <home>/runs/<id>/config.yaml",
     # The MLMD sqlite file (MLMD itself needs a local path) and its integrity checks.
-    "pipeline/lineage/store.py": "the local metadata.sqlite file (MLMD opens it by path)",
+    "pipeline/lineage/connection.py": "the local metadata.sqlite file (MLMD opens it by path)",
+    "pipeline/lineage/store.py": "os.path.exists/abspath of a target typed on the command line",
+    # `bigtrain ui` serves files only from inside the store's local home (its path-traversal
+    # guard resolves symlinks with os.path.realpath); artifacts on object stores are not served.
+    "pipeline/lineage/web/app.py": "run logs inside the local home, realpath-checked",
+    "pipeline/lineage/web/curves.py": "TensorBoard events inside the local home (app.py checks)",
     "pipeline/pipeline.py": "os.path.abspath of a local --init_from (URIs are kept as given)",
 }
 

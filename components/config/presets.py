@@ -48,4 +48,20 @@ def large() -> Config:
     )
 
 
-PRESETS = {"tiny": tiny, "small": small, "base": base, "large": large}
+def xl() -> Config:
+    """About 1.3B parameters (GPT-3 XL shape: 24 x 2048, 2048 context, 32k SentencePiece
+    vocabulary): more than one 80 GB device holds with AdamW at the global batch below, so it
+    needs train.shard_optimizer_state or runtime.pipeline_stages (docs/training.md has the table)."""
+    return Config(
+        data=DataConfig(seq_len=2048, train_shards=128, eval_shards=8, tokenizer="sentencepiece",
+                        vocab_size=32000),
+        model=ModelConfig(n_layer=24, n_head=16, d_model=2048, dropout=0.0),
+        train=TrainConfig(global_batch_size=512, accumulation_steps=32, train_steps=100000,
+                          learning_rate=2e-4, min_learning_rate=2e-5, warmup_steps=2000,
+                          checkpoint_every=1000, log_every=100, remat="blocks"),
+        runtime=RuntimeConfig(precision="mixed_bfloat16"),
+        preset="xl",
+    )
+
+
+PRESETS = {"tiny": tiny, "small": small, "base": base, "large": large, "xl": xl}

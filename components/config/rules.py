@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import datetime
 
-from components.config.tree import (DATA_FORMATS, DOCUMENT_MODES, EXPORT_VARIANTS, MIN_SENTENCEPIECE_VOCAB,
-                             PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES, TOKENIZER_MODEL_TYPES,
-                             TOKENIZERS, XLA_MODES, Config, ConfigError)
+from components.config.tree import (DATA_FORMATS, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
+                                    MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
+                                    PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
+                                    TOKENIZER_MODEL_TYPES, TOKENIZERS, XLA_MODES, Config,
+                                    ConfigError)
 
 
 def expected_replicas(config: Config) -> int:
@@ -73,6 +75,9 @@ def validate_eval(config: Config) -> None:
     e = config.eval
     if not 0.0 <= e.min_accuracy <= 1.0:
         raise ConfigError(f"eval.min_accuracy: must be in [0, 1], got {e.min_accuracy}")
+    if e.variant_batches < 0:
+        raise ConfigError(f"eval.variant_batches: must be >= 0 (0 = every eval batch), got "
+                          f"{e.variant_batches}")
     if e.max_loss_regression < 0:
         raise ConfigError(f"eval.max_loss_regression: must be >= 0, got {e.max_loss_regression}")
     if e.max_bits_per_byte < 0:
@@ -96,6 +101,10 @@ def validate_export(config: Config) -> None:
                           f"(now {list(x.quantize)})")
     if x.max_new_tokens <= 0:
         raise ConfigError(f"export.max_new_tokens: must be > 0, got {x.max_new_tokens}")
+    if config.push.keep_versions < 1:
+        raise ConfigError(f"push.keep_versions: must be >= 1, got {config.push.keep_versions}")
+    if config.push.version_policy not in VERSION_POLICIES:
+        raise ConfigError(f"push.version_policy: {config.push.version_policy!r} is not one of {VERSION_POLICIES}")
 
 
 def validate_data(config: Config) -> None:
@@ -108,6 +117,10 @@ def validate_data(config: Config) -> None:
         raise ConfigError(f"data.gzip_level: must be in [1, 9], got {d.gzip_level}")
     if d.document not in DOCUMENT_MODES:
         raise ConfigError(f"data.document: {d.document!r} is not one of {DOCUMENT_MODES}")
+    if d.dedup not in DEDUP_MODES:
+        raise ConfigError(f"data.dedup: {d.dedup!r} is not one of {DEDUP_MODES}")
+    if d.newline not in NEWLINE_MODES:
+        raise ConfigError(f"data.newline: {d.newline!r} is not one of {NEWLINE_MODES}")
     if d.document == "separator" and not d.separator:
         raise ConfigError("data.separator: must not be empty with data.document=separator")
     if d.format in ("jsonl", "parquet") and not d.text_field:
@@ -170,6 +183,30 @@ def validate_batch(config: Config, replicas: int) -> None:
         raise ConfigError(
             f"train.global_batch_size ({t.global_batch_size}) must be divisible by replicas "
             f"({replicas}) x train.accumulation_steps ({t.accumulation_steps}) = {per_step}")
+    validate_tuning(config, replicas)
+    validate_model_parallel(config)
+
+
+def validate_model_parallel(config: Config) -> None:
+    """Issue 21. Supported: train.shard_optimizer_state with runtime.strategy=mirrored (one host);
+    runtime.pipeline_stages > 1 with runtime.strategy=one_device (the stages are the host's
+    devices). Every other combination is a ConfigError naming the settings. (Whether the host has
+    pipeline_stages devices is checked when the Trainer places the stages.)"""
+    t, r, layers = config.train, config.runtime, config.model.n_layer
+    if r.pipeline_stages < 1:
+        raise ConfigError(f"runtime.pipeline_stages: must be >= 1 (1 = off), got {r.pipeline_stages}")
+    if r.pipeline_stages > layers:
+        raise ConfigError(f"runtime.pipeline_stages ({r.pipeline_stages}) exceeds model.n_layer "
+                          f"({layers}): every stage needs at least one block")
+    if r.pipeline_stages > 1 and r.strategy != "one_device":
+        raise ConfigError(f"runtime.pipeline_stages={r.pipeline_stages} needs runtime.strategy="
+                          f"one_device (the stages use the host's devices); combining it with "
+                          f"runtime.strategy={r.strategy} (data parallel) is not supported yet")
+    if t.shard_optimizer_state and r.strategy != "mirrored":
+        why = ("one replica has nothing to shard across" if r.strategy == "one_device" else
+               "the sharded update is single-host (it is not supported across workers yet)")
+        raise ConfigError(f"train.shard_optimizer_state=true needs runtime.strategy=mirrored, got "
+                          f"runtime.strategy={r.strategy}: {why}")
 
 
 TUNE_ALGORITHMS = ("random", "bayesian", "hyperband")

@@ -10,12 +10,15 @@ This package imports nothing heavier than PyYAML: the CLI validates a config in 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "jsonl", "parquet", "tfrecord")
 DOCUMENT_MODES = ("file", "record", "separator")
+DEDUP_MODES = ("exact", "none")
+NEWLINE_MODES = ("normalize", "keep")
 REMAT_MODES = ("none", "blocks")
 XLA_MODES = ("auto", "on", "off")
 ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off
@@ -59,10 +62,19 @@ class DataConfig:
     gzip_level: int = 1
     # Model context length; every emitted sequence holds seq_len + 1 ids (inputs + shifted targets).
     seq_len: int = 128
-    # Share of documents sent to the eval split, decided by a hash of the document id (the
-    # relative path for data.document=file, else path + byte offset or record index).
+    # Share of documents sent to the eval split, decided by a hash of the document's normalized
+    # text (exact duplicates share a split; components/corpus/documents.py).
     eval_fraction: float = 0.05
     split_salt: str = ""
+    # `exact`: documents with the same normalized text (components/corpus/documents.py) are
+    # packed once, the others counted as documents_skipped_duplicate; `none`: all are packed
+    # (they still share a split: the split is by content).
+    dedup: str = "exact"
+    # CRLF in data.document=separator and record modes: `normalize` turns every CRLF into LF
+    # before the text is split or packed (a CRLF file then splits on a separator written with
+    # \n, and record lines lose their \r); `keep` packs the bytes as they are. The file mode
+    # always keeps the bytes.
+    newline: str = "normalize"
     train_shards: int = 4
     eval_shards: int = 1
     # Tokenizer: `bytes` (UTF-8 bytes, 259 ids) or `sentencepiece`, trained by TokenizerGen on a
@@ -122,6 +134,9 @@ class TrainConfig:
     # Weights kept fixed while fine-tuning: `embeddings` (token + position; with tied embeddings
     # this also fixes the output head) and/or `blocks:N` (the lowest N transformer blocks).
     freeze: tuple[str, ...] = ()
+    # ZeRO stage 1: each data-parallel replica keeps the AdamW moments of its own 1/R slice of the
+    # parameters (optimizer state 8 N -> 8 N / R bytes per replica). runtime.strategy=mirrored only.
+    shard_optimizer_state: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,14 @@ class EvalConfig:
     # sequences of the eval split (unshuffled, so candidate and baseline see the same data).
     batch_size: int = 64
     max_batches: int = 50
+    # Exported variants (int8, TFLite: up to 15x slower than float on CPU) are measured on the
+    # first variant_batches of those batches only (0 = all of them). Their loss delta vs float is
+    # paired batch by batch on the same sequences, reported with its standard error; their other
+    # figures are the float model's (whole sample) plus the paired difference. The rule for the
+    # default: standard error <= 5e-4 (the delta resolved to 1e-3 at two standard errors), i.e.
+    # (per-batch sd / 5e-4)^2 batches; the tiny preset's TFLite delta varies by 1.6e-3 from batch
+    # to batch (int8: 0.6e-3), so 10 (docs/benchmarks.md, "Main job").
+    variant_batches: int = 10
     # Absolute thresholds: a model above max_loss (nats/token) or below min_accuracy is rejected.
     max_loss: float = 3.0
     min_accuracy: float = 0.0
@@ -138,6 +161,11 @@ class EvalConfig:
     # A quantized variant whose loss exceeds the float model's (same sequences) by more than this
     # (nats/token) is marked not fit to serve.
     max_quantization_loss_delta: float = 0.05
+    # ... and one larger on disk than max_variant_size_ratio x the float model's, or slower
+    # (token_logits, one eval batch) than max_variant_latency_ratio x float's, is not recommended
+    # either (components/training/variants.py recommend; the latency allowance absorbs timer noise).
+    max_variant_size_ratio: float = 1.0
+    max_variant_latency_ratio: float = 1.1
     # Tokenizer-independent gates in bits per byte (total nats over the raw UTF-8 bytes of the
     # targets / ln 2), so models with different tokenizers compare fairly. max_bits_per_byte:
     # 0 = off; max_bits_per_byte_regression: < 0 = off. The nats/token gates above (max_loss,
@@ -163,6 +191,19 @@ class ExportConfig:
     max_new_tokens: int = 4096
 
 
+VERSION_POLICIES = ("specific", "latest")
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    """The Pusher's deployment files next to the pushed versions (components/push/deployment.py)."""
+    # Versions kept under <serving_dir>/<model>/: the newest keep_versions and every labelled one.
+    keep_versions: int = 5
+    # models.config's version policy: `specific` (the versions labelled stable and canary) or
+    # `latest` (the newest version only; no labels).
+    version_policy: str = "specific"
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     strategy: str = "mirrored"
@@ -176,19 +217,33 @@ class RuntimeConfig:
     # Device memory (GiB per replica) the Trainer's memory estimate is checked against; 0 = detect
     # (GPU total memory, or the machine's RAM for CPU replicas).
     device_memory_gb: float = 0.0
+    # Pipeline (GPipe) model parallelism: the block stack split into this many contiguous stages,
+    # one device each (embeddings with the first, final norm and head with the last); the
+    # train.accumulation_steps micro-batches stream through them. 1 = off. Needs
+    # runtime.strategy=one_device (stages within one host; see docs/training.md).
+    pipeline_stages: int = 1
     # Beam pipeline options for every Beam-based stage, e.g. ("--direct_running_mode=multi_processing",).
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
 
+# Where compiled (scheduled) pipelines put artifacts and pushed models when the config leaves
+# orchestrator.pipeline_root / serving_dir empty: a volume mounted on every cluster node.
+SCHEDULED_PIPELINE_ROOT = "/mnt/bigtrain/pipelines"
+SCHEDULED_SERVING_DIR = "/mnt/bigtrain/serving"
+
+
 @dataclass(frozen=True)
 class OrchestratorConfig:
-    """Where a scheduled pipeline runs (Kubeflow Pipelines, Airflow); local runs ignore this."""
+    """Where a scheduled pipeline runs (Kubeflow Pipelines, Airflow). Local runs honour
+    pipeline_root and serving_dir (empty: under the home); the rest is for scheduled runs."""
     # Container image with bigtrain installed (see Dockerfile); every Kubeflow step runs in it.
     image: str = "bigtrain:0.1.0"
-    # Artifacts of scheduled runs: an object-store URI (gs://, s3://) or a mounted volume path.
-    pipeline_root: str = "/mnt/bigtrain/pipelines"
-    # Pushed models of scheduled runs (<serving_dir>/<model name>/<version>/).
-    serving_dir: str = "/mnt/bigtrain/serving"
+    # Artifacts: an object-store URI (gs://, s3://) or a path. Empty: <home>/pipelines/<name> for
+    # local runs, SCHEDULED_PIPELINE_ROOT for compiled (Kubeflow, Airflow) pipelines.
+    pipeline_root: str = ""
+    # Pushed models (<serving_dir>/<model name>/<version>/). Empty: <home>/serving for local runs,
+    # SCHEDULED_SERVING_DIR for compiled pipelines.
+    serving_dir: str = ""
     # Airflow: cron expression or preset, first logical date (YYYY-MM-DD), task retries.
     schedule: str = "@daily"
     start_date: str = "2026-01-01"
@@ -224,7 +279,8 @@ class TuneConfig:
 
 @dataclass(frozen=True)
 class PathsConfig:
-    # All run state lives under home: pipeline artifacts, the MLMD database, the serving directory.
+    # Run state lives under home: the lock, run logs and configs, the MLMD sqlite file, and (unless
+    # orchestrator.pipeline_root / serving_dir say otherwise) pipeline artifacts and pushed models.
     home: str = "./bigtrain_home"
     pipeline_name: str = "bigtrain"
 
@@ -253,9 +309,19 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    push: PushConfig = field(default_factory=PushConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     orchestrator: OrchestratorConfig = field(default_factory=OrchestratorConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     preset: str = "tiny"
     tune: TuneConfig = field(default_factory=TuneConfig)
+
+
+def with_scheduled_paths(config: "Config") -> "Config":
+    """The config a compiled (Kubeflow, Airflow) pipeline uses: empty orchestrator.pipeline_root /
+    serving_dir become the cluster volume defaults (local runs put them under the home instead)."""
+    orchestrator = config.orchestrator
+    return dataclasses.replace(config, orchestrator=dataclasses.replace(
+        orchestrator, pipeline_root=orchestrator.pipeline_root or SCHEDULED_PIPELINE_ROOT,
+        serving_dir=orchestrator.serving_dir or SCHEDULED_SERVING_DIR))

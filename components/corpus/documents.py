@@ -5,10 +5,16 @@ A document is (id, text bytes). Its id is stable and says where it came from:
   - text / JSONL by separator or line: path + byte offset             e.g. `dump.txt@1048576`
   - gzip JSONL, Parquet rows:  path + record index                    e.g. `part-0.parquet#1234`
 
-Splitting rule. A document's split is decided by sha256(salt + id): the same document always lands
-in the same split, whatever else is in the corpus or how the work is parallelized, and a single
-file split into documents feeds both splits. With `data.document=file` the id is the path, so
-whole files keep the split they always had.
+Splitting rule. A document's split is decided by its content: sha256(salt + content_key(text)),
+where content_key is the sha256 of the normalized text (CRLF -> LF, surrounding whitespace
+stripped). Exact duplicates (the eight identical `__main__.py` of the stdlib, a copied file, a
+repeated paragraph) always share a split, so none leaks from train into eval; editing one part of
+a big file leaves its other documents' splits alone (before, `path@offset` ids reshuffled every
+document after the edit); and the split does not depend on the order, listing or parallelism.
+
+Duplicates (data.dedup=exact, the default): among documents with the same content_key only the
+first in reading order (unit index, then position in the unit) is packed; the others are counted
+(`documents_skipped_duplicate`, their bytes in `bytes_duplicate`), not packed twice.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ FILE_REASONS = (NOT_REGULAR, UNREADABLE)
 EMPTY, BINARY, NOT_UTF8, TOO_LARGE = "empty", "binary", "not_utf8", "too_large"
 INVALID_JSON, MISSING_FIELD, NOT_STRING = "invalid_json", "missing_field", "not_string"
 TRUNCATED = "truncated_input"  # a gzip stream that ends early or is corrupt; an I/O error mid-read
+DUPLICATE = "duplicate"        # data.dedup=exact: same content_key as an earlier document (counted only)
 DOCUMENT_REASONS = (EMPTY, BINARY, NOT_UTF8, TOO_LARGE, INVALID_JSON, MISSING_FIELD, NOT_STRING,
-                    TRUNCATED)
+                    TRUNCATED, DUPLICATE)
 
 
 class Document(NamedTuple):
@@ -58,9 +65,21 @@ def unit_hash(text: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
-def split_for(document_id: str, eval_fraction: float, salt: str = "") -> str:
-    """'eval' for about eval_fraction of documents, else 'train'; deterministic per id."""
-    return "eval" if unit_hash(salt + document_id) < eval_fraction else "train"
+def split_for(key: str, eval_fraction: float, salt: str = "") -> str:
+    """'eval' for about eval_fraction of keys, else 'train'; deterministic per key. The data
+    stage's key is content_key(text)."""
+    return "eval" if unit_hash(salt + key) < eval_fraction else "train"
+
+
+def content_key(text: bytes) -> str:
+    """sha256 (hex) of the normalized text: CRLF -> LF, surrounding whitespace stripped. The split
+    key and the duplicate key: documents equal up to this normalization are one document."""
+    return hashlib.sha256(text.replace(b"\r\n", b"\n").strip()).hexdigest()
+
+
+def split_of(document: "Document", eval_fraction: float, salt: str = "") -> str:
+    """The split of a document: by its content, never by where it was found."""
+    return split_for(content_key(document.text), eval_fraction, salt)
 
 
 def classify(text: bytes, max_document_bytes: int) -> tuple[str, str] | None:

@@ -28,6 +28,7 @@ from components.corpus import documents as docs
 from components.corpus.documents import Document, Separator, Skipped
 
 CHUNK_BYTES = 1 << 22
+CRLF_PEEK_BYTES = 1 << 16     # a first line longer than this counts as LF
 MAX_FILES_PER_UNIT = 2048
 FORMATS = ("text", "jsonl", "parquet")
 GZIP_SUFFIXES = (".gz", ".gzip")
@@ -53,6 +54,9 @@ class ReaderConfig(NamedTuple):
     text_field: str
     max_document_bytes: int
     range_bytes: int
+    # data.newline: `normalize` (CRLF files split on the CRLF form of a separator, and documents
+    # of the text format's record/separator modes have CRLF -> LF) or `keep` (bytes as they are).
+    newline: str = "normalize"
 
 
 def is_gzip(path: str) -> bool:
@@ -66,6 +70,39 @@ def boundary(config: ReaderConfig) -> bytes | None:
     if config.format == "text" and config.document == "separator":
         return config.separator
     return None
+
+
+def crlf_separator(fh, config: ReaderConfig, separator: bytes | None) -> bytes | None:
+    """The separator to split this file on. With data.newline=normalize, a text file whose first
+    line ends in CRLF is a CRLF file: every \n of the separator matches \r\n (else "\n\n" never
+    occurs in it and the whole file is one document). Decided from the file's first line, so
+    every range of the file uses the same separator."""
+    if (config.newline != "normalize" or config.format != "text" or not separator
+            or b"\n" not in separator):
+        return separator
+    position, head = fh.tell(), b""
+    try:
+        fh.seek(0)
+        while b"\n" not in head and len(head) < CRLF_PEEK_BYTES:   # up to the first line end
+            block = fh.read(4096)
+            if not block:
+                break
+            head += block
+    except (OSError, EOFError, zlib.error):
+        pass                                       # split_stream meets and reports the error
+    finally:
+        fh.seek(position)
+    first = head.find(b"\n")
+    return separator.replace(b"\n", b"\r\n") if first > 0 and head[first - 1] == 13 else separator
+
+
+def normalize_newlines(text: bytes, config: ReaderConfig) -> bytes:
+    """CRLF -> LF in a record/separator document of the text format (data.newline=normalize);
+    a record's lone trailing \r (a CRLF line in an LF file) goes too."""
+    if config.newline != "normalize" or config.format != "text" or config.document == "file":
+        return text
+    text = text.replace(b"\r\n", b"\n")
+    return text[:-1] if config.document == "record" and text.endswith(b"\r") else text
 
 
 def plan_units(files: list[tuple[str, str]], config: ReaderConfig) -> list[Unit]:
@@ -286,7 +323,7 @@ def _json_record(location: str, line: bytes, field: str) -> Document | Skipped:
 
 def read_stream(piece: Piece, fh, config: ReaderConfig) -> Iterator:
     """Documents of one text/JSONL piece; the last element is ("consumed", bytes read)."""
-    separator = boundary(config)
+    separator = crlf_separator(fh, config, boundary(config))
     start, stop = 0, None
     if piece.end is not None or piece.start:  # a byte range of an uncompressed file
         start = align(fh, piece.start, separator)
@@ -324,8 +361,9 @@ def read_stream(piece: Piece, fh, config: ReaderConfig) -> Iterator:
                 record = _json_record(location, segment[2], config.text_field)
                 yield record if isinstance(record, Skipped) else docs.check(record, config.max_document_bytes)
             else:
-                text = segment[2]
-                yield docs.check(Document(location, text, len(text)), config.max_document_bytes)
+                text = segment[2]          # source bytes: the raw length, \r included
+                yield docs.check(Document(location, normalize_newlines(text, config), len(text)),
+                                 config.max_document_bytes)
 
 
 def read_parquet(piece: Piece, config: ReaderConfig) -> Iterator:

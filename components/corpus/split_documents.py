@@ -17,7 +17,7 @@ def reader_config(data) -> readers.ReaderConfig:
     return readers.ReaderConfig(
         format=data.format, document=data.document, separator=data.separator.encode("utf-8"),
         text_field=data.text_field, max_document_bytes=data.max_document_bytes,
-        range_bytes=data.range_bytes)
+        range_bytes=data.range_bytes, newline=getattr(data, "newline", "normalize"))
 
 
 def read_split_documents(data, skipped: collections.Counter | None = None
@@ -28,11 +28,20 @@ def read_split_documents(data, skipped: collections.Counter | None = None
     skipped = skipped if skipped is not None else collections.Counter()
     _, files = list_input_files(data.input, data.exclude)
     config = reader_config(data)
+    # data.dedup=exact: the first copy in reading order (the one the data stage packs) is kept.
+    # Memory: one 32-byte digest per distinct document (the Beam stage keeps them in its shuffle).
+    seen: set[bytes] | None = set() if getattr(data, "dedup", "exact") == "exact" else None
     for unit in readers.plan_units(files, config):
         for piece in unit.pieces:
             for event in readers.read_piece(piece, config):
                 if isinstance(event, documents.Document):
-                    yield documents.split_for(event.id, data.eval_fraction, data.split_salt), event
+                    key = documents.content_key(event.text)
+                    if seen is not None:
+                        if bytes.fromhex(key) in seen:
+                            skipped[documents.DUPLICATE] += 1
+                            continue
+                        seen.add(bytes.fromhex(key))
+                    yield documents.split_for(key, data.eval_fraction, data.split_salt), event
                 elif isinstance(event, documents.Skipped):
                     file_level = event.reason in documents.FILE_REASONS
                     skipped[event.reason] += 1 if file_level else event.records

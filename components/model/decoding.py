@@ -69,3 +69,47 @@ def merge(take_new, new_cache, old_cache):
     pick = take_new[:, None, None, None]
     return tuple((tf.where(pick, nk, ok), tf.where(pick, nv, ov))
                  for (nk, nv), (ok, ov) in zip(new_cache, old_cache))
+
+
+def refill_rows(model, window, lengths, rows, cache):
+    """Re-fill the cache of the rows where rows (B,) is true from their windows; the other rows'
+    caches are left as they are. Only those rows run the prefill: a batch whose rows slide at
+    different steps pays one row's prefill per slide, not the whole batch's."""
+    index = tf.where(rows)                                                  # (n, 1)
+    _, fresh = prefill(model, tf.gather_nd(window, index), tf.gather_nd(lengths, index))
+    return tuple((tf.tensor_scatter_nd_update(k, index, nk), tf.tensor_scatter_nd_update(v, index, nv))
+                 for (nk, nv), (k, v) in zip(fresh, cache))
+
+
+def ban(logits, ids):
+    """logits (B, V) with the given ids set to -inf: never chosen by argmax, Gumbel-max or top-p,
+    whatever the temperature (-inf / t stays -inf; a finite -1e9 / t = 1e9 does not)."""
+    banned = tf.reduce_any(tf.equal(tf.range(tf.shape(logits)[-1])[:, None], ids[None]), -1)
+    return tf.where(banned[None], tf.constant(-float("inf"), logits.dtype), logits)
+
+
+def top_k_top_p(logits, top_k, top_p):
+    """Per row: keep the top_k (B,) largest logits (0 = all) and, of those, the smallest set whose
+    probability reaches top_p (B,) in (0, 1]; the rest become -inf. Ties at a threshold are kept."""
+    vocab = tf.shape(logits)[-1]
+    ordered = tf.sort(logits, axis=-1, direction="DESCENDING")                  # (B, V)
+    k = tf.where(top_k > 0, tf.minimum(top_k, vocab), vocab)
+    kth = tf.gather(ordered, k - 1, batch_dims=1)                                # (B,)
+    ordered = tf.where(tf.range(vocab)[None] < k[:, None], ordered, -float("inf"))
+    before = tf.cumsum(tf.nn.softmax(ordered, axis=-1), axis=-1, exclusive=True)  # mass of better ids
+    kept = tf.reduce_sum(tf.cast(before < top_p[:, None], tf.int32), axis=-1)    # >= 1: before[0] = 0
+    pth = tf.gather(ordered, tf.minimum(kept, k) - 1, batch_dims=1)
+    threshold = tf.maximum(kth, pth)[:, None]
+    return tf.where(logits >= threshold, logits, -float("inf"))
+
+
+def step_rows(model, token, position, cache, rows):
+    """step() for the rows where rows (B,) is true only: ended rows cost a gather and a scatter
+    of their cache, not a forward pass. Their logits come back as zeros (never used)."""
+    index = tf.where(rows)                                                  # (n, 1)
+    sub_cache = tuple((tf.gather_nd(k, index), tf.gather_nd(v, index)) for k, v in cache)
+    logits, fresh = step(model, tf.gather_nd(token, index), tf.gather_nd(position, index), sub_cache)
+    shape = tf.concat([tf.shape(token, out_type=tf.int64), tf.shape(logits, out_type=tf.int64)[1:]], 0)
+    full_logits = tf.scatter_nd(index, logits, shape)
+    return full_logits, tuple((tf.tensor_scatter_nd_update(k, index, nk), tf.tensor_scatter_nd_update(v, index, nv))
+                              for (nk, nv), (k, v) in zip(fresh, cache))

@@ -13,6 +13,8 @@ import math
 
 import keras
 import tensorflow as tf
+# Keras 3 exports no public way to leave a layer's autocast scope; the one it opens itself.
+from keras.src.backend import AutocastScope
 
 from components.config.tree import REMAT_MODES
 from components.tokenizer.byte_level import VOCAB_SIZE
@@ -146,37 +148,74 @@ class GPT(keras.Model):
             vocab_size, use_bias=False, kernel_initializer=_normal(0.02), name="head", dtype="float32")
 
     def call(self, ids, training=False, seed=None):
-        steps = tf.shape(ids)[1]
+        seed = self.dropout_seed(training, seed)
+        x = self.embed(ids, training, seed)
+        for index in range(len(self.blocks)):
+            x = self.apply_block(index, x, training, seed)
+        return self.project(x)
+
+    # The pieces of call(), also run one pipeline stage at a time (training/pipeline_stages.py).
+    def dropout_seed(self, training, seed):
+        """The call's seed: None without dropout (no RNG ops), a random one when none is given."""
         if not training or not self.rate:
-            seed = None                                                  # no dropout, no RNG ops
-        elif seed is None:
-            seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
-        # The residual stream is float32 end to end; each block casts to the compute dtype inside.
+            return None
+        return tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32) if seed is None else seed
+
+    def embed(self, ids, training, seed):
+        """ids (B, T) -> the float32 residual stream (B, T, C); each block casts inside."""
+        steps = tf.shape(ids)[1]
         x = self.token_embedding(ids) + self.position_embedding(tf.range(steps))[tf.newaxis]
-        if seed is not None:                                             # (B, T, C) float32
+        if seed is not None:
             x = stateless_dropout(x, self.rate, tf.random.experimental.stateless_fold_in(seed, 0))
-        for index, block in enumerate(self.blocks):
-            block_seed = None if seed is None else tf.random.experimental.stateless_fold_in(seed, index + 1)
-            if training and self.remat == "blocks":
-                # Only the block's input is kept; its activations are recomputed in the backward
-                # pass (keras.RematScope is broken on the TF backend, keras-team/keras#21207).
-                x = tf.recompute_grad(
-                    lambda h, block=block, s=block_seed: block(h, training=True, seed=s))(x)
-            else:
-                x = block(x, training=training, seed=block_seed)
+        return x
+
+    def apply_block(self, index, x, training, seed):
+        block = self.blocks[index]
+        block_seed = None if seed is None else tf.random.experimental.stateless_fold_in(seed, index + 1)
+        if training and self.remat == "blocks":
+            # Only the block's input is kept; its activations are recomputed in the backward
+            # pass (keras.RematScope is broken on the TF backend, keras-team/keras#21207).
+            return tf.recompute_grad(
+                lambda h, block=block, s=block_seed: block(h, training=True, seed=s))(x)
+        return block(x, training=training, seed=block_seed)
+
+    def project(self, x):
+        """Final LayerNorm and output head: (B, T, C) -> logits (B, T, vocab) float32."""
         x = self.ln_f(x)
         if self.head is None:  # tied: logits = x @ E^T, in float32
             return tf.matmul(x, self.output_embedding(), transpose_b=True)
-        return self.head(x)                                             # (B, T, vocab) float32
+        return self.head(x)
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        """Keras 3 hands its tracked list `blocks` to SavedModel only: a tf.train.Checkpoint of
+        the model would miss every block variable (kept, if at all, positionally under the
+        optimizer; frozen blocks in no checkpoint). Checkpoints get them under the same path the
+        SavedModel walk uses (`blocks/<i>/...`)."""
+        children = super()._trackable_children(save_type, **kwargs)
+        if save_type == "checkpoint" and "blocks" not in children:
+            wrapped = self.__dict__.get("_checkpoint_blocks")
+            if wrapped is None or list(wrapped) != list(self.blocks):
+                # One wrapper per model (the object graph keys nodes by identity), stored past
+                # Keras' and TF's attribute tracking so the model's own layers do not change.
+                wrapped = tf.__internal__.tracking.wrap(list(self.blocks))
+                object.__setattr__(self, "_checkpoint_blocks", wrapped)
+            children["blocks"] = wrapped
+        return children
 
     def output_embedding(self):
         """The tied output head's matrix E (vocab, C) in float32. After model.quantize("int8") the
         embedding variable holds int8 codes with a per-row scale: read it dequantized (the raw
-        codes would put logits off by ~1e3)."""
+        codes would put logits off by ~1e3).
+
+        Read outside Keras' autocast scope: GPT.__call__ opens one in the compute dtype under a
+        mixed policy, and a float variable read inside it comes back bf16/fp16-rounded (the head
+        and its gradient would then be rounded, contrary to "logits stay float32")."""
         layer = self.token_embedding
-        if getattr(layer, "quantization_mode", None) == "int8":
-            return tf.cast(layer._embeddings, tf.float32) / tf.cast(layer.embeddings_scale, tf.float32)[:, None]
-        return tf.cast(layer.embeddings, tf.float32)
+        with AutocastScope(None):
+            if getattr(layer, "quantization_mode", None) == "int8":
+                return (tf.cast(layer._embeddings, tf.float32)
+                        / tf.cast(layer.embeddings_scale, tf.float32)[:, None])
+            return tf.cast(layer.embeddings, tf.float32)
 
 
 def decay_variables(model: GPT, decay_embeddings: bool = True) -> list:
@@ -208,8 +247,25 @@ def parameter_count(model: keras.Model) -> int:
     return int(sum(math.prod(v.shape) for v in model.trainable_variables))
 
 
-def flops_per_token(model_config, context_length: int, n_params: int) -> int:
-    """Training FLOPs per token (forward + backward = 3 x forward): 6 N for the weight matmuls
-    plus 12 x n_layer x T x C for attention scores and weighted sums (PaLM, Chowdhery et al.
-    2022, appendix B; counts the full T x T scores, as MFU figures conventionally do)."""
-    return int(6 * n_params + 12 * model_config.n_layer * context_length * model_config.d_model)
+def matmul_weights(model: GPT) -> tuple[int, int]:
+    """(trainable, frozen) weights that take part in a matmul per token: every Dense kernel and
+    the output head (V x C, the tied embedding read as a matrix). Embedding lookups, position
+    embeddings, biases and LayerNorms are not matmuls."""
+    head = model.token_embedding.embeddings if model.head is None else model.head.kernel
+    counts = {True: 0, False: 0}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.layers.Dense) and layer is not model.head:
+            counts[layer.kernel.trainable] += math.prod(layer.kernel.shape)
+    counts[head.trainable] += math.prod(head.shape)
+    return counts[True], counts[False]
+
+
+def flops_per_token(model: GPT, context_length: int) -> int:
+    """Training FLOPs per token, matmuls only: 6 M + 4 M_frozen + 12 x n_layer x T x C.
+    A trainable matmul weight costs 2 FLOPs forward and 4 backward (activation and weight
+    gradients); a frozen one 2 forward + 2 for the activation gradient (an upper bound: none is
+    needed below the lowest trainable layer). 12 n_layer T C: attention scores and weighted sums
+    (PaLM, Chowdhery et al. 2022, appendix B; the full T x T scores, as MFU figures count them)."""
+    trainable, frozen = matmul_weights(model)
+    d_model = model.token_embedding.output_dim
+    return int(6 * trainable + 4 * frozen + 12 * len(model.blocks) * context_length * d_model)

@@ -2,6 +2,7 @@
 idempotent, integer versions) of the variant the blessing names (export.serve). The Pusher
 component, its blessing check and its PushedModel artifact are TFX's own."""
 
+import json
 import os
 
 from tfx.components.pusher import executor as pusher_executor
@@ -31,7 +32,8 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         source = os.path.join(model.uri, serve_path) if serve_path else self.GetModelPath(input_dict)
         result = push_model(source, destination.filesystem.base_directory,
                             record={"model_id": model.id, "model_uri": model.uri,
-                                    "variant": variant or "float"})
+                                    "variant": variant or "float"},
+                            deploy=json.loads(exec_properties.get("custom_config") or "{}").get("deploy"))
         model_push.set_string_custom_property("variant", variant or "float")
         if result.pushed:
             self._MarkPushed(model_push, pushed_destination=result.path,

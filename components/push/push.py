@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from components.common import fs
 from components.common.errors import BigtrainError
+from components.push.deployment import publish_deployment_files
 
 PUSH_RECORD = os.path.join("assets.extra", "bigtrain_push.json")
 GRAPH_FILE = "saved_model.pb"
@@ -138,8 +139,10 @@ def _wait_for_other_push(base_dir: str, digest: str, claim: str) -> PushResult |
                         f"{WAIT_FOR_OTHER_PUSH_S:.0f} s; if that push died, delete the claim")
 
 
-def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None) -> PushResult:
-    """Copy saved_model_dir to <base_dir>/<new version>, never half-visible, unless served."""
+def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
+               deploy: dict | None = None) -> PushResult:
+    """Copy saved_model_dir to <base_dir>/<new version>, never half-visible, unless served; then
+    the deployment files (deploy: keep_versions, policy; components/push/deployment.py)."""
     fs.prepare(saved_model_dir, base_dir)
     if not fs.exists(fs.join(saved_model_dir, GRAPH_FILE)):
         raise FileNotFoundError(f"no saved_model.pb in {saved_model_dir}")
@@ -165,6 +168,7 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None) 
         fs.remove(claim)  # let a later (or waiting) push try again
         raise
     LOGGER.info("pushed %s -> %s", saved_model_dir, final)
+    publish_deployment_files(base_dir, version, **(deploy or {}))
     return PushResult(True, version, final, f"pushed as version {version}")
 
 

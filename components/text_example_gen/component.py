@@ -21,7 +21,8 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.components.util import examples_utils
 
 from components.common.digest import code_digest
-from components.common.listing import fingerprint_input, input_fingerprint, list_input_files
+from components.common.listing import (UNRESOLVED, fingerprint_input, input_fingerprint,
+                                       list_input_files)
 from components.corpus import documents
 from components.corpus.split_documents import reader_config
 from components.text_example_gen import shards, transforms
@@ -52,11 +53,13 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
         raise RuntimeError(f"file accounting broken: listed {files_listed}, seen "
                            f"{counters['files_seen']}, read {counters['files_read']}, "
                            f"quarantined {skipped}")
-    accounted = counters["bytes_packed"] + counters["bytes_quarantined"] + counters["bytes_separators"]
+    accounted = (counters["bytes_packed"] + counters["bytes_quarantined"]
+                 + counters["bytes_separators"] + counters["bytes_duplicate"])
     if counters["bytes_read"] != accounted:
         raise RuntimeError(f"byte accounting broken: read {counters['bytes_read']} != packed "
                            f"{counters['bytes_packed']} + quarantined {counters['bytes_quarantined']}"
-                           f" + separators {counters['bytes_separators']}")
+                           f" + separators {counters['bytes_separators']} + duplicates "
+                           f"{counters['bytes_duplicate']}")
     for split in ("train", "eval") if both_splits else ():
         if counters[f"sequences_{split}"] == 0:
             documents_skipped = sum(counters[f"documents_skipped_{r}"] for r in documents.DOCUMENT_REASONS)
@@ -67,6 +70,13 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
                 f"documents (data.document=separator or record) or change data.eval_fraction")
 
 
+def run_fingerprint(exec_properties: dict, files: list[tuple[str, str]]) -> str:
+    """The fingerprint the run computed once when it built the pipeline (the cache key); from
+    this listing's metadata only when the input was not visible there (UNRESOLVED)."""
+    fingerprint = exec_properties.get("input_fingerprint") or UNRESOLVED
+    return input_fingerprint(files) if fingerprint == UNRESOLVED else fingerprint
+
+
 class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
     """Unpacks the config, runs TextToTFRecordShards, records counters on the artifact."""
 
@@ -74,9 +84,9 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         data = config_lib.from_dict(config_lib.DataConfig, json.loads(exec_properties["data_config"]))
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         root, files = list_input_files(data.input, data.exclude)
-        fingerprint = input_fingerprint(files)
-        logging.getLogger("bigtrain.data").info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
-                     fingerprint[:16])
+        fingerprint = run_fingerprint(exec_properties, files)
+        logging.getLogger("bigtrain.data").info(
+            "TextExampleGen: %d files under %s (fingerprint %s)", len(files), root, fingerprint[:16])
 
         # The stage's Tokenizer artifact (data.tokenizer=sentencepiece), else UTF-8 bytes. Its
         # files are copied next to the shards: the Examples say which ids they hold, and the
@@ -84,8 +94,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         tokenizer_dir = None
         if input_dict.get("tokenizer"):
             tokenizer_dir = tokenizer_artifact.examples_tokenizer_dir(examples.uri)
-            fs.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri,
-                        tokenizer_dir)
+            fs.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri, tokenizer_dir)
             loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 
@@ -94,7 +103,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
             eval_fraction=data.eval_fraction, split_salt=data.split_salt,
             train_shards=data.train_shards, eval_shards=data.eval_shards,
-            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir)
+            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup)
         result = beam_pipeline.run()
         result.wait_until_finish()
         # The pieces live until the whole stage has committed its shards (a retried assembly
@@ -164,6 +173,7 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
         super().__init__(spec=TextExampleGenSpec(
             data_config=config_lib.section_json(data),
             input_fingerprint=input_fingerprint,
-            code_digest=code_digest(*DATA_CODE) if tokenizer is not None else None,
+            # Always: a reader fix must not leave stale shards cached (it was None for bytes).
+            code_digest=code_digest(*DATA_CODE),
             tokenizer=tokenizer,
             examples=types.Channel(type=standard_artifacts.Examples)))

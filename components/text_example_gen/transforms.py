@@ -4,7 +4,8 @@
                                                    touched, one quarantine piece)
           ── AssembleShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz + quarantine.jsonl
 
-ConvertUnitFn streams one unit: read (readers.py) -> documents -> split by document id -> pack
+ConvertUnitFn streams one unit: read (readers.py) -> documents -> drop later copies of a document
+(FindDuplicates, data.dedup=exact) -> split by content (documents.py) -> pack
 (packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
 travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
 Every input byte is counted once: packed, quarantined (with its reason and location in
@@ -32,7 +33,8 @@ NAMESPACE = "bigtrain.data"
 QUARANTINE_MANIFEST = "quarantine.jsonl"
 SPLITS = ("train", "eval")
 COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", "bytes_packed",
-                  "bytes_quarantined", "bytes_separators", "sequences_train", "sequences_eval",
+                  "bytes_quarantined", "bytes_separators", "bytes_duplicate",
+                  "sequences_train", "sequences_eval",
                   "tokens_real", "tokens_padding"]
                  + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
                  + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
@@ -40,6 +42,30 @@ COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", 
 
 # ----------------------------------------------------------------------------------------------
 # DoFns.
+
+
+class ManifestPieceWriter:
+    """A unit's quarantine records, each written to the piece file as it comes (memory: one
+    record, whatever the unit quarantines); the file is created on the first record, under a
+    temporary name renamed on close (a retried bundle rewrites it whole)."""
+
+    def __init__(self, path: str):
+        self.path, self._out, self._tmp, self.records = path, None, None, 0
+
+    def write(self, record: dict) -> None:
+        if self._out is None:
+            self._tmp = shards.tmp_name(self.path)
+            self._out = shards._create(self._tmp)
+        self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+        self.records += 1
+
+    def close(self) -> bool:
+        """True when a piece file was written."""
+        if self._out is None:
+            return False
+        self._out.close()
+        shards._rename(self._tmp, self.path)
+        return True
 
 
 class ConvertUnitFn(beam.DoFn):
@@ -72,8 +98,11 @@ class ConvertUnitFn(beam.DoFn):
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
             self._tokenizer_loaded = True
 
-    def process(self, unit: readers.Unit):
+    def process(self, unit: readers.Unit, duplicates=None):
+        """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates)."""
         self._load_tokenizer()
+        later_copies = frozenset((duplicates or {}).get(unit.index, ()))
+        ordinal = -1
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
         packers = {split: packing.Packer(self._seq_len, self._tokenize, self._specials)
@@ -83,7 +112,12 @@ class ConvertUnitFn(beam.DoFn):
             file_problem = False
             for event in readers.read_piece(piece, self._config):
                 if isinstance(event, Document):
-                    split = docs.split_for(event.id, self._eval_fraction, self._salt)
+                    ordinal += 1
+                    if ordinal in later_copies:
+                        out.counts[f"documents_skipped_{docs.DUPLICATE}"] += 1
+                        out.counts["bytes_duplicate"] += event.source_bytes
+                        continue
+                    split = docs.split_of(event, self._eval_fraction, self._salt)
                     out.counts["documents_packed"] += 1
                     out.counts["bytes_packed"] += event.source_bytes
                     out.write(split, packers[split].add(event.text))
@@ -115,7 +149,8 @@ class UnitWriter:
         self.pending = {split: [] for split in SPLITS}
         self.batches = dict.fromkeys(SPLITS, 0)
         self.writers: dict[tuple[str, int], shards.PieceWriter] = {}
-        self.manifest: list[str] = []
+        self.manifest = ManifestPieceWriter(os.path.join(
+            output_dir, shards.PIECES_DIR, f"unit-{unit_index:06d}-quarantine.jsonl"))
 
     def write(self, split: str, windows: np.ndarray | None, final: bool = False) -> None:
         """Hold windows until a full batch (or the final call), then encode and write batches."""
@@ -152,22 +187,36 @@ class UnitWriter:
         else:
             self.counts[f"documents_skipped_{event.reason}"] += event.records
         self.counts["bytes_quarantined"] += event.bytes
-        self.manifest.append(json.dumps(event.record(), sort_keys=True))
+        self.manifest.write(event.record())
         return is_file
 
     def close(self):
         """Close every piece; yields ((kind, split, shard), (unit index, piece path))."""
         for (split, shard), writer in sorted(self.writers.items()):
             yield ("shard", split, shard), (self.unit_index, writer.close())
-        if self.manifest:
-            path = os.path.join(self.output_dir, shards.PIECES_DIR,
-                                f"unit-{self.unit_index:06d}-quarantine.jsonl")
-            tmp = shards.tmp_name(path)
-            out = shards._create(tmp)
-            out.write(("\n".join(self.manifest) + "\n").encode("utf-8"))
-            out.close()
-            shards._rename(tmp, path)
-            yield ("manifest", "", 0), (self.unit_index, path)
+        if self.manifest.close():
+            yield ("manifest", "", 0), (self.unit_index, self.manifest.path)
+
+
+class DigestUnitFn(beam.DoFn):
+    """Unit -> (content_key digest, (unit index, ordinal)) for each packable document."""
+
+    def __init__(self, config: readers.ReaderConfig):
+        self._config = config
+
+    def process(self, unit: readers.Unit):
+        ordinal = 0
+        for piece in unit.pieces:
+            for event in readers.read_piece(piece, self._config):
+                if isinstance(event, Document):
+                    yield bytes.fromhex(docs.content_key(event.text)), (unit.index, ordinal)
+                    ordinal += 1
+
+
+def _later_copies(element):
+    """(digest, locations) -> every location but the first in reading order."""
+    _, locations = element
+    return sorted(locations)[1:]
 
 
 class AssembleFn(beam.DoFn):
@@ -191,15 +240,38 @@ class AssembleFn(beam.DoFn):
 # Composite transforms.
 
 
-class ConvertUnits(beam.PTransform):
-    """PCollection[Unit] -> piece records, one per piece file written."""
+class FindDuplicates(beam.PTransform):
+    """PCollection[Unit] -> (unit index, [ordinals of documents that repeat an earlier one]).
 
-    def __init__(self, fn: ConvertUnitFn):
+    Reads the units once more, keeping only digests: the shuffle holds one 32-byte digest and one
+    (unit, ordinal) pair per document, never a text, and what reaches ConvertUnitFn (a side
+    input) is the later copies' locations only, O(duplicates) integers."""
+
+    def __init__(self, config: readers.ReaderConfig):
         super().__init__()
-        self._fn = fn
+        self._config = config
 
     def expand(self, units):
-        return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn)
+        return (units
+                | "Digests" >> beam.ParDo(DigestUnitFn(self._config))
+                | "GroupCopies" >> beam.GroupByKey()
+                | "LaterCopies" >> beam.FlatMap(_later_copies)
+                | "ByUnit" >> beam.GroupByKey()
+                | "AsLists" >> beam.MapTuple(lambda unit, ordinals: (unit, sorted(ordinals))))
+
+
+class ConvertUnits(beam.PTransform):
+    """PCollection[Unit] -> piece records, one per piece file written. duplicates: the output of
+    FindDuplicates (data.dedup=exact), or None to pack every document."""
+
+    def __init__(self, fn: ConvertUnitFn, duplicates=None):
+        super().__init__()
+        self._fn, self._duplicates = fn, duplicates
+
+    def expand(self, units):
+        side = {} if self._duplicates is None else {
+            "duplicates": beam.pvalue.AsDict(self._duplicates)}
+        return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn, **side)
 
 
 class AssembleShards(beam.PTransform):
@@ -227,9 +299,10 @@ class TextToTFRecordShards(beam.PTransform):
                  split_salt: str, train_shards: int, eval_shards: int,
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
-                 tokenizer_dir: str | None = None):
+                 tokenizer_dir: str | None = None, dedup: str = "exact"):
         super().__init__()
         self._units = readers.plan_units(files, reader_config)
+        self._reader_config, self._dedup = reader_config, dedup
         num_shards = {"train": train_shards, "eval": eval_shards}
         self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
                                       eval_fraction=eval_fraction, split_salt=split_salt,
@@ -238,7 +311,9 @@ class TextToTFRecordShards(beam.PTransform):
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
-        return (pbegin
-                | "PlanUnits" >> beam.Create(self._units)
-                | "ConvertUnits" >> ConvertUnits(self._convert)
+        units = pbegin | "PlanUnits" >> beam.Create(self._units)
+        duplicates = (units | "FindDuplicates" >> FindDuplicates(self._reader_config)
+                      if self._dedup == "exact" else None)
+        return (units
+                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates)
                 | "AssembleShards" >> self._assemble)

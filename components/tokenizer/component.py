@@ -26,7 +26,7 @@ from components import config as config_lib
 
 # The data settings a tokenizer depends on; every other data setting leaves it unchanged.
 TOKENIZER_SETTINGS = ("input", "exclude", "format", "document", "separator", "text_field",
-                      "max_document_bytes", "eval_fraction", "split_salt", "tokenizer", "vocab_size", "tokenizer_model_type",
+                      "max_document_bytes", "eval_fraction", "split_salt", "dedup", "newline", "tokenizer", "vocab_size", "tokenizer_model_type",
                       "tokenizer_sample_bytes")
 
 _STRING = artifact.Property(type=artifact.PropertyType.STRING)

@@ -20,7 +20,7 @@ from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.tokenizer.spec import token_spec
 from components.training import input as input_lib
-from components.training import memory
+from components.training import memory, pipeline_stages, zero
 from components.training.schedule import WarmupCosine
 from components.training.strategy import make_strategy
 from components.training.train_step import TrainState, make_optimizer, make_train_step
@@ -87,17 +87,36 @@ def build_training(config, strategy, prepare_model=None):
     `prepare_model(model)` (warm start, freezing) runs before the optimizer exists."""
     t = config.train
     with strategy.scope():
-        model = build_model(config.model, config.data.seq_len, config.runtime.precision, t.remat,
-                            vocab_size=token_spec(config.data).vocab_size)
+        if config.runtime.pipeline_stages > 1:  # issue 21: stages on their devices
+            model = pipeline_stages.build_staged_model(
+                config.model, config.data.seq_len, config.runtime.precision, t.remat,
+                token_spec(config.data).vocab_size, config.runtime.pipeline_stages)
+        else:
+            model = build_model(config.model, config.data.seq_len, config.runtime.precision,
+                                t.remat, vocab_size=token_spec(config.data).vocab_size)
         if prepare_model:
             prepare_model(model)
         state = TrainState()
         schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
         # The schedule reads the step counter that also stops the run (skipped steps included),
         # not optimizer.iterations (applied steps only, which Adam's bias correction needs).
-        optimizer = make_optimizer(t, lambda: schedule(state.step), model)
-        optimizer.build(model.trainable_variables)
+        if not t.shard_optimizer_state:
+            optimizer = make_optimizer(t, lambda: schedule(state.step), model)
+            optimizer.build(model.trainable_variables)
+    if t.shard_optimizer_state:  # issue 21: AdamW moments split across replicas (zero.py)
+        optimizer = zero.make_sharded_optimizer(t, lambda: schedule(state.step), model, strategy)
     return model, state, optimizer, schedule
+
+
+def pipeline_gradient_fn(config, model, state):
+    """Issue 21: the GPipe gradient function with runtime.pipeline_stages > 1, else None."""
+    if config.runtime.pipeline_stages == 1:
+        return None
+    return pipeline_stages.make_pipeline_gradient_fn(
+        model, state, global_batch_size=config.train.global_batch_size,
+        accumulation_steps=config.train.accumulation_steps,
+        dynamic_loss_scale=config.runtime.precision == "mixed_float16", seed=config.train.seed,
+        pad_id=token_spec(config.data).pad_id)
 
 
 class StepLog:
@@ -150,7 +169,7 @@ def _describe_and_check(config, model, replicas: int) -> tuple[int, int, bool]:
     Returns (parameter count, training FLOPs per token, XLA on)."""
     t, runtime = config.train, config.runtime
     n_params = parameter_count(model)
-    flops = flops_per_token(config.model, config.data.seq_len, n_params)
+    flops = flops_per_token(model, config.data.seq_len)
     _log("model %s: %s parameters, %.3g training FLOPs/token, %d replica(s), precision %s, "
          "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
          flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
@@ -173,9 +192,13 @@ def _worker_dirs(strategy, checkpoint_dir: str, model_run_dir: str) -> tuple[str
 
 def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: str):
     """The CheckpointManager saving into checkpoint_dir, after restoring the latest checkpoint of
-    shared_checkpoint_dir (the chief's, on every worker) when there is one."""
+    shared_checkpoint_dir (the chief's, on every worker) when there is one; a worker with its own
+    --out folder (no shared file system) finds its own copy in checkpoint_dir (every worker writes
+    each checkpoint; before, such a worker started at step 0 while the chief resumed)."""
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
-    latest = tf.train.latest_checkpoint(shared_checkpoint_dir)
+    latest = (tf.train.latest_checkpoint(shared_checkpoint_dir)
+              or (checkpoint_dir != shared_checkpoint_dir
+                  and tf.train.latest_checkpoint(checkpoint_dir)) or None)
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         _log("resumed from %s (step %d)", latest, _value(checkpoint.state.step))
@@ -213,7 +236,8 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                               global_batch_size=t.global_batch_size,
                               accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
                               dynamic_loss_scale=runtime.precision == "mixed_float16",
-                              seed=t.seed, xla=xla, pad_id=token_spec(data).pad_id)
+                              seed=t.seed, xla=xla, pad_id=token_spec(data).pad_id,
+                              gradient_fn=pipeline_gradient_fn(config, model, state))
     step_log = StepLog(config, schedule, state, model_run_dir)
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     started, consecutive_skipped = time.perf_counter(), 0

@@ -23,6 +23,8 @@ import os
 import shutil
 import subprocess
 
+from components.tokenizer.spec import token_spec
+
 GIB = 2.0**30
 
 
@@ -69,18 +71,23 @@ def device_memory_bytes(runtime, replicas: int) -> float:
         return 0.0
 
 
-def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0) -> MemoryEstimate:
+def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0, *,
+             vocab_size: int | None = None) -> MemoryEstimate:
+    """V is the real vocabulary: `vocab_size` when given (a loaded tokenizer's), else the
+    config's (259 byte ids, or data.vocab_size for SentencePiece). T is data.seq_len."""
     m, t, T = config.model, config.train, config.data.seq_len
     s = 4 if config.runtime.precision == "float32" else 2
-    C, H, L, V = m.d_model, m.n_head, m.n_layer, 259
+    V = vocab_size if vocab_size is not None else vocabulary(config)
+    C, H, L = m.d_model, m.n_head, m.n_layer
     b = t.global_batch_size // (replicas * t.accumulation_steps)
     block = C * (12 + 15 * s) + H * T * (9 + s)             # bytes per token, one block
     per_token = (4 * C * L + block) if t.remat == "blocks" else L * block
     activations = b * T * (per_token + 12 * V)
     evaluation = config.eval.batch_size * T * (block + 8 * V)
-    return MemoryEstimate(parameters=4.0 * n_params, optimizer_state=8.0 * n_params,
-                          gradients=8.0 * n_params, activations_per_micro_batch=float(activations),
-                          evaluation_micro_batch=float(evaluation), device_memory=device_memory)
+    whole = MemoryEstimate(parameters=4.0 * n_params, optimizer_state=8.0 * n_params,
+                           gradients=8.0 * n_params, activations_per_micro_batch=float(activations),
+                           evaluation_micro_batch=float(evaluation), device_memory=device_memory)
+    return model_parallel_estimate(config, whole, replicas)      # issue 21: sharding / stages
 
 
 def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
@@ -105,3 +112,84 @@ def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
             f"~{estimate_.evaluation_micro_batch / GIB:.1f} GiB on top of {fixed / GIB:.1f} GiB of "
             f"weights and optimizer state; the device has {available / GIB:.1f} GiB: lower "
             f"eval.batch_size")
+
+
+# --- Issue 21: per-device bytes under sharded optimizer state (ZeRO-1) and pipeline stages. ---
+
+def vocabulary(config) -> int:
+    """Token ids of the configured tokenizer (bytes: 259; SentencePiece: data.vocab_size)."""
+    return token_spec(config.data).vocab_size
+
+
+def parameter_split(config) -> tuple[int, int, int]:
+    """(embedding parameters, parameters of one block, final norm + untied head): the analytic
+    count of components/model/gpt.py (qkv, proj, fc, fc_out with biases; two LayerNorms)."""
+    m, V = config.model, vocabulary(config)
+    C, hidden = m.d_model, m.mlp_ratio * m.d_model
+    block = (C * 3 * C + 3 * C) + (C * C + C) + (C * hidden + hidden) + (hidden * C + C) + 4 * C
+    final = 2 * C + (0 if m.tie_embeddings else V * C)
+    return (V + config.data.seq_len) * C, block, final
+
+
+def stage_blocks(n_layer: int, stages: int) -> list[int]:
+    """Blocks per pipeline stage, contiguous, the first stages one larger when S does not divide
+    L (the one split rule: components/training/pipeline_stages.py uses it too)."""
+    base, extra = divmod(n_layer, stages)
+    return [base + (1 if s < extra else 0) for s in range(stages)]
+
+
+def model_parallel_estimate(config, whole: MemoryEstimate, replicas: int) -> MemoryEstimate:
+    """Per-device figures: with S pipeline stages the busiest stage's parameters, gradients and
+    moments, and the activations of all M micro-batches of its blocks (GPipe keeps every
+    micro-batch's until its backward; the last stage also keeps M logits); with sharded state
+    the moments are 1/R per replica. Without either, `whole` unchanged."""
+    stages, t = config.runtime.pipeline_stages, config.train
+    result = whole
+    if stages > 1:
+        embedding, block, final = parameter_split(config)
+        counts = stage_blocks(config.model.n_layer, stages)
+        per_stage = [n * block + (embedding if s == 0 else 0) + (final if s == stages - 1 else 0)
+                     for s, n in enumerate(counts)]
+        busiest = max(per_stage)
+        share = busiest / max(embedding + config.model.n_layer * block + final, 1)
+        blocks_of_most = max(counts)
+        m, T = config.model, config.data.seq_len
+        s_bytes = 4 if config.runtime.precision == "float32" else 2
+        b = t.global_batch_size // (replicas * t.accumulation_steps)
+        one_block = m.d_model * (12 + 15 * s_bytes) + m.n_head * T * (9 + s_bytes)
+        per_token = ((4 * m.d_model * blocks_of_most + one_block) if t.remat == "blocks"
+                     else blocks_of_most * one_block) + 12 * vocabulary(config)
+        block_activations = t.accumulation_steps * b * T * per_token
+        result = dataclasses.replace(
+            whole, parameters=whole.parameters * share, gradients=whole.gradients * share,
+            optimizer_state=whole.optimizer_state * share,
+            activations_per_micro_batch=float(block_activations))
+    if t.shard_optimizer_state and replicas > 1:
+        result = dataclasses.replace(result, optimizer_state=result.optimizer_state / replicas)
+    return result
+
+
+def fit_table(config, devices: int = 8, device_gb: float = 80.0) -> list[str]:
+    """Which layouts of `config`'s model fit `devices` devices of `device_gb` GiB: per-device
+    parameters, gradients, optimizer state, activations (GiB) and the verdict, one line each."""
+    from components.config import merge
+    embedding, block, final = parameter_split(config)
+    n_params = embedding + config.model.n_layer * block + final
+    layouts = [("mirrored", devices, {"runtime": {"strategy": "mirrored"}}),
+               ("mirrored + shard_optimizer_state", devices,
+                {"runtime": {"strategy": "mirrored"}, "train": {"shard_optimizer_state": True}})]
+    layouts += [(f"{name}, remat=none", replicas, {**change, "train": {
+        **change.get("train", {}), "remat": "none"}}) for name, replicas, change in layouts]
+    layouts += [(f"pipeline_stages={s}", 1, {"runtime": {"strategy": "one_device",
+                                                         "pipeline_stages": s}})
+                for s in (2, 4, 8) if s <= min(devices, config.model.n_layer)]
+    lines = [f"{n_params / 1e9:.2f}B parameters on {devices} devices of {device_gb:g} GiB "
+             f"(GiB per device: params / grads / optimizer / activations = total)"]
+    for name, replicas, change in layouts:
+        variant = merge(config, change)
+        e = estimate(variant, n_params, replicas, device_gb * GIB)
+        verdict = "fits" if e.training_total <= device_gb * GIB else "does NOT fit"
+        lines.append(f"{name:46s} {e.parameters / GIB:6.1f} / {e.gradients / GIB:6.1f} / "
+                     f"{e.optimizer_state / GIB:6.1f} / {e.activations_per_micro_batch / GIB:7.1f} "
+                     f"= {e.training_total / GIB:7.1f}  {verdict}")
+    return lines

@@ -81,10 +81,13 @@ def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer) -> tu
     """(metrics of the in-memory model on the eval split, the unigram baseline loss)."""
     from components.training import loop
     seq_len, spec = config.data.seq_len, token_spec(config.data)
-    # eval.batch_size micro-batches (the global batch in one piece does not fit at scale).
+    # eval.batch_size micro-batches (the global batch in one piece does not fit at scale), on
+    # the Evaluator's sample (eval.max_batches x eval.batch_size sequences: metrics.eval_sample),
+    # so the Trainer's and the Evaluator's eval loss are measured on the same sequences.
     metrics = loop.evaluate(model, fn_args.eval_files, seq_len, config.eval.batch_size,
-                            config.train.eval_batches, pad_id=spec.pad_id,
+                            config.eval.max_batches, pad_id=spec.pad_id,
                             token_bytes=tokenizer.token_byte_lengths() if tokenizer else None)
+    metrics.update(compressor_figures(fn_args.eval_files, seq_len, config, tokenizer))
     baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len,
                                      vocab_size=spec.vocab_size, pad_id=spec.pad_id)
     logging.getLogger("bigtrain.train").info(
@@ -92,6 +95,20 @@ def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer) -> tu
         "baseline %.4f nats/token", metrics["loss"], metrics["bits_per_byte"],
         metrics["perplexity"], metrics["accuracy"], baseline)
     return metrics, baseline
+
+
+def compressor_figures(eval_files, seq_len: int, config, tokenizer) -> dict:
+    """zlib-9 / lzma-9 bits per byte of the eval sample's text (the raw bytes under its targets)."""
+    from components.training import metrics as metrics_lib
+    sample = metrics_lib.eval_sample(eval_files, seq_len,
+                                     config.eval.batch_size * max(config.eval.max_batches, 0))
+    if tokenizer is None:
+        text = metrics_lib.sample_text_bytes(sample)
+    else:
+        specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id}
+        text = b"".join(tokenizer.decode([int(i) for i in row[1:] if int(i) not in specials])
+                        for row in sample)
+    return metrics_lib.compressor_bits_per_byte(text)
 
 
 def training_summary(config: config_lib.Config, result, metrics: dict, baseline: float) -> dict:
@@ -103,6 +120,10 @@ def training_summary(config: config_lib.Config, result, metrics: dict, baseline:
         "final_loss": result.final_loss, "eval_loss": metrics["loss"],
         "eval_accuracy": metrics["accuracy"], "unigram_baseline_loss": baseline,
         "eval_bits_per_byte": metrics["bits_per_byte"],
+        "eval_sample_sequences": metrics["sample_sequences"],
+        "eval_loss_standard_error": metrics["loss_standard_error"],
+        "zlib9_bits_per_byte": metrics["zlib9_bits_per_byte"],
+        "lzma9_bits_per_byte": metrics["lzma9_bits_per_byte"],
         "parameter_count": result.parameter_count, "flops_per_token": result.flops_per_token,
         "num_replicas": result.num_replicas, "precision": config.runtime.precision,
         "config_digest": config_lib.digest(config),
@@ -113,12 +134,12 @@ def run_fn(fn_args) -> None:
     from components.training import loop
     from components.training import warm_start
     from components.training.variants import export_variants
-    from components.training.strategy import ensure_cpu_replicas
+    from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
 
     custom = fn_args.custom_config
     config, tuned = trainer_config(custom, fn_args.hyperparameters)
-    if config.runtime.strategy == "mirrored":
-        ensure_cpu_replicas(config.runtime.cpu_replicas)
+    if cpu_devices_needed(config.runtime):
+        ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
                                   config.train.freeze, warm)

@@ -21,14 +21,26 @@ def ensure_cpu_replicas(count: int) -> int:
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
     except RuntimeError:
         current = len(tf.config.list_logical_devices("CPU"))
-        if current != count:
+        if current < count:
             logging.warning("TensorFlow was initialized before the CPU could be split into %d "
                             "logical devices; training uses %d replica(s)", count, current)
     return len(tf.config.list_logical_devices("CPU"))
 
 
+def cpu_devices_needed(runtime) -> int:
+    """Logical CPU devices a run splits the CPU into on a machine without GPUs (0: no split):
+    the mirrored replicas, or the pipeline stages (issue 21)."""
+    if getattr(runtime, "pipeline_stages", 1) > 1:
+        return runtime.pipeline_stages
+    return runtime.cpu_replicas if runtime.strategy == "mirrored" else 0
+
+
 def make_strategy(runtime) -> tf.distribute.Strategy:
     name = runtime.strategy
+    if getattr(runtime, "pipeline_stages", 1) > 1:
+        # Issue 21: the stages place themselves (pipeline_stages.py); a OneDeviceStrategy scope
+        # would pin every variable to its one device.
+        return tf.distribute.get_strategy()
     if name == "one_device":
         gpus = tf.config.list_logical_devices("GPU")
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")

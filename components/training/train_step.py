@@ -174,11 +174,12 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
 def make_train_step(model, optimizer, strategy, state: TrainState, *, global_batch_size: int,
                     accumulation_steps: int, clip_norm: float | None,
                     dynamic_loss_scale: bool, seed: int = 0, xla: bool = False,
-                    pad_id: int = PAD_ID):
+                    pad_id: int = PAD_ID, gradient_fn=None):
     """Returns a tf.function(iterator) -> (global loss, gradient norm, finite) for one step.
-    clip_norm=None: no clipping (the SGD reference check)."""
+    clip_norm=None: no clipping (the SGD reference check). gradient_fn: a replacement for
+    make_gradient_fn's (issue 21: pipeline_stages.make_pipeline_gradient_fn)."""
     variables = model.trainable_variables
-    replica_gradients = make_gradient_fn(
+    replica_gradients = gradient_fn or make_gradient_fn(
         model, strategy, state, global_batch_size=global_batch_size,
         accumulation_steps=accumulation_steps, dynamic_loss_scale=dynamic_loss_scale, seed=seed,
         xla=xla, pad_id=pad_id)
@@ -189,8 +190,11 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
         finite = distribution.experimental_local_results(finite)[0]
 
         def apply():
-            distribution.extended.call_for_each_replica(
-                lambda g: optimizer.apply(g, variables), args=(grads,))
+            if hasattr(optimizer, "apply_sharded"):  # issue 21: ZeRO-1 (zero.ShardedAdamW)
+                optimizer.apply_sharded(distribution, grads, variables)
+            else:
+                distribution.extended.call_for_each_replica(
+                    lambda g: optimizer.apply(g, variables), args=(grads,))
             state.good_steps.assign_add(1)
             if dynamic_loss_scale:
                 grow = state.good_steps >= LOSS_SCALE_GROWTH_INTERVAL

@@ -15,10 +15,12 @@ from components.common import fs
 import json
 import logging
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
 
+from components.common.heap import heap_frozen
 from components.model.gpt import build_model
 from components.training import warm_start
 from components.training.export import serving_copy, write_serving_model
@@ -35,7 +37,8 @@ def int8_copy(float_model, model_config, context_length: int):
     (GPT.output_embedding); LayerNorms stay float32."""
     model = build_model(model_config, context_length, "float32", vocab_size=float_model.vocab_size)
     model.set_weights(float_model.get_weights())
-    model.quantize("int8")
+    with heap_frozen():
+        model.quantize("int8")
     return model
 
 
@@ -57,9 +60,20 @@ def export_variants(trained_model, model_config, context_length: int, model_dir:
                     metadata: dict | None = None, tokenizer=None) -> dict:
     """Write the float SavedModel and each requested variant under model_dir; returns the
     manifest (also written to model_dir/variants.json)."""
+    with heap_frozen():   # tracing the signatures allocates heavily: no full-heap passes meanwhile
+        manifest = _export_each(trained_model, model_config, context_length, model_dir, quantize,
+                                max_new_tokens_limit, metadata, tokenizer)
+    with tf.io.gfile.GFile(os.path.join(model_dir, MANIFEST), "w") as fh:
+        json.dump(manifest, fh, indent=2)
+    return manifest
+
+
+def _export_each(trained_model, model_config, context_length, model_dir, quantize,
+                 max_new_tokens_limit, metadata, tokenizer) -> dict:
     float_model = serving_copy(trained_model, model_config, context_length)
     manifest = {}
     for variant in ("float",) + tuple(v for v in ("int8", "tflite") if v in quantize):
+        started = time.perf_counter()
         path = os.path.join(model_dir, DIRS[variant])
         meta = dict(metadata or {}, variant=variant)
         if variant == "float":
@@ -77,9 +91,8 @@ def export_variants(trained_model, model_config, context_length: int, model_dir:
             write_tflite(os.path.join(model_dir, DIRS["float"]), path)
             manifest[variant] = {"path": os.path.join(DIRS[variant], TFLITE_FILE), "format": "tflite"}
         manifest[variant]["size_bytes"] = size_bytes(os.path.join(model_dir, manifest[variant]["path"]))
-        LOGGER.info("exported %s variant: %s (%d bytes)", variant, path, manifest[variant]["size_bytes"])
-    with tf.io.gfile.GFile(os.path.join(model_dir, MANIFEST), "w") as fh:
-        json.dump(manifest, fh, indent=2)
+        LOGGER.info("exported %s variant: %s (%d bytes, %.1f s)", variant, path,
+                    manifest[variant]["size_bytes"], time.perf_counter() - started)
     return manifest
 
 
@@ -98,6 +111,54 @@ def size_bytes(path: str) -> int:
     return sum(fs.size(fs.join(path, rel)) for rel in fs.walk_files(path))
 
 
+def recommend(variant_figures: dict, float_figures: dict, max_loss_delta: float = 0.05,
+              max_size_ratio: float = 1.0, max_latency_ratio: float = 1.1) -> tuple[bool, str]:
+    """Is a variant worth serving instead of the float model? Figures: loss (same eval sequences),
+    size_bytes, latency_ms (token_logits on one eval batch). Not recommended when its loss exceeds
+    float's by more than max_loss_delta, or it is larger or slower than float (by the ratios);
+    the reason names every failed check with both figures."""
+    if variant_figures is float_figures:
+        return True, "fit to serve: the float model"
+    delta = variant_figures["loss"] - float_figures["loss"]
+    size, float_size = variant_figures["size_bytes"], float_figures["size_bytes"]
+    latency, float_latency = variant_figures["latency_ms"], float_figures["latency_ms"]
+    failures = []
+    if delta > max_loss_delta:
+        failures.append(f"loss {variant_figures['loss']:.4f} is float {float_figures['loss']:.4f} "
+                        f"{delta:+.4f} > eval.max_quantization_loss_delta {max_loss_delta:.4f}")
+    if size > max_size_ratio * float_size:
+        failures.append(f"larger than float: {size:,} bytes vs {float_size:,} "
+                        f"(> eval.max_variant_size_ratio {max_size_ratio:g})")
+    if latency > max_latency_ratio * float_latency:
+        failures.append(f"slower than float: {latency:.1f} ms vs {float_latency:.1f} ms per batch "
+                        f"(> eval.max_variant_latency_ratio {max_latency_ratio:g})")
+    if failures:
+        return False, "not fit to serve: " + "; ".join(failures)
+    return True, (f"fit to serve: loss delta {delta:+.4f} <= {max_loss_delta:.4f}, {size:,} vs "
+                  f"{float_size:,} bytes, {latency:.1f} vs {float_latency:.1f} ms per batch")
+
+
+def recommend_all(variant_figures: dict, eval_config) -> dict[str, tuple[bool, str]]:
+    """recommend() for every variant against variant_figures["float"], with the eval section's
+    allowances (max_quantization_loss_delta, max_variant_size_ratio, max_variant_latency_ratio)."""
+    return {name: recommend(figures, variant_figures["float"], eval_config.max_quantization_loss_delta,
+                            eval_config.max_variant_size_ratio, eval_config.max_variant_latency_ratio)
+            for name, figures in variant_figures.items()}
+
+
+def check_ids(ids, vocab_size: int) -> np.ndarray:
+    """The SavedModel's token_logits checks, for the TFLite flatbuffer (TFLite has no Assert op:
+    the converter drops the graph's checks, so id -1 would give finite logits)."""
+    ids = np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError(f"input_ids must be [batch, positions], got shape {ids.shape}")
+    if ids.size and ids.min() < 0:
+        raise ValueError("input_ids must be >= 0")
+    if ids.size and ids.max() >= vocab_size:
+        raise ValueError(f"input_ids must be < {vocab_size}")
+    return ids.astype(np.int32)
+
+
 def logits_fn(model_dir: str, entry: dict):
     """ids int32 (B, T) -> logits float32 (B, T, V) for one variant: the SavedModel's
     token_logits signature, or the TFLite Interpreter's."""
@@ -109,6 +170,8 @@ def logits_fn(model_dir: str, entry: dict):
         def saved_model_logits(ids):
             return loaded.signatures["token_logits"](input_ids=tf.convert_to_tensor(ids, tf.int32))["logits"]
         return saved_model_logits
-    interpreter = tf.lite.Interpreter(model_path=path, num_threads=os.cpu_count())
+    # The model's bytes through fs (TFLite opens model_path with the C library: no s3://).
+    interpreter = tf.lite.Interpreter(model_content=fs.read_bytes(path), num_threads=os.cpu_count())
     runner = interpreter.get_signature_runner("token_logits")
-    return lambda ids: runner(input_ids=np.asarray(ids, np.int32))["logits"]
+    vocab_size = runner.get_output_details()["logits"]["shape"][-1]
+    return lambda ids: runner(input_ids=check_ids(ids, vocab_size))["logits"]

@@ -112,10 +112,10 @@ def load_weights(model: keras.Model, prefix: str) -> int:
     targets = variable_paths(model)
     for path, variable in targets.items():
         if path not in shapes:
-            # tf.train.Checkpoint(model=...) does not see Keras 3's tracked list of blocks (only
-            # the SavedModel walk does): a training checkpoint holds them under the optimizer.
-            hint = (" A training checkpoint keeps the blocks only under the optimizer; start from "
-                    "the Model artifact or its SavedModel instead."
+            # A training checkpoint's flat keys name each variable by its shortest path, which
+            # for trainable weights runs through the optimizer (the object graph has both).
+            hint = (" A training checkpoint keys trainable weights under the optimizer; start "
+                    "from the Model artifact or its SavedModel instead."
                     if any(k.startswith("optimizer/") for k in reader.get_variable_to_shape_map())
                     else " Was the parent built with the same model.n_layer and model.tie_embeddings?")
             raise WarmStartError(f"warm start from {prefix}: the checkpoint has no variable {path} "
@@ -132,6 +132,21 @@ def load_weights(model: keras.Model, prefix: str) -> int:
     for path, variable in targets.items():
         variable.assign(tf.cast(reader.get_tensor(path + SUFFIX), variable.dtype))
     return len(targets)
+
+
+def restore_model(model: keras.Model, prefix: str):
+    """The model's weights, by name, from a training checkpoint (tf.train.Checkpoint(model=...,
+    optimizer=..., ...)); the rest of the file is not wanted here (expect_partial). A model
+    variable the checkpoint lacks is an error, never a silent partial restore."""
+    status = tf.train.Checkpoint(**{ROOT: model}).read(prefix)   # read: no save_counter
+    status.expect_partial()
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as err:
+        raise WarmStartError(f"restore of the model from {prefix}: the checkpoint lacks model "
+                             f"variables (was it written with the same model.* settings?): "
+                             f"{str(err)[:2000]}") from None
+    return status
 
 
 def freeze(model: keras.Model, items) -> int:

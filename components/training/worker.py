@@ -22,7 +22,8 @@ def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | Non
     result = loop.train(config, [os.path.join(examples_dir, "Split-train", "*")],
                         os.path.join(out_dir, "model_run"), os.path.join(out_dir, "checkpoints"),
                         strategy=strategy)
-    summary = {"steps": result.steps, "final_loss": result.final_loss,
+    summary = {"steps": result.steps, "resumed_from_step": result.resumed_from_step,
+               "final_loss": result.final_loss,
                "num_replicas": result.num_replicas, "is_chief": result.is_chief}
     if weights_out:
         np.savez(weights_out, *result.model.get_weights())

@@ -153,9 +153,9 @@ def tuner_fn(fn_args):
     custom = fn_args.custom_config
     config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
     tune = config_lib.from_dict(config_lib.TuneConfig, json.loads(custom["tune"]))
-    if config.runtime.strategy == "mirrored":
-        from components.training.strategy import ensure_cpu_replicas
-        ensure_cpu_replicas(config.runtime.cpu_replicas)
+    from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
+    if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages (issue 21)
+        ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     hyperparameters = space_lib.declare(tune.space)
     log_dir = custom["log_dir"]
     write_hparams_config(log_dir, hyperparameters)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 from pipeline.lineage import record
 from pipeline.lineage.store import Lineage, changed_parameters, properties
@@ -17,7 +16,8 @@ KEY_PROPERTIES = {
                         "baseline_loss", "baseline_bits_per_byte",
                         "variants", "serve_variant") + tuple(
         f"{variant}_{figure}" for variant in ("float", "int8", "tflite")
-        for figure in ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")),
+        for figure in ("loss", "loss_delta", "loss_delta_se", "batches", "size_bytes", "latency_ms",
+                       "fit_to_serve", "reason")),
     "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "eval_bits_per_byte",
               "unigram_baseline_loss",
               "parameter_count", "tokens_per_second", "precision", "num_replicas",
@@ -47,30 +47,94 @@ def artifact_record(lin: Lineage, artifact_id: int, full: bool = False) -> dict:
     return {"artifact_id": artifact.id, "type": kind, "uri": artifact.uri, "properties": shown}
 
 
-def list_runs(lin: Lineage) -> list[dict]:
-    out = []
-    for run in lin.runs():
-        executions = lin.executions_of(run)
-        stages = {lin.node_of.get(e.id, str(e.id)): lin.state(e) for e in executions
-                  if not lin.node_of.get(e.id, "").endswith("resolver")}
-        states = set(stages.values())
-        state = ("failed" if "failed" in states else "abandoned" if "abandoned" in states
-                 else "running" if states & {"running", "new"} else "complete")
-        pushed = None
-        for execution in executions:
-            if lin.node_of.get(execution.id) == "Pusher" and lin.state(execution) == "complete":
-                for ids in lin.outputs(execution.id).values():
-                    props = properties(lin.artifact(ids[0]))
-                    if props.get("pushed") == 1:
-                        pushed = props.get("pushed_version")
-        start = min((e.create_time_since_epoch for e in executions), default=run.create_time_since_epoch)
-        out.append({"run_id": run.name, "start_ms": start, "duration_s": _duration_s(executions),
-                    "state": state, "stages": stages, "pushed_version": pushed,
-                    "run_dir": properties(run).get(record.RUN_DIR)})
-    return out
+def run_summary(lin: Lineage, run) -> dict:
+    """One run: start, duration, overall state, per-stage states, pushed version, why it ran and
+    its key figures (eval loss, bits per byte), read from the run's own executions and outputs."""
+    executions = lin.executions_of(run)
+    lin.prefetch([e.id for e in executions])
+    stages = {lin.node_of.get(e.id, str(e.id)): lin.state(e) for e in executions
+              if not lin.node_of.get(e.id, "").endswith("resolver")}
+    state = _overall_state(set(stages.values()))
+    pushed, figures = None, {}
+    for execution in executions:
+        node = lin.node_of.get(execution.id, "")
+        if node.endswith(("resolver", "importer")):  # re-emitted artifacts of earlier runs
+            continue
+        for ids in lin.outputs(execution.id).values():
+            for artifact_id in ids:
+                artifact = lin.artifact(artifact_id)
+                kind, props = lin.artifact_type(artifact), properties(artifact)
+                if kind == "PushedModel" and props.get("pushed") == 1 \
+                        and lin.state(execution) == "complete":
+                    pushed = props.get("pushed_version")
+                elif kind == "ModelEvaluation":
+                    figures.update(eval_loss=props.get("loss"),
+                                   bits_per_byte=props.get("bits_per_byte"))
+                elif kind == "Model" and "eval_loss" in props:
+                    figures.setdefault("eval_loss", props.get("eval_loss"))
+                    figures.setdefault("bits_per_byte", props.get("eval_bits_per_byte"))
+    start = min((e.create_time_since_epoch for e in executions), default=run.create_time_since_epoch)
+    run_props = properties(run)
+    return {"run_id": run.name, "start_ms": start, "duration_s": _duration_s(executions),
+            "state": state, "stages": stages, "pushed_version": pushed,
+            "why": run_props.get(record.RUN_WHY), "eval_loss": figures.get("eval_loss"),
+            "bits_per_byte": figures.get("bits_per_byte"),
+            "run_dir": run_props.get(record.RUN_DIR), "log": run_props.get(record.RUN_LOG)}
 
 
-def _execution_record(lin: Lineage, execution_id: int) -> dict:
+def _overall_state(states: set[str]) -> str:
+    return ("failed" if "failed" in states else "abandoned" if "abandoned" in states
+            else "running" if states & {"running", "new"} else "complete")
+
+
+def run_state(lin: Lineage, run) -> str:
+    """run_summary's state from the run's executions alone (one query): node names (to leave
+    resolvers out) are read only for executions that are not complete or cached."""
+    states = set()
+    for execution in lin.executions_of(run):
+        state = lin.state(execution)
+        if state not in ("complete", "cached") and \
+                lin.node_of.get(execution.id, "").endswith("resolver"):
+            continue
+        states.add(state)
+    return _overall_state(states)
+
+
+# How many runs one filtered page may examine: a filter on a rare state must not read the whole
+# history in one request; the page says where it stopped and the next one continues there.
+SCAN_PER_PAGE = 400
+
+
+def list_runs(lin: Lineage, limit: int | None = 20, offset: int = 0,
+              state: str | None = None) -> list[dict]:
+    """Runs newest first: `limit` of them (None: all) from `offset`; with `state`, only runs in
+    that state (see runs_page for a filter that tells where it stopped)."""
+    if state is None:
+        return [run_summary(lin, run) for run in lin.runs_page(offset, limit)]
+    return runs_page(lin, limit or 20, offset, state)["runs"]
+
+
+def runs_page(lin: Lineage, limit: int = 20, offset: int = 0, state: str | None = None) -> dict:
+    """A page of runs for the UI: {"runs", "next_offset" (None at the end), "examined"}.
+    Unfiltered: runs offset..offset+limit. Filtered by state: the matches among at most
+    SCAN_PER_PAGE runs from `offset`, and the offset where the next page continues."""
+    if state is None:
+        runs = lin.runs_page(offset, limit + 1)
+        return {"runs": [run_summary(lin, r) for r in runs[:limit]], "examined": len(runs[:limit]),
+                "next_offset": offset + limit if len(runs) > limit else None}
+    matches, position = [], offset
+    candidates = lin.runs_page(offset, SCAN_PER_PAGE)
+    for run in candidates:
+        position += 1
+        if run_state(lin, run) == state:
+            matches.append(run_summary(lin, run))
+            if len(matches) == limit:
+                break
+    more = len(candidates) == SCAN_PER_PAGE or position < offset + len(candidates)
+    return {"runs": matches, "examined": position - offset, "next_offset": position if more else None}
+
+
+def execution_record(lin: Lineage, execution_id: int) -> dict:
     execution = lin.execution(execution_id)
     return {"execution_id": execution_id, "node": lin.node_of.get(execution_id, execution.name),
             "state": lin.state(execution), "runs": lin.runs_of_execution(execution_id)}
@@ -130,13 +194,13 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
         rec = artifact_record(lin, artifact_id)
         rec["depth"] = depth
         if down:
-            rec["used_by"] = [_execution_record(lin, e) for e in lin.consumers(artifact_id)]
+            rec["used_by"] = [execution_record(lin, e) for e in lin.consumers(artifact_id)]
             for execution in rec["used_by"]:
                 for ids in lin.outputs(execution["execution_id"]).values():
                     frontier += [(i, depth + 1) for i in ids]
         else:
             producer = lin.producer(artifact_id)
-            rec["made_by"] = _execution_record(lin, producer) if producer else None
+            rec["made_by"] = execution_record(lin, producer) if producer else None
             if producer:
                 inputs = lin.inputs(producer)
                 rec["made_by"]["inputs"] = inputs
@@ -146,7 +210,7 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
                     for other in lin.outputs(producer).get("evaluation", []):
                         rec["evaluation"] = artifact_record(lin, other)
         if rec["type"] == "Model":
-            _fine_tuning(lin, artifact_id, rec, down)
+            fine_tuning(lin, artifact_id, rec, down)
         if rec["type"] == "Examples":
             rec["raw_input"] = raw_input(lin, artifact_id)
             rec["anomalies"] = anomalies_for(lin, artifact_id)
@@ -159,7 +223,7 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
     return result
 
 
-def _fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:
+def fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:
     """Warm starts: the parent Model that a Trainer read as `base_model` (up), or the Models
     trained from this one (down)."""
     if down:

@@ -82,17 +82,15 @@ def why_ran(lin: Lineage, execution, previous) -> str:
     return "; ".join(reasons) or "same inputs and parameters (cache disabled or outputs gone)"
 
 
-def run_report(store, run_id: str | None = None, live_writer: bool | None = None) -> RunReport:
-    """Run run_id (or the newest run): stages in execution order, with outputs and why they ran."""
-    lin = Lineage(store, live_writer=live_writer)
+def run_report(store, run_id: str | None = None, live_writer: bool | None = None,
+               lineage: Lineage | None = None) -> RunReport:
+    """Run run_id (or the newest run): stages in execution order, with outputs and why they ran.
+    lineage: an open Lineage of the store to reuse (its caches), e.g. a UI page's."""
+    lin = lineage or Lineage(store, live_writer=live_writer)
     run = lin.run(run_id or "latest")
-    by_node: dict[str, list[int]] = {}
-    for execution_id, node in sorted(lin.node_of.items()):
-        by_node.setdefault(node, []).append(execution_id)
     stages = []
     for execution in lin.executions_of(run):
         node = lin.node_of.get(execution.id, execution.name or str(execution.id))
-        earlier = [i for i in by_node.get(node, []) if i < execution.id]
         stage = StageReport(
             node=node, state=lin.state(execution),
             duration_s=(execution.last_update_time_since_epoch
@@ -103,7 +101,7 @@ def run_report(store, run_id: str | None = None, live_writer: bool | None = None
                 record.ABANDONED_BY, "left running by a process that is no longer alive")
         if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
                 and not reemits(node):
-            stage.why = why_ran(lin, execution, lin.execution(earlier[-1]) if earlier else None)
+            stage.why = why_ran(lin, execution, lin.previous_execution(execution))
         for ids in lin.outputs(execution.id).values():
             for artifact_id in ids:
                 artifact = lin.artifact(artifact_id)
@@ -177,16 +175,18 @@ DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
                  "documents_skipped_binary", "documents_skipped_not_utf8",
                  "documents_skipped_too_large", "documents_skipped_invalid_json",
                  "documents_skipped_missing_field", "documents_skipped_not_string",
-                 "documents_skipped_truncated_input", "bytes_read", "bytes_packed",
-                 "bytes_quarantined", "bytes_separators", "sequences_train", "sequences_eval",
+                 "documents_skipped_truncated_input", "documents_skipped_duplicate", "bytes_read",
+                 "bytes_packed", "bytes_quarantined", "bytes_separators", "bytes_duplicate", "sequences_train", "sequences_eval",
                  "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
-                    "final_loss", "eval_loss", "eval_bits_per_byte", "unigram_baseline_loss",
-                    "eval_accuracy",
+                    "final_loss", "eval_loss", "eval_loss_standard_error",
+                    "eval_sample_sequences", "eval_bits_per_byte", "zlib9_bits_per_byte",
+                    "lzma9_bits_per_byte", "unigram_baseline_loss", "eval_accuracy",
                     "first_step_loss", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
                     "tuned_hyperparameters")
-EVAL_FIGURES = ("loss", "bits_per_byte", "perplexity", "accuracy", "examples", "tokens",
+EVAL_FIGURES = ("loss", "loss_standard_error", "sample_sequences", "bits_per_byte",
+                "perplexity", "accuracy", "examples", "tokens",
                 "baseline_loss", "baseline_bits_per_byte")
 
 
@@ -203,20 +203,25 @@ def _section(title: str, props: dict, names) -> list[str]:
 
 
 def variants_section(evaluation: dict) -> list[str]:
-    """Exported variants measured on the same eval sequences: loss, delta vs float, size,
+    """Exported variants measured on the same eval sequences: loss, delta vs float (paired
+    batch by batch, with its standard error and the batches it was measured on), size,
     token_logits latency on one eval batch, fit to serve (and which one is served)."""
     names = [n for n in str(evaluation.get("variants", "")).split(",") if n]
     if not names:
         return []
     serve = evaluation.get("serve_variant")
-    lines = ["  variants (same eval sequences; latency = token_logits on one eval batch):",
-             f"    {'variant':<8} {'loss':>8} {'delta':>8} {'size':>10} {'latency':>10}  fit to serve"]
+    lines = ["  variants (same eval sequences; delta paired with float, +- its standard error; "
+             "latency = token_logits on one eval batch):",
+             f"    {'variant':<8} {'loss':>8} {'delta':>8} {'+-':>7} {'batches':>7} {'size':>10} "
+             f"{'latency':>10}  fit to serve"]
     for name in names:
         get = lambda figure: evaluation.get(f"{name}_{figure}")
-        size, latency, delta = get("size_bytes"), get("latency_ms"), get("loss_delta")
+        size, latency, delta, se = get("size_bytes"), get("latency_ms"), get("loss_delta"), get("loss_delta_se")
         fit = "yes" if get("fit_to_serve") == 1 else f"NO ({get('reason')})"
         lines.append(f"    {name:<8} {_fmt(get('loss')):>8} "
                      f"{(format(delta, '+.4f') if isinstance(delta, float) else '-'):>8} "
+                     f"{(format(se, '.4f') if isinstance(se, float) else '-'):>7} "
+                     f"{(get('batches') if isinstance(get('batches'), int) else '-'):>7} "
                      f"{(f'{size / 1e6:.2f} MB' if isinstance(size, int) else '-'):>10} "
                      f"{(f'{latency:.1f} ms' if isinstance(latency, float) else '-'):>10}  "
                      f"{fit}{' (export.serve)' if name == serve else ''}")

@@ -3,15 +3,15 @@ is being removed upstream, so everything here walks contexts, executions and eve
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 
-from ml_metadata import errors, metadata_store
+from ml_metadata import metadata_store
+from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common.errors import MetadataStoreError
+from components.common import fs
 from pipeline.lineage import record
 
 Event = metadata_store_pb2.Event
@@ -23,101 +23,6 @@ OUTPUTS = (Event.OUTPUT, Event.DECLARED_OUTPUT, Event.INTERNAL_OUTPUT)
 STATE_WORDS = {Execution.COMPLETE: "complete", Execution.CACHED: "cached", Execution.FAILED: "failed",
                Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
 ABANDONED = "abandoned"
-
-
-def connection_config(sqlite_path: str | None = None, *, read_only: bool = True,
-                      mysql_host: str | None = None, mysql_port: int = 3306,
-                      mysql_database: str | None = None, mysql_user: str | None = None,
-                      mysql_password: str | None = None) -> metadata_store_pb2.ConnectionConfig:
-    """MLMD's connection to a sqlite file (read-only unless asked) or to a MySQL/MariaDB server."""
-    config = metadata_store_pb2.ConnectionConfig()
-    if mysql_host:
-        config.mysql.host, config.mysql.port = mysql_host, mysql_port
-        config.mysql.database = mysql_database or "metadb"
-        config.mysql.user = mysql_user or "root"
-        if mysql_password:
-            config.mysql.password = mysql_password
-    else:
-        config.sqlite.filename_uri = sqlite_path
-        modes = metadata_store_pb2.SqliteMetadataSourceConfig
-        config.sqlite.connection_mode = (modes.READONLY if read_only
-                                         else modes.READWRITE_OPENCREATE)
-    return config
-
-
-def describe(config: metadata_store_pb2.ConnectionConfig) -> str:
-    if config.HasField("mysql"):
-        return f"MySQL {config.mysql.user}@{config.mysql.host}:{config.mysql.port}/{config.mysql.database}"
-    return config.sqlite.filename_uri
-
-
-def check_sqlite(path: str, *, must_exist: bool = True) -> None:
-    """Named errors for a sqlite store that MLMD would only report as a raw query error: missing,
-    empty or truncated, not a database, damaged, or locked by another process. Reads only (a
-    read-only connection with a short busy timeout: never waits on a writer for long)."""
-    import sqlite3
-    if not os.path.exists(path):
-        if must_exist:
-            raise MetadataStoreError(f"no metadata database at {path} (run `bigtrain run` first, or "
-                                     "pass --home or --metadata)")
-        return
-    size = os.path.getsize(path)
-    if size == 0:
-        raise MetadataStoreError(f"metadata store {path} is empty (0 bytes: truncated?); move it "
-                                 "aside to start a new lineage history, or restore it from a backup")
-    with open(path, "rb") as fh:
-        header = fh.read(100)
-    if not header.startswith(b"SQLite format 3\0"):
-        raise MetadataStoreError(f"metadata store {path} is not an SQLite database (corrupt or "
-                                 "overwritten); move it aside or restore it from a backup")
-    if len(header) == 100:  # header: page size at 16, database size in pages at 28
-        page_size = int.from_bytes(header[16:18], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        pages = int.from_bytes(header[28:32], "big")
-        if pages and size < page_size * pages:
-            raise MetadataStoreError(
-                f"metadata store {path} is truncated ({size} bytes, its header says "
-                f"{page_size * pages}); move it aside or restore it from a backup")
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)) as db:
-            result = db.execute("PRAGMA quick_check").fetchone()
-    except sqlite3.OperationalError as err:
-        if "locked" in str(err) or "busy" in str(err):
-            raise MetadataStoreError(
-                f"metadata store {path} is locked by another process ({err}); bigtrain runs take "
-                "<home>/.bigtrain.lock instead, so this is another program holding a write "
-                "transaction: close it and retry") from None
-        raise MetadataStoreError(f"metadata store {path} cannot be read: {err}") from None
-    except sqlite3.DatabaseError as err:
-        raise MetadataStoreError(f"metadata store {path} is damaged ({err}); move it aside or "
-                                 "restore it from a backup") from None
-    if result and result[0] != "ok":
-        raise MetadataStoreError(f"metadata store {path} is damaged (sqlite quick_check: "
-                                 f"{result[0]}); move it aside or restore it from a backup")
-
-
-def open_store(config: metadata_store_pb2.ConnectionConfig) -> metadata_store.MetadataStore:
-    """MetadataStore(config), its failures as named errors (exit code 5) instead of MLMD's raw
-    'Error when executing query' RuntimeErrors."""
-    if config.HasField("sqlite"):
-        check_sqlite(config.sqlite.filename_uri, must_exist=config.sqlite.connection_mode
-                     == metadata_store_pb2.SqliteMetadataSourceConfig.READONLY)
-    try:
-        store = metadata_store.MetadataStore(config)
-        store.get_context_types()  # MySQL connects lazily in places: fail here, named
-        return store
-    except (RuntimeError, errors.StatusError) as err:
-        raise MetadataStoreError(f"metadata store {describe(config)}: {err}") from None
-
-
-def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
-            mysql_port: int = 3306, mysql_database: str | None = None,
-            mysql_user: str | None = None,
-            mysql_password: str | None = None) -> metadata_store.MetadataStore:
-    """An existing sqlite store (read-only unless asked), or a MySQL one (shared deployments)."""
-    return open_store(connection_config(
-        sqlite_path, read_only=read_only, mysql_host=mysql_host, mysql_port=mysql_port,
-        mysql_database=mysql_database, mysql_user=mysql_user, mysql_password=mysql_password))
 
 
 def value_of(value: metadata_store_pb2.Value):
@@ -163,6 +68,12 @@ def properties(obj, custom_only: bool = False) -> dict:
     return out
 
 
+def _same_location(a: str, b: str) -> bool:
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.normpath(a) == os.path.normpath(b)
+
+
 class Lineage:
     """Cached reads of one store, keyed by ids."""
 
@@ -172,49 +83,119 @@ class Lineage:
         without --home), they read as running until the next run records them abandoned."""
         self.store = store
         self.live_writer = live_writer
+        self._artifacts: dict[int, object] = {}
+        self._events_by_execution: dict[int, tuple] = {}
+        self._executions: dict[int, object] = {}
 
     # -- runs and nodes -----------------------------------------------------------------------
+    # Every read here goes by id, context or event and costs the same with 10 runs or 10,000 in
+    # the store (benchmarks/lineage_speed.py): no question lists every run or execution.
     @functools.cached_property
-    def node_of(self) -> dict[int, str]:
-        """execution id -> node id (e.g. 'Trainer'), through the node contexts (IR-based runners:
-        local, Kubeflow) or the component_run contexts (TFX's Airflow runner)."""
-        out = {}
-        for ctx in self.store.get_contexts_by_type("node"):          # "<pipeline>.<node>"
-            for execution in self.store.get_executions_by_context(ctx.id):
-                out[execution.id] = ctx.name.split(".", 1)[-1]
-        for ctx in self.store.get_contexts_by_type("component_run"):  # "<pipeline>.<run>.<node>"
-            for execution in self.store.get_executions_by_context(ctx.id):
-                out.setdefault(execution.id, ctx.name.rsplit(".", 1)[-1])
-        return out
+    def node_of(self) -> "_NodeNames":
+        """execution id -> node id (e.g. 'Trainer'), read per execution from its node context
+        (IR-based runners: local, Kubeflow) or component_run context (TFX's Airflow runner)."""
+        return _NodeNames(self)
+
+    @functools.lru_cache(maxsize=None)
+    def contexts_of_execution(self, execution_id: int) -> tuple:
+        return tuple(self.store.get_contexts_by_execution(execution_id))
+
+    @functools.cached_property
+    def _node_by_type(self) -> dict[int, object]:
+        """execution type id -> node context, for the types exactly one node's newest execution
+        has. MLMD keeps no index on Association.execution_id (reading an execution's contexts
+        scans every association: 15 ms at 10,000 runs), so a node is found by its execution's
+        type; types shared by several nodes (two Resolvers) or unknown here (older code) are
+        looked up by the execution's contexts."""
+        by_type: dict[int, list] = {}
+        for ctx in self.store.get_contexts_by_type("node"):
+            newest = self.store.get_executions_by_context(ctx.id, list_options=ListOptions(
+                limit=1, order_by=OrderByField.ID, is_asc=False))
+            for execution in newest:
+                by_type.setdefault(execution.type_id, []).append(ctx)
+        return {type_id: ctxs[0] for type_id, ctxs in by_type.items() if len(ctxs) == 1}
+
+    def node_context(self, execution_id: int):
+        """The execution's node context ('<pipeline>.<node>'; '<pipeline>.<run>.<node>' for
+        component_run), or None."""
+        by_execution_type = self._node_by_type.get(self.execution(execution_id).type_id)
+        if by_execution_type is not None:
+            return by_execution_type
+        by_type = {self._context_type_name(c.type_id): c for c in self.contexts_of_execution(execution_id)}
+        return by_type.get("node") or by_type.get("component_run")
+
+    @functools.lru_cache(maxsize=None)
+    def _context_type_name(self, type_id: int) -> str:
+        return self.store.get_context_types_by_id([type_id])[0].name
+
+    def runs_page(self, offset: int = 0, limit: int | None = 20) -> list:
+        """Run contexts ('pipeline_run', or 'run' from TFX's Airflow runner), newest first:
+        `limit` of them after skipping `offset` (None: all). Read newest-first with MLMD's
+        ordered listing, so a page costs the same however long the history."""
+        want = None if limit is None else offset + limit
+        fetch = None if want is None else want + 64  # pipeline/node contexts are interleaved
+        while True:
+            contexts = self.store.get_contexts(list_options=ListOptions(
+                limit=fetch, order_by=OrderByField.CREATE_TIME, is_asc=False))
+            runs = [c for c in contexts if c.type_id in self._run_type_ids]
+            if fetch is None or len(contexts) < fetch or len(runs) >= want:
+                runs.sort(key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
+                return runs[offset:want]
+            fetch *= 4
 
     def runs(self) -> list:
-        """Pipeline run contexts ('pipeline_run', or 'run' from TFX's Airflow runner), newest first."""
-        runs = self.store.get_contexts_by_type("pipeline_run") + self.store.get_contexts_by_type("run")
-        return sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
+        """Every run context, newest first (a whole-history listing: prefer runs_page)."""
+        return self.runs_page(0, None)
 
     def run(self, ref: str | None):
         """A run by id, unique id prefix, 'latest' or 'latest~N' (N runs before the newest)."""
-        runs = self.runs()
-        if not runs:
-            raise LookupError("no pipeline runs recorded in this metadata store")
         ref = ref or "latest"
         if ref == "latest" or ref.startswith("latest~"):
             back = int(ref.split("~", 1)[1]) if "~" in ref else 0
-            if back >= len(runs):
-                raise LookupError(f"{ref}: only {len(runs)} runs recorded")
-            return runs[back]
-        exact = [r for r in runs if r.name == ref]
-        matches = exact or [r for r in runs if r.name.startswith(ref)]
+            runs = self.runs_page(back, 1)
+            if not runs:
+                total = len(self.runs_page(0, back))
+                raise LookupError("no pipeline runs recorded in this metadata store" if not total
+                                  else f"{ref}: only {total} runs recorded")
+            return runs[0]
+        for type_name in ("pipeline_run", "run"):  # the exact id: one indexed lookup
+            found = self.store.get_context_by_type_and_name(type_name, ref)
+            if found is not None:
+                return found
+        matches = [r for r in self.runs() if r.name.startswith(ref)]  # a prefix: lists the names
         if len(matches) != 1:
             raise LookupError(f"run {ref!r} {'is ambiguous' if matches else 'not found'}; "
                               f"see `bigtrain lineage runs`")
         return matches[0]
 
+    @functools.lru_cache(maxsize=None)
+    def _executions_of(self, run_id: int) -> tuple:
+        executions = tuple(sorted(self.store.get_executions_by_context(run_id), key=lambda e: e.id))
+        self._executions.update({e.id: e for e in executions})
+        return executions
+
     def executions_of(self, run) -> list:
-        return sorted(self.store.get_executions_by_context(run.id), key=lambda e: e.id)
+        return list(self._executions_of(run.id))
+
+    def previous_execution(self, execution):
+        """The newest execution of the same node before this one (None for the first), read from
+        the node's context newest first in growing pages (recent runs: one small page)."""
+        node = self.node_context(execution.id)
+        if node is None:
+            return None
+        limit = 16
+        while True:
+            page = self.store.get_executions_by_context(node.id, list_options=ListOptions(
+                limit=limit, order_by=OrderByField.ID, is_asc=False))
+            earlier = [e for e in page if e.id < execution.id]
+            if earlier:
+                return max(earlier, key=lambda e: e.id)
+            if len(page) < limit:
+                return None
+            limit *= 8
 
     def runs_of_execution(self, execution_id: int) -> list[str]:
-        return [c.name for c in self.store.get_contexts_by_execution(execution_id)
+        return [c.name for c in self.contexts_of_execution(execution_id)
                 if c.type_id in self._run_type_ids]
 
     @functools.cached_property
@@ -222,16 +203,21 @@ class Lineage:
         return {t.id for t in self.store.get_context_types() if t.name in ("pipeline_run", "run")}
 
     # -- artifacts, executions, events --------------------------------------------------------
-    @functools.lru_cache(maxsize=None)
     def artifact(self, artifact_id: int):
-        found = self.store.get_artifacts_by_id([artifact_id])
-        if not found:
-            raise LookupError(f"no artifact with id {artifact_id}")
-        return found[0]
+        if artifact_id not in self._artifacts:
+            found = self.store.get_artifacts_by_id([artifact_id])
+            if not found:
+                raise LookupError(f"no artifact with id {artifact_id}")
+            self._artifacts[artifact_id] = found[0]
+        return self._artifacts[artifact_id]
 
-    @functools.lru_cache(maxsize=None)
     def execution(self, execution_id: int):
-        return self.store.get_executions_by_id([execution_id])[0]
+        if execution_id not in self._executions:
+            found = self.store.get_executions_by_id([execution_id])
+            if not found:
+                raise LookupError(f"no execution with id {execution_id}")
+            self._executions[execution_id] = found[0]
+        return self._executions[execution_id]
 
     @functools.lru_cache(maxsize=None)
     def type_name(self, type_id: int) -> str:
@@ -240,9 +226,23 @@ class Lineage:
     def artifact_type(self, artifact) -> str:
         return self.type_name(artifact.type_id)
 
-    @functools.lru_cache(maxsize=None)
     def _events_of_execution(self, execution_id: int) -> tuple:
-        return tuple(self.store.get_events_by_execution_ids([execution_id]))
+        if execution_id not in self._events_by_execution:
+            self.prefetch([execution_id])
+        return self._events_by_execution[execution_id]
+
+    def prefetch(self, execution_ids) -> None:
+        """Read the events and artifacts of many executions in two queries (a page of runs)."""
+        wanted = [i for i in execution_ids if i not in self._events_by_execution]
+        if not wanted:
+            return
+        events: dict[int, list] = {i: [] for i in wanted}
+        for event in self.store.get_events_by_execution_ids(wanted):
+            events[event.execution_id].append(event)
+        self._events_by_execution.update({i: tuple(v) for i, v in events.items()})
+        missing = sorted({e.artifact_id for v in events.values() for e in v} - set(self._artifacts))
+        if missing:
+            self._artifacts.update({a.id: a for a in self.store.get_artifacts_by_id(missing)})
 
     @functools.lru_cache(maxsize=None)
     def _events_of_artifact(self, artifact_id: int) -> tuple:
@@ -277,17 +277,60 @@ class Lineage:
             return ABANDONED
         return STATE_WORDS.get(execution.last_known_state, "unknown")
 
+    def _pushed_by_record(self, version_dir: str):
+        """The PushedModel of a pushed version directory, by events: the push record the Pusher
+        leaves in it names the Model (components/push/push.py), whose Pusher executions' outputs
+        say where they pushed. None without a readable record."""
+        try:
+            record_text = fs.read_text(fs.join(version_dir, "assets.extra", "bigtrain_push.json"))
+            model_id = int(json.loads(record_text)["model_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        for execution_id in reversed(self.consumers(model_id)):
+            for ids in self.outputs(execution_id).values():
+                for artifact_id in ids:
+                    artifact = self.artifact(artifact_id)
+                    destination = properties(artifact).get("pushed_destination", "")
+                    if destination and _same_location(destination, version_dir):
+                        return artifact
+        return None
+
     def find_artifact(self, target: str):
         """An artifact by id, by URI, or a pushed model version directory."""
         if target.isdigit():
             return self.artifact(int(target))
-        path = os.path.abspath(target) if os.path.exists(target) else target
+        # A URI (s3://, gs://) is matched as written (never looked up on the local disk).
+        path = os.path.abspath(target) if "://" not in target and os.path.exists(target) else target
         found = self.store.get_artifacts_by_uri(path) or self.store.get_artifacts_by_uri(target)
         if found:
             return sorted(found, key=lambda a: a.id)[0]
-        for pushed in self.store.get_artifacts_by_type("PushedModel"):
+        by_record = self._pushed_by_record(path)
+        if by_record is not None:
+            return by_record
+        for pushed in self.store.get_artifacts_by_type("PushedModel"):  # no push record: a scan
             destination = properties(pushed).get("pushed_destination", "")
-            if destination and os.path.normpath(destination) == os.path.normpath(path):
+            if destination and _same_location(destination, path):
                 return pushed
         raise LookupError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "
                           "directory known to this metadata store")
+
+
+class _NodeNames:
+    """node_of's mapping: execution id -> node id, one context read per execution (cached)."""
+
+    def __init__(self, lin: Lineage):
+        self._lin = lin
+
+    def get(self, execution_id: int, default=None):
+        ctx = self._lin.node_context(execution_id)
+        if ctx is None:
+            return default
+        if self._lin._context_type_name(ctx.type_id) == "component_run":
+            return ctx.name.rsplit(".", 1)[-1]
+        return ctx.name.split(".", 1)[-1]
+
+    def __getitem__(self, execution_id: int) -> str:
+        name = self.get(execution_id)
+        if name is None:
+            raise KeyError(execution_id)
+        return name

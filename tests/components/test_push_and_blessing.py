@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from components.push import push
-from components.evaluation.component import Decision, decide_blessing, decide_serving
+from components.evaluation.decision import Decision, decide_blessing, decide_serving
 from components.config import EvalConfig
 
 
@@ -28,9 +28,10 @@ def test_push_is_idempotent_and_versions_increase(tmp_path):
     second = push.push_model(str(tmp_path / "b"), base)
     assert second.pushed and second.version > first.version
     assert push.served_versions(base) == [first.version, second.version]
-    # no staging folder left behind; .claims holds the push claims (components/push/push.py)
+    # no staging folder left behind; .claims holds the push claims (components/push/push.py),
+    # models.config and batching_parameters are the deployment files (components/push/deployment.py)
     assert sorted(n for n in os.listdir(base) if n != push.CLAIMS_DIR) == sorted(
-        str(v) for v in (first.version, second.version))
+        [str(first.version), str(second.version), "batching_parameters", "models.config"])
     assert push.latest_version_dir(base) == second.path
 
 

@@ -161,12 +161,14 @@ def split_ids(out_dir):
                 for x in read_ids(f)] for s in ("train", "eval")}
 
 
-def test_read_split_documents_splits_by_document_id(corpus):
+def test_read_split_documents_splits_by_content(corpus):
     root, quarantined = corpus
     _, files = listing.list_input_files(root)
-    data = DataConfig(input=root, exclude=(), eval_fraction=0.3)
+    data = DataConfig(input=root, exclude=(), eval_fraction=0.3, dedup="none")
     got = [(d.id, split) for split, d in split_documents.read_split_documents(data)]
-    assert sorted(got) == sorted((r, docs.split_for(r, 0.3)) for r, _ in files if r not in quarantined)
+    assert sorted(got) == sorted(
+        (r, docs.split_for(docs.content_key(open(a, "rb").read()), 0.3))
+        for r, a in files if r not in quarantined)
 
 
 def test_shards_counters_manifest_and_determinism(corpus, tmp_path):
@@ -220,7 +222,7 @@ def unpack(windows):
 
 
 def test_single_file_feeds_both_splits_losslessly(tmp_path):
-    """One text file split on <|endoftext|>: both splits get documents (by document id), and each
+    """One text file split on <|endoftext|>: both splits get documents (by content), and each
     split's shard unpacks to exactly its documents, in file order, framed by BOS/EOS."""
     texts = [f"document {i}: ".encode() + b"word " * (i % 17 + 1) for i in range(200)]
     (tmp_path / "in").mkdir()
@@ -230,10 +232,9 @@ def test_single_file_feeds_both_splits_losslessly(tmp_path):
     counters = run_stage([("corpus.txt", str(path))], str(tmp_path / "out"), config=config,
                          train_shards=1, eval_shards=1)
     check_accounting(counters, 1, "manifest")
-    offsets = np.cumsum([0] + [len(t) + 13 for t in texts[:-1]])
     by_split = {"train": [], "eval": []}
-    for text, offset in zip(texts, offsets):
-        by_split[docs.split_for(f"corpus.txt@{offset}", 0.3)].append(text)
+    for text in texts:
+        by_split[docs.split_for(docs.content_key(text), 0.3)].append(text)
     ids = split_ids(str(tmp_path / "out"))
     for split, expected in by_split.items():
         assert expected, split

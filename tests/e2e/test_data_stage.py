@@ -54,7 +54,9 @@ def test_counters_are_mlmd_properties_and_add_up(data_run):
                  "sequences_train", "sequences_eval", "tokens_real", "tokens_padding"):
         assert props[name] == on_disk[name], name
     assert props["bytes_read"] == (props["bytes_packed"] + props["bytes_quarantined"]
-                                   + props["bytes_separators"])
+                                   + props["bytes_separators"] + props["bytes_duplicate"])
+    # The stdlib holds identical files (eight `__main__.py`...): packed once (data.dedup=exact).
+    assert props["documents_skipped_duplicate"] > 0 and props["bytes_duplicate"] > 0
     files_skipped = sum(props.get(f"files_skipped_{r}", 0) for r in documents.FILE_REASONS)
     assert props["files_listed"] == props["files_read"] + files_skipped == len(
         listing.list_input_files(data_run.corpus)[1])

@@ -121,5 +121,6 @@ def test_trace_shows_variant_figures(data_run, capsys):
                      "--home", data_run.home]) == 0
     out = capsys.readouterr().out
     for name in ("int8_loss_delta", "tflite_loss_delta", "tflite_size_bytes", "int8_latency_ms",
+                 "tflite_loss_delta_se", "int8_batches",
                  "serve_variant"):
         assert name in out, name

@@ -198,6 +198,13 @@ def test_every_variant_is_evaluated_and_reported(data_run):
         assert evaluation[f"{variant}_size_bytes"] > 0 and evaluation[f"{variant}_fit_to_serve"] in (0, 1)
     assert evaluation["float_loss_delta"] == 0.0
     assert abs(evaluation["float_loss"] - evaluation["loss"]) < 1e-9
+    # Variants on the first eval.variant_batches (default 10) of the float model's batches; their
+    # loss = float loss + the paired delta, which carries its standard error.
+    for variant in ("int8", "tflite"):
+        assert evaluation[f"{variant}_batches"] == min(10, evaluation["float_batches"])
+        assert evaluation[f"{variant}_loss_delta_se"] >= 0.0
+        assert abs(evaluation[f"{variant}_loss"] - evaluation["float_loss"]
+                   - evaluation[f"{variant}_loss_delta"]) < 1e-9
     assert evaluation["tflite_size_bytes"] < evaluation["float_size_bytes"]
     assert "variants (same eval sequences" in data_run.stdout
     for variant in ("int8", "tflite"):

@@ -22,6 +22,7 @@ def sentencepiece_run(tmp_path_factory, corpus, session_capsys):
                    "--set", "export.quantize=[]")
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_sentencepiece_run_pushes_a_self_contained_model(sentencepiece_run, capsys):
     run = sentencepiece_run
     assert run.exit_code == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -40,7 +41,7 @@ def test_sentencepiece_run_pushes_a_self_contained_model(sentencepiece_run, caps
     import tensorflow_text  # noqa: F401  (TF Serving links these ops in)
     from tests.export.conftest import SessionModel
     out = SessionModel(served).run("generate", prompt=np.array([b"def main():"], object),
-                                   max_new_tokens=np.int32(8))
+                                   max_new_tokens=np.array([8], np.int32))
     assert out["new_tokens"].shape == (1,) and isinstance(out["text"][0], bytes)
 
     capsys.readouterr()

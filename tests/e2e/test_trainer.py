@@ -49,11 +49,13 @@ LOAD_AND_GENERATE = textwrap.dedent("""
     import json, sys
     import tensorflow as tf
     model = tf.saved_model.load(sys.argv[1])
-    out = model.signatures["serving_default"](prompts=tf.constant(["def main(", "import os"]))
+    out = model.signatures["serving_default"](prompt=tf.constant(["def main(", "import os"]))
     text = model.signatures["generate"](prompt=tf.constant(["def "]),
-                                        max_new_tokens=tf.constant(40))["text"].numpy()[0]
-    sampled = [model.signatures["sample"](prompt=tf.constant(["import "]), max_new_tokens=tf.constant(30),
-                                          temperature=tf.constant(0.8), seed=tf.constant(s))["text"].numpy()[0]
+                                        max_new_tokens=tf.constant([40]))["text"].numpy()[0]
+    sampled = [model.signatures["sample"](prompt=tf.constant(["import "]), max_new_tokens=tf.constant([30]),
+                                          temperature=tf.constant([0.8]), seed=tf.constant([s]),
+                                          top_k=tf.constant([0]), top_p=tf.constant([1.0]),
+                                          stop=tf.zeros([1, 0], tf.string))["text"].numpy()[0]
                for s in (1, 1, 2)]
     ours = sorted(m for m in sys.modules if m.split(".")[0] in ("components", "pipeline", "runners"))
     print(json.dumps({"signatures": sorted(model.signatures), "logits_shape": out["logits"].shape.as_list(),
@@ -73,7 +75,7 @@ def test_saved_model_generates_in_a_fresh_process(model_artifact):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), cwd="/")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["signatures"] == ["generate", "sample", "serving_default", "token_logits"]
+    assert result["signatures"] == ["generate", "sample", "score", "serving_default", "token_logits"]
     assert result["logits_shape"] == [2, 259] and result["logits_dtype"] == "float32"
     assert result["prompt_tokens"] == [10, 10]  # BOS + 9 bytes each
     assert result["generated"] > 0

@@ -49,7 +49,7 @@ def python_greedy(model, tok, prompt: str, steps: int) -> bytes:
     new = []
     for _ in range(steps):
         logits = model(np.array([ids[-CONTEXT:]], np.int32), training=False).numpy()[0, -1]
-        logits[tok.pad_id] = -1e9
+        logits[[tok.pad_id, tok.bos_id]] = -np.inf   # never a continuation
         token = int(np.argmax(logits))
         new.append(token)
         if token == tok.eos_id:
@@ -64,10 +64,10 @@ def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported):
     steps = 6
     prompts = [p for p in PROMPTS if len(sp.encode(p)) + 1 + steps <= CONTEXT]
     out = session.run("generate", prompt=np.array([p.encode() for p in prompts], object),
-                      max_new_tokens=np.int32(steps))
+                      max_new_tokens=np.full([len(prompts)], steps, np.int32))
     for i, prompt in enumerate(prompts):
-        assert out["text"][i] == python_greedy(sp_model, sp, prompt, steps), prompt
-    first = session.run("serving_default", prompts=np.array([p.encode() for p in PROMPTS], object))
+        assert out["text_bytes"][i] == python_greedy(sp_model, sp, prompt, steps), prompt
+    first = session.run("serving_default", prompt=np.array([p.encode() for p in PROMPTS], object))
     # [BOS] + the Python tokenizer's ids, cut to the context window.
     assert first["prompt_tokens"].tolist() == [min(len(sp.encode(p)) + 1, CONTEXT) for p in PROMPTS]
     assert first["logits"].shape == (len(PROMPTS), sp.vocab_size)
@@ -85,6 +85,7 @@ def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
         session.run("token_logits", input_ids=np.array([[sp.vocab_size]], np.int32))
 
 
+@pytest.mark.slow   # exports every variant (30 s); tests/export/test_variants.py is the fast one
 def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_path):
     from components.training import variants
     from components.config import ModelConfig
@@ -121,3 +122,25 @@ def test_missing_or_corrupt_tokenizer_at_export_names_the_file(sp, tmp_path):
     # Byte-level examples carry no tokenizer: the byte default needs no file.
     assert examples_tokenizer([str(tmp_path / "bytes" / "Split-train" / "*")],
                               build_config("tiny")) is None
+
+
+def test_warmup_replays_and_score_matches_python(sp, sp_model, sp_exported):
+    """With tensorflow-text ops: every warm-up request (every signature, every padded batch size,
+    sample with a stop string, score) runs under the session loader, and score equals a Python
+    reference built from the Python tokenizer's ids and the Keras model."""
+    import tensorflow_text  # noqa: F401
+    from components.training.warmup import read_warmup_requests
+    session = SessionModel(sp_exported)
+    for name, inputs in read_warmup_requests(sp_exported):
+        out = session.run(name, **inputs)
+        assert all(v.shape[0] == next(iter(inputs.values())).shape[0] for v in out.values()), name
+    prompt, continuation = "import os\n", "def main():"
+    out = session.run("score", prompt=np.array([prompt.encode()], object),
+                      continuation=np.array([continuation.encode()], object))
+    cont = sp.encode(continuation).tolist()
+    ids = ([sp.bos_id] + sp.encode(prompt).tolist() + cont)[-CONTEXT:]
+    logits = sp_model(np.array([ids], np.int32), training=False).numpy()[0].astype(np.float64)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = sum(log_probs[j - 1, ids[j]] for j in range(len(ids) - len(cont), len(ids)))
+    assert out["tokens"].tolist() == [len(cont)]
+    np.testing.assert_allclose(out["log_prob"], [expected], atol=1e-4)

@@ -12,10 +12,13 @@ from tests.export.conftest import CONTEXT, SessionModel
 PROMPTS = np.array([b"def main(", b"import os\n", b""], dtype=object)
 # One set of inputs per signature, shaped as a batch of 3 rows.
 INPUTS = {
-    "serving_default": {"prompts": PROMPTS},
+    "serving_default": {"prompt": PROMPTS},
     "generate": {"prompt": PROMPTS, "max_new_tokens": np.array([5, 7, 0], np.int32)},
-    "sample": {"prompt": PROMPTS, "max_new_tokens": np.int32(6), "temperature": np.float32(0.8),
-               "seed": np.array([1, 2, 3], np.int32)},
+    "sample": {"prompt": PROMPTS, "max_new_tokens": np.array([6, 6, 6], np.int32),
+               "temperature": np.array([0.8, 0.8, 0.8], np.float32), "top_k": np.array([0, 5, 0], np.int32),
+               "top_p": np.array([1.0, 1.0, 0.9], np.float32), "seed": np.array([1, 2, 3], np.int32),
+               "stop": np.array([[b"\n"], [b"zz"], [b"("]], object)},
+    "score": {"prompt": PROMPTS, "continuation": np.array([b"x)", b"", b"abc"], object)},
     "token_logits": {"input_ids": np.array([[BOS_ID, 100, 101, 40], [BOS_ID, 1, 2, 3],
                                             [BOS_ID, 255, 0, PAD_ID]], np.int32)},
 }
@@ -44,7 +47,7 @@ def test_every_signature_runs_under_both_loaders(which, request):
             else:
                 np.testing.assert_allclose(a[key], b[key], atol=1e-5, err_msg=f"{name}.{key}")
     out = session.run("generate", **INPUTS["generate"])
-    assert out["new_tokens"].tolist()[2] == 0 and out["text"][2] == b""   # max_new_tokens 0
+    assert out["new_tokens"].tolist()[2] == 0 and out["text_bytes"][2] == b""   # max_new_tokens 0
 
 
 def test_weights_are_stored_once(exported, model):
@@ -56,68 +59,35 @@ def test_weights_are_stored_once(exported, model):
     assert stored == sum(w.size for w in model.get_weights())
 
 
-def rest_body_to_tensors(body: dict, signature) -> dict:
-    """The input tensors TF Serving's REST API builds from a predict body (tensorflow.org/tfx/
-    serving/api_rest, "Specifying input tensors"): row format `instances` is a list with one
-    entry per example, a dict of named inputs (stacked along a new dimension 0, so every named
-    input must be given per row) or a bare value when the signature has a single input; columnar
-    format `inputs` is a dict of named tensors (or a bare value) used as is, scalars included."""
-    names = list(signature.structured_input_signature[1])
-    if "instances" in body:
-        rows = body["instances"]
-        if all(isinstance(r, dict) for r in rows):
-            return {n: tf.constant([r[n] for r in rows], signature.structured_input_signature[1][n].dtype)
-                    for n in names}
-        assert len(names) == 1
-        return {names[0]: tf.constant(rows, signature.structured_input_signature[1][names[0]].dtype)}
-    inputs = body["inputs"]
-    if not isinstance(inputs, dict):
-        inputs = {names[0]: inputs}
-    return {n: tf.constant(v, signature.structured_input_signature[1][n].dtype) for n, v in inputs.items()}
+def generate(loaded, prompts, max_new_tokens):
+    """The generate signature with one max_new_tokens per prompt (the batching-safe shape)."""
+    return loaded.signatures["generate"](prompt=tf.constant(prompts),
+                                         max_new_tokens=tf.fill([len(prompts)], max_new_tokens))
 
 
-REST_BODIES = [
-    ("serving_default", {"instances": ["def main(", "import os"]}),
-    ("serving_default", {"inputs": {"prompts": ["def main(", "import os"]}}),
-    ("generate", {"instances": [{"prompt": "def main(", "max_new_tokens": 8},
-                                {"prompt": "import os", "max_new_tokens": 3}]}),
-    ("generate", {"inputs": {"prompt": ["def main(", "import os"], "max_new_tokens": 8}}),
-    ("sample", {"instances": [{"prompt": "def main(", "max_new_tokens": 8, "temperature": 0.7, "seed": 1},
-                              {"prompt": "import os", "max_new_tokens": 3, "temperature": 0.0, "seed": 2}]}),
-    ("sample", {"inputs": {"prompt": ["def main(", "import os"], "max_new_tokens": 8,
-                           "temperature": 0.7, "seed": [1, 2]}}),
-    ("token_logits", {"instances": [[BOS_ID, 100, 101], [BOS_ID, 1, 2]]}),
-    ("token_logits", {"inputs": {"input_ids": [[BOS_ID, 100, 101], [BOS_ID, 1, 2]]}}),
-]
+def sample_request(prompts, max_new_tokens, temperature, seed, top_k=0, top_p=1.0, stop=()):
+    """sample's inputs, one value per prompt; stop: the same stop strings for every row."""
+    rows = len(prompts)
+    per_row = lambda v, dtype: np.broadcast_to(np.asarray(v, dtype), [rows]).copy()
+    return {"prompt": np.array(prompts, object), "max_new_tokens": per_row(max_new_tokens, np.int32),
+            "temperature": per_row(temperature, np.float32), "seed": per_row(seed, np.int32),
+            "top_k": per_row(top_k, np.int32), "top_p": per_row(top_p, np.float32),
+            "stop": np.array([list(stop)] * rows, object).reshape(rows, len(stop))}
 
 
-@pytest.mark.parametrize("name, body", REST_BODIES, ids=[f"{n}-{next(iter(b))}" for n, b in REST_BODIES])
-def test_rest_bodies_row_and_columnar(loaded, name, body):
-    """Each signature accepts what TF Serving builds from both REST formats and answers with one
-    output row per example (row format requires every output's dimension 0 to be the batch)."""
-    signature = loaded.signatures[name]
-    out = signature(**rest_body_to_tensors(body, signature))
-    batch = len(body["instances"]) if "instances" in body else 2
-    for key, value in out.items():
-        assert value.shape[0] == batch, (key, value.shape)
-    if name == "generate" and "instances" in body:
-        new_tokens = out["new_tokens"].numpy()                   # rows stop at their own limits
-        assert new_tokens[0] <= 8 and new_tokens[1] <= 3
+def sample(loaded, *args, **kwargs):
+    request = sample_request(*args, **kwargs)
+    return loaded.signatures["sample"](**{k: tf.constant(v) for k, v in request.items()})
 
 
 def test_rows_do_not_depend_on_their_batch(loaded):
     """TF Serving's request batching merges requests: a row's output is the same alone or batched."""
-    sample = loaded.signatures["sample"]
-    batched = sample(prompt=tf.constant(["def main(", "import os", "x"]), max_new_tokens=tf.constant([9, 9, 9]),
-                     temperature=tf.constant([0.8, 0.8, 0.0]), seed=tf.constant([5, 6, 7]))["text"].numpy()
-    alone = [sample(prompt=tf.constant([p]), max_new_tokens=tf.constant(9), temperature=tf.constant(t),
-                    seed=tf.constant(s))["text"].numpy()[0]
+    batched = sample(loaded, ["def main(", "import os", "x"], 9, [0.8, 0.8, 0.0], [5, 6, 7])["text_bytes"].numpy()
+    alone = [sample(loaded, [p], 9, t, s)["text_bytes"].numpy()[0]
              for p, t, s in (("def main(", 0.8, 5), ("import os", 0.8, 6), ("x", 0.0, 7))]
     assert batched.tolist() == alone
-    again = sample(prompt=tf.constant(["def main("]), max_new_tokens=tf.constant(9),
-                   temperature=tf.constant(0.8), seed=tf.constant(5))["text"].numpy()[0]
-    other_seed = sample(prompt=tf.constant(["def main("]), max_new_tokens=tf.constant(9),
-                        temperature=tf.constant(0.8), seed=tf.constant(99))["text"].numpy()[0]
+    again = sample(loaded, ["def main("], 9, 0.8, 5)["text_bytes"].numpy()[0]
+    other_seed = sample(loaded, ["def main("], 9, 0.8, 99)["text_bytes"].numpy()[0]
     assert again == alone[0] and other_seed != alone[0]
 
 
@@ -133,7 +103,7 @@ def reference_greedy(model, prompt: bytes, max_new_tokens: int, context: int = C
     out = []
     for _ in range(max_new_tokens):
         logits = model(np.array([window], np.int32)).numpy()[0, -1]
-        logits[PAD_ID] = -1e9
+        logits[[PAD_ID, BOS_ID]] = -np.inf   # never a continuation
         token = int(np.argmax(logits))
         if token == EOS_ID:
             break
@@ -160,21 +130,24 @@ def test_cached_greedy_equals_full_window_reference(model, loaded, uncached_gene
     both equal the plain-Keras reference, inside the context and past it (window sliding).
     Caught: writing the new key at the wrong slot, or letting a query see slots > its position,
     changes the text after a few tokens; cutting the window differently changes it past 16 ids."""
-    cached = loaded.signatures["generate"](prompt=tf.constant([prompt]), max_new_tokens=tf.constant(new))
-    uncached = uncached_generate(tf.constant([prompt]), tf.constant(new))
+    cached = generate(loaded, [prompt], new)
+    uncached = uncached_generate(tf.constant([prompt]), tf.constant([new]))
     expected = reference_greedy(model, prompt, new)
-    assert cached["text"].numpy()[0] == uncached["text"].numpy()[0] == expected
+    assert cached["text_bytes"].numpy()[0] == uncached["text_bytes"].numpy()[0] == expected
     assert cached["new_tokens"].numpy()[0] == len(expected)
 
 
-def test_cached_batch_equals_rows_alone(loaded):
-    """Rows of different lengths share one cache tensor; each row's slots and mask are its own."""
+@pytest.mark.parametrize("limits", [[30, 30, 30], [3, 40, 10]])
+def test_cached_batch_equals_rows_alone(loaded, limits):
+    """Rows of different lengths share one cache tensor; each row's slots and mask are its own.
+    With different limits, rows end at different steps and the rest decode on without them
+    (decoding.step_rows; only the sliding row re-fills, decoding.refill_rows): caught, a scatter
+    into the wrong rows or an ended row that keeps sliding changes the longer rows' text."""
     prompts = [b"def ", b"a much longer prompt that slides", b""]
-    generate = loaded.signatures["generate"]
-    batched = generate(prompt=tf.constant(prompts), max_new_tokens=tf.constant(30))["text"].numpy()
-    alone = [generate(prompt=tf.constant([p]), max_new_tokens=tf.constant(30))["text"].numpy()[0]
-             for p in prompts]
-    assert batched.tolist() == alone
+    batched = loaded.signatures["generate"](prompt=tf.constant(prompts), max_new_tokens=tf.constant(limits))
+    alone = [generate(loaded, [p], n)["text_bytes"].numpy()[0] for p, n in zip(prompts, limits)]
+    assert batched["text_bytes"].numpy().tolist() == alone
+    assert batched["new_tokens"].numpy().tolist() == [len(a) for a in alone]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -183,54 +156,62 @@ def test_cached_batch_equals_rows_alone(loaded):
 
 def test_prompt_longer_than_context_uses_its_last_window(loaded, model):
     long = b"print('hello')\n" * 20                     # 300 bytes, context 16
-    out = loaded.signatures["serving_default"](prompts=tf.constant([long]))
+    out = loaded.signatures["serving_default"](prompt=tf.constant([long]))
     assert out["prompt_tokens"].numpy().tolist() == [CONTEXT]
-    text = loaded.signatures["generate"](prompt=tf.constant([long]), max_new_tokens=tf.constant(8))
-    assert text["text"].numpy()[0] == reference_greedy(model, long, 8)
+    text = generate(loaded, [long], 8)
+    assert text["text_bytes"].numpy()[0] == reference_greedy(model, long, 8)
 
 
 def test_empty_prompt_continues_from_bos(loaded, model):
-    out = loaded.signatures["serving_default"](prompts=tf.constant([b""]))
+    out = loaded.signatures["serving_default"](prompt=tf.constant([b""]))
     assert out["prompt_tokens"].numpy().tolist() == [1]   # BOS only
-    text = loaded.signatures["generate"](prompt=tf.constant([b""]), max_new_tokens=tf.constant(6))
-    assert text["text"].numpy()[0] == reference_greedy(model, b"", 6)
+    text = generate(loaded, [b""], 6)
+    assert text["text_bytes"].numpy()[0] == reference_greedy(model, b"", 6)
 
 
 def test_zero_new_tokens_returns_empty_text(loaded):
-    out = loaded.signatures["generate"](prompt=tf.constant(["def", "x"]), max_new_tokens=tf.constant(0))
-    assert out["text"].numpy().tolist() == [b"", b""] and out["new_tokens"].numpy().tolist() == [0, 0]
+    out = generate(loaded, ["def", "x"], 0)
+    assert out["text_bytes"].numpy().tolist() == [b"", b""] and out["new_tokens"].numpy().tolist() == [0, 0]
 
 
 @pytest.mark.parametrize("name, inputs, message", [
     ("generate", {"max_new_tokens": -1}, "max_new_tokens must be >= 0"),
     ("generate", {"max_new_tokens": 65}, "max_new_tokens must be <= 64"),
     ("generate", {"max_new_tokens": 2**31 - 1}, "max_new_tokens must be <= 64"),
-    ("generate", {"max_new_tokens": [3, 4, 5]}, "max_new_tokens must be a scalar or have one value per prompt"),
-    ("generate", {"max_new_tokens": [[3]]}, "max_new_tokens must be a scalar or a vector"),
+    ("generate", {"max_new_tokens": [3, 4, 5]}, "max_new_tokens must have one value per prompt"),
     ("sample", {"temperature": -0.5}, "temperature must be >= 0"),
     ("sample", {"temperature": float("nan")}, "temperature must be finite"),
+    ("sample", {"top_p": 0.0}, "top_p must be > 0 and <= 1"),
+    ("sample", {"top_p": 1.5}, "top_p must be > 0 and <= 1"),
+    ("sample", {"top_k": -1}, "top_k must be >= 0"),
+    ("sample", {"seed": [1, 2, 3]}, "seed must have one value per prompt"),
+    ("sample", {"stop": [[b"\n", b""], [b"x", b"y"]]}, "stop strings must not be empty"),
+    ("sample", {"stop": [[b"\n"]]}, "stop must have one row of stop strings per prompt"),
+    ("score", {"continuation": [b"x" * CONTEXT, b"y"]}, f"continuation must be at most {CONTEXT - 1} tokens"),
+    ("score", {"continuation": [b"x"]}, "continuation must have one value per prompt"),
     ("token_logits", {"input_ids": [[1] * (CONTEXT + 1)]}, f"at most {CONTEXT} positions"),
     ("token_logits", {"input_ids": [[BOS_ID, 300]]}, "input_ids must be < 259"),
-])
+], ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None)
 def test_bad_values_are_invalid_argument_under_the_session_loader(exported, name, inputs, message):
     """What TF Serving would run: the session loader raises InvalidArgument (HTTP 400) naming the
-    input; the server process lives on (the same session answers the next request)."""
+    input; the server process lives on (the same session answers the next request). Scalars are
+    broadcast to the 2 rows here (the signature itself takes one value per row)."""
     session = _session(exported)
-    full = {"generate": {"prompt": np.array([b"ab", b"cd"], object), "max_new_tokens": 3},
-            "sample": {"prompt": np.array([b"ab", b"cd"], object), "max_new_tokens": 3,
-                       "temperature": np.float32(0.5), "seed": 1},
+    full = {"generate": {"prompt": np.array([b"ab", b"cd"], object), "max_new_tokens": [3, 3]},
+            "sample": sample_request([b"ab", b"cd"], 3, 0.5, 1, stop=[b"\n"]),
+            "score": {"prompt": np.array([b"ab", b"cd"], object), "continuation": np.array([b"x", b"y"], object)},
             "token_logits": {}}[name]
-    full.update({k: np.array(v) for k, v in inputs.items()})
+    for key, value in inputs.items():
+        full[key] = np.array(value) if np.ndim(value) else np.full([2], value, np.asarray(full[key]).dtype)
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         session.run(name, **full)
-    assert session.run("generate", prompt=np.array([b"ok"], object), max_new_tokens=2)["new_tokens"].shape == (1,)
+    assert session.run("generate", prompt=np.array([b"ok"], object),
+                       max_new_tokens=np.array([2], np.int32))["new_tokens"].shape == (1,)
 
 
 def test_temperature_zero_is_greedy(loaded):
-    prompts = tf.constant(["def main(", "import"])
-    greedy = loaded.signatures["generate"](prompt=prompts, max_new_tokens=tf.constant(12))["text"]
-    cold = loaded.signatures["sample"](prompt=prompts, max_new_tokens=tf.constant(12),
-                                       temperature=tf.constant(0.0), seed=tf.constant(3))["text"]
+    greedy = generate(loaded, ["def main(", "import"], 12)["text_bytes"]
+    cold = sample(loaded, ["def main(", "import"], 12, 0.0, 3)["text_bytes"]
     assert greedy.numpy().tolist() == cold.numpy().tolist()
 
 
@@ -258,4 +239,4 @@ def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported
     assert "max_new_tokens must be >= 0" in capsys.readouterr().err
     assert cli.main(["generate", "def ", "--home", str(tmp_path), "--max-new-tokens", "5",
                      "--temperature", "-1"]) == 1
-    assert capsys.readouterr().err == "bigtrain generate: temperature must be >= 0 (0 = greedy).\n"
+    assert capsys.readouterr().err == "bigtrain generate: temperature must be >= 0 (0 = greedy)\n"

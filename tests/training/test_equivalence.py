@@ -41,6 +41,7 @@ def test_reference_run_moves_the_weights(one_device_big_batch, tmp_path, shards)
     assert one_device_big_batch.steps == 3 and one_device_big_batch.num_replicas == 1
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_mirrored_two_replicas_equals_one_device(one_device_big_batch, tmp_path, shards):
     mirrored = run(tmp_path, shards, "mirrored", "runtime.strategy=mirrored")
     assert mirrored.num_replicas == 2
@@ -52,6 +53,7 @@ def test_accumulation_equals_big_batch_on_one_device(one_device_big_batch, tmp_p
     assert max_difference(accumulated, one_device_big_batch) <= TOLERANCE
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_accumulation_equals_big_batch_mirrored(one_device_big_batch, tmp_path, shards):
     accumulated = run(tmp_path, shards, "accum_mirrored", "train.accumulation_steps=4",
                       "runtime.strategy=mirrored")
@@ -59,6 +61,7 @@ def test_accumulation_equals_big_batch_mirrored(one_device_big_batch, tmp_path, 
     assert max_difference(accumulated, one_device_big_batch) <= TOLERANCE
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_resume_after_crash_ends_with_identical_weights(tmp_path, shards):
     # Dropout 0.1: the masks are drawn from seeds derived from the checkpointed step counter, so
     # the resumed run draws the masks the uninterrupted one drew (Keras' SeedGenerator would not).

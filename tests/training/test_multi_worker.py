@@ -69,3 +69,66 @@ def test_two_workers_match_single_process(shards, tmp_path):
         values = [weights[f"arr_{i}"] for i in range(len(weights.files))]
         assert len(values) == len(reference)
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(values, reference)) <= 1e-5
+
+
+def _run_workers(examples, tmp_path, overrides, timeout=300):
+    """Two train-worker processes, each with its own --out folder w<i>; their summaries."""
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
+                                                     "task": {"type": "worker", "index": index}}),
+                   TF_CPP_MIN_LOG_LEVEL="2")
+        procs.append(subprocess.Popen(
+            [bigtrain, "plumbing", "train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
+             "--weights-out", str(tmp_path / f"w{index}.npz"),
+             *config_args(*overrides, "runtime.strategy=multi_worker_mirrored")],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
+        assert proc.returncode == 0, err[-3000:]
+        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    return outputs
+
+
+def _forget_last_checkpoint(directory):
+    """Drop the newest checkpoint of a CheckpointManager folder (as if the run died before it)."""
+    import tensorflow as tf
+    state = tf.train.get_checkpoint_state(directory)
+    paths = list(state.all_model_checkpoint_paths)
+    for name in os.listdir(directory):
+        if name.startswith(os.path.basename(paths[-1]) + "."):
+            os.remove(os.path.join(directory, name))
+    with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as fh:  # its text proto
+        fh.write(f'model_checkpoint_path: "{paths[-2]}"\n')
+        fh.writelines(f'all_model_checkpoint_paths: "{p}"\n' for p in paths[:-1])
+
+
+def test_two_workers_with_separate_out_folders_resume_together(shards, tmp_path):
+    """Fails before the fix: the non-chief looked for the resume point in <out>/checkpoints (the
+    chief's folder on a shared file system), but with its own --out it writes only to
+    <out>/checkpoints/.worker-1: it started at step 0 while the chief resumed at step 2 (the
+    collectives then hang or the weights differ). Reference: the same run, uninterrupted."""
+    examples = tmp_path / "examples"
+    os.makedirs(examples)
+    shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
+    overrides = ["train.train_steps=3", "train.checkpoint_every=2"]
+    _run_workers(examples, tmp_path, overrides)
+    full = [dict(np.load(tmp_path / f"w{i}.npz")) for i in range(2)]
+    _forget_last_checkpoint(tmp_path / "w0" / "checkpoints")
+    _forget_last_checkpoint(tmp_path / "w1" / "checkpoints" / ".worker-1")
+    outputs = _run_workers(examples, tmp_path, overrides, timeout=240)
+    assert [o["resumed_from_step"] for o in outputs] == [2, 2]
+    assert [o["steps"] for o in outputs] == [3, 3]
+    for index in range(2):
+        resumed = np.load(tmp_path / f"w{index}.npz")
+        for name, value in full[index].items():
+            np.testing.assert_allclose(resumed[name], value, rtol=0, atol=1e-6)

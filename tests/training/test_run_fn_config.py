@@ -42,13 +42,19 @@ def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
     monkeypatch.setattr(run_fn_lib, "examples_tokenizer", lambda *a, **k: None)
 
     def fake_evaluate(model, eval_files, seq_len, batch_size, max_batches, **kwargs):
-        calls["batch_size"] = batch_size
-        return {"loss": 1.0, "bits_per_byte": 1.0, "perplexity": 2.7, "accuracy": 0.5}
+        calls["batch_size"], calls["max_batches"] = batch_size, max_batches
+        return {"loss": 1.0, "bits_per_byte": 1.0, "perplexity": 2.7, "accuracy": 0.5,
+                "sample_sequences": 8, "loss_standard_error": 0.1}
 
     monkeypatch.setattr(loop, "evaluate", fake_evaluate)
+    monkeypatch.setattr(run_fn_lib, "compressor_figures", lambda *a, **k: {
+        "zlib9_bits_per_byte": 2.0, "lzma9_bits_per_byte": 1.5, "compressor_text_bytes": 1})
     monkeypatch.setattr(variants, "export_variants", lambda *a, **k: {"float": {}})
     run_fn_lib.run_fn(_fake_fn_args(tmp_path, custom))
     assert calls["batch_size"] == 8
+    # The Evaluator's sample size (eval.max_batches), not train.eval_batches: one sample for both
+    # (before: 20 vs 50 batches, two different eval losses in one report).
+    assert calls["max_batches"] == config.eval.max_batches
 
 
 def test_eval_batch_size_is_in_the_trainers_cache_key_not_its_checkpoint_key(tmp_path):

@@ -65,6 +65,7 @@ def searched(tmp_path_factory, shards):
     return base, tuner, work
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_trials_run_the_training_loop_and_report_eval_loss(searched, shards, tmp_path):
     base, tuner, work = searched
     records = tuner.trial_records()
@@ -83,6 +84,7 @@ def test_trials_run_the_training_loop_and_report_eval_loss(searched, shards, tmp
     assert tuner.get_best_hyperparameters()[0].values["train.learning_rate"] == best["values"]["train.learning_rate"]
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_every_trial_is_an_hparams_session(searched):
     _, tuner, work = searched
     sessions = {}
@@ -144,6 +146,7 @@ def test_shape_mismatch_names_the_variable(parent):
         warm_start.resolve_source("latest_blessed", None)
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, tmp_path):
     config, result, model_dir = parent
     child_config = tiny_config("train.train_steps=2", "train.init_from=x",
@@ -171,6 +174,7 @@ def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, 
     np.testing.assert_allclose(served.numpy(), child.model(ids).numpy(), atol=1e-5)
 
 
+@pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_hyperband_rounds_get_a_fraction_of_the_budget(shards, tmp_path):
     from components.config import TuneConfig, TuneSpaceConfig
     tune = TuneConfig(trials=2, algorithm="hyperband", steps_per_trial=9, eval_batches=1,

@@ -1,0 +1,177 @@
+"""Lineage questions and `bigtrain ui` pages as history grows: every figure must stay <= 1 s with
+10,000 runs in the store. A store is grown by cloning one run's contexts, executions, artifacts
+and events N times directly in the sqlite tables (MLMD's API would take an hour for 10,000 runs);
+the clones are newer than the source runs, so `latest` is a clone and the source's first pushed
+version is deep in the history.
+
+  python benchmarks/lineage_speed.py [--runs 1000,10000] [--home HOME]
+
+--home: clone the newest complete run of a real home's store (default: the synthetic store of
+tests/support/lineage_store.py). Each figure: the best of 3, a fresh Lineage (cold caches) each."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import _machine  # noqa: E402
+
+PROPERTY_TABLES = (("Execution", "ExecutionProperty", "execution_id"),
+                   ("Artifact", "ArtifactProperty", "artifact_id"),
+                   ("Context", "ContextProperty", "context_id"))
+
+
+def _copy_properties(db, table: str, key: str, old: int, new: int) -> None:
+    db.execute(f"INSERT INTO {table} SELECT ?, name, is_custom_property, int_value, double_value, "
+               f"string_value, byte_value, proto_value, bool_value FROM {table} WHERE {key} = ?",
+               (new, old))
+
+
+def clone_run(db: sqlite3.Connection, run_ctx_id: int, copies: int, step_ms: int = 60_000) -> None:
+    """`copies` clones of run context run_ctx_id: a new run context each (name '<name>-c<i>'),
+    its executions (same node and pipeline contexts), their output artifacts (uri '<uri>-c<i>')
+    and events; inputs produced inside the run point at the clone's own artifacts."""
+    name, ctype, ctime = db.execute("SELECT name, type_id, create_time_since_epoch FROM Context "
+                                    "WHERE id = ?", (run_ctx_id,)).fetchone()
+    executions = db.execute("SELECT e.id, e.type_id, e.last_known_state, e.create_time_since_epoch,"
+                            " e.last_update_time_since_epoch FROM Execution e JOIN Association a "
+                            "ON a.execution_id = e.id WHERE a.context_id = ? ORDER BY e.id",
+                            (run_ctx_id,)).fetchall()
+    exec_ids = [e[0] for e in executions]
+    marks = ",".join("?" * len(exec_ids))
+    other_contexts = {e: [c for (c,) in db.execute("SELECT context_id FROM Association WHERE "
+                                                   "execution_id = ? AND context_id != ?",
+                                                   (e, run_ctx_id))] for e in exec_ids}
+    events = db.execute(f"SELECT id, artifact_id, execution_id, type, milliseconds_since_epoch "
+                        f"FROM Event WHERE execution_id IN ({marks}) ORDER BY id", exec_ids).fetchall()
+    outputs = {a for _, a, _, t, _ in events if t in (3, 4, 6)}  # OUTPUT, DECLARED/INTERNAL_OUTPUT
+    paths = {ev[0]: db.execute("SELECT is_index_step, step_index, step_key FROM EventPath WHERE "
+                               "event_id = ?", (ev[0],)).fetchall() for ev in events}
+    artifacts = {a: db.execute("SELECT type_id, uri, state, create_time_since_epoch, "
+                               "last_update_time_since_epoch FROM Artifact WHERE id = ?",
+                               (a,)).fetchone() for a in outputs}
+    for i in range(1, copies + 1):
+        shift = i * step_ms + 10_000_000
+        cur = db.execute("INSERT INTO Context (type_id, name, create_time_since_epoch, "
+                         "last_update_time_since_epoch) VALUES (?, ?, ?, ?)",
+                         (ctype, f"{name}-c{i}", ctime + shift, ctime + shift))
+        ctx = cur.lastrowid
+        _copy_properties(db, "ContextProperty", "context_id", run_ctx_id, ctx)
+        new_exec, new_art = {}, {}
+        for e, type_id, state, created, updated in executions:
+            new_exec[e] = db.execute("INSERT INTO Execution (type_id, last_known_state, "
+                                     "create_time_since_epoch, last_update_time_since_epoch) "
+                                     "VALUES (?, ?, ?, ?)",
+                                     (type_id, state, created + shift, updated + shift)).lastrowid
+            _copy_properties(db, "ExecutionProperty", "execution_id", e, new_exec[e])
+            db.executemany("INSERT INTO Association (context_id, execution_id) VALUES (?, ?)",
+                           [(c, new_exec[e]) for c in [ctx] + other_contexts[e]])
+        for a, (type_id, uri, state, created, updated) in artifacts.items():
+            new_art[a] = db.execute("INSERT INTO Artifact (type_id, uri, state, create_time_since_"
+                                    "epoch, last_update_time_since_epoch) VALUES (?, ?, ?, ?, ?)",
+                                    (type_id, f"{uri}-c{i}", state, created + shift,
+                                     updated + shift)).lastrowid
+            _copy_properties(db, "ArtifactProperty", "artifact_id", a, new_art[a])
+            db.execute("INSERT INTO Attribution (context_id, artifact_id) VALUES (?, ?)",
+                       (ctx, new_art[a]))
+        for event_id, a, e, kind, ms in events:
+            new_event = db.execute("INSERT INTO Event (artifact_id, execution_id, type, "
+                                   "milliseconds_since_epoch) VALUES (?, ?, ?, ?)",
+                                   (new_art.get(a, a), new_exec[e], kind, (ms or 0) + shift)).lastrowid
+            db.executemany("INSERT INTO EventPath (event_id, is_index_step, step_index, step_key) "
+                           "VALUES (?, ?, ?, ?)", [(new_event, *p) for p in paths[event_id]])
+
+
+def grow(source_sqlite: str, out_sqlite: str, total_runs: int, run_name: str | None) -> None:
+    shutil.copyfile(source_sqlite, out_sqlite)
+    with sqlite3.connect(out_sqlite) as db:
+        runs = db.execute("SELECT c.id, c.name FROM Context c JOIN Type t ON t.id = c.type_id "
+                          "WHERE t.name = 'pipeline_run' ORDER BY c.id").fetchall()
+        source = next((r for r in runs if r[1] == run_name), runs[0]) if run_name else runs[-1]
+        clone_run(db, source[0], max(0, total_runs - len(runs)))
+
+
+def _best(fn, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) -> dict[str, float]:
+    from pipeline.lineage import explore, queries, report
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import connect
+    from pipeline.lineage.web.app import create_app
+    fresh = lambda: Lineage(connect(sqlite_path))  # noqa: E731
+    newest = fresh().run("latest")
+    client = create_app(fresh, home).test_client()
+    model = explore.pushed_model(fresh(), newest.name).get("Model", {}).get("id")
+    figures = {
+        "lineage runs (20)": lambda: queries.list_runs(fresh()),
+        "lineage trace <oldest pushed version>": lambda: queries.trace(fresh(), oldest_pushed),
+        "lineage trace --down <oldest model id>": lambda: queries.trace(fresh(), oldest_model, down=True),
+        "lineage diff latest latest~1": lambda: queries.diff(fresh(), "latest", "latest~1"),
+        "lineage why latest": lambda: queries.why(fresh(), "latest"),
+        "lineage graph latest": lambda: queries.graph(fresh(), "latest"),
+        "run report latest": lambda: report.run_report(fresh().store, "latest"),
+        "page /": lambda: client.get("/"),
+        "page /?state=failed": lambda: client.get("/?state=failed"),
+        f"page /run/{newest.name}": lambda: client.get(f"/run/{newest.name}"),
+        f"page /artifact/{model}": lambda: client.get(f"/artifact/{model}"),
+        "page /models": lambda: client.get("/models"),
+        "page /diff": lambda: client.get("/diff?a=latest&b=latest~1"),
+        f"page /run/{newest.name}/curves": lambda: client.get(f"/run/{newest.name}/curves"),
+    }
+    client.get(f"/run/{newest.name}/curves")  # imports (matplotlib, tensorboard): `bigtrain ui` warms them
+    return {name: _best(fn) for name, fn in figures.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", default="1000,10000")
+    parser.add_argument("--home", help="a real home to clone (default: the synthetic store)")
+    args = parser.parse_args()
+    print(f"machine: {_machine.describe()}")
+    work = tempfile.mkdtemp(prefix="lineage_speed_")
+    try:
+        if args.home:
+            home = os.path.abspath(args.home)
+            run_name = None
+        else:
+            from tests.support import lineage_store
+            home = os.path.join(work, "home")
+            lineage_store.build(home)
+            run_name = "run-b"  # the fine-tuned, tuned, pushed one
+        from pipeline.lineage import explore, queries
+        from pipeline.lineage.store import Lineage
+        from pipeline.lineage.connection import connect
+        oldest = [r for r in reversed(queries.list_runs(Lineage(connect(
+            os.path.join(home, "metadata.sqlite"))), limit=None)) if r["pushed_version"]][0]
+        pushed = explore.pushed_model(Lineage(connect(os.path.join(home, "metadata.sqlite"))),
+                                      oldest["run_id"])
+        destination, oldest_model = pushed["destination"], str(pushed["Model"]["id"])
+        for total in (int(n) for n in args.runs.split(",")):
+            grown = os.path.join(work, f"grown-{total}.sqlite")
+            started = time.perf_counter()
+            grow(os.path.join(home, "metadata.sqlite"), grown, total, run_name)
+            print(f"\n{total} runs in the store (grown in {time.perf_counter() - started:.1f} s)")
+            for name, seconds in measure(grown, home, destination, oldest_model).items():
+                print(f"  {name:<52} {seconds:7.3f} s{'  OVER 1 s' if seconds > 1 else ''}")
+            os.remove(grown)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Deployment files next to the pushed versions of one model (<serving_dir>/<model>/):
+
+  models.config        TF Serving's --model_config_file (a ModelServerConfig text proto): the
+                       model's name and base path, its version policy (`specific`: the labelled
+                       versions; `latest`: the newest one) and the labels `stable` and `canary`
+  batching_parameters  TF Serving's --batching_parameters_file (components/training/batching.py)
+
+Labels, moved by every push that publishes a new version: the new version becomes `canary`; the
+version that was `canary` becomes `stable` (the first version is both). A rollback is an edit of
+models.config (TF Serving re-reads it every --model_config_file_poll_wait_seconds).
+Retention (push.keep_versions, default 5): the newest `keep_versions` versions and every
+labelled version stay; older ones are renamed out of TF Serving's sight (it only watches all-digit
+names; on an object store: their saved_model.pb is deleted first), then deleted. The config is
+replaced (atomically on local disk, one PUT on S3) before any version is removed, so a label never
+names a deleted version. All I/O goes through components.common.fs (local, s3://, gs://).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from components.common import fs
+from components.training.batching import BATCHING
+
+MODELS_CONFIG = "models.config"
+BATCHING_FILE = "batching_parameters"
+DEFAULT_KEEP_VERSIONS = 5
+POLICIES = ("specific", "latest")
+LOGGER = logging.getLogger("bigtrain.push")
+
+
+GRAPH_FILE = "saved_model.pb"
+
+
+def _versions(base_dir: str) -> list[int]:  # push.served_versions' rule (push imports this module)
+    return sorted(int(n) for n in fs.listdir(base_dir)
+                  if n.isdigit() and fs.exists(fs.join(base_dir, n, GRAPH_FILE)))
+
+
+def read_labels(base_dir: str) -> dict[str, int]:
+    """The version labels models.config holds now ({} when there is none)."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+    path = fs.join(base_dir, MODELS_CONFIG)
+    if not fs.exists(path):
+        return {}
+    config = text_format.Parse(fs.read_text(path), model_server_config_pb2.ModelServerConfig())
+    return {label: int(version) for model in config.model_config_list.config
+            for label, version in model.version_labels.items()}
+
+
+def moved_labels(previous: dict[str, int], new_version: int) -> dict[str, int]:
+    """The new version is canary; the former canary (or, first time, the new version) is stable."""
+    return {"stable": previous.get("canary", new_version), "canary": new_version}
+
+
+def models_config_text(name: str, base_path: str, labels: dict[str, int], policy: str) -> str:
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+    if policy not in POLICIES:
+        raise ValueError(f"push version policy must be one of {POLICIES}, got {policy!r}")
+    config = model_server_config_pb2.ModelServerConfig()
+    model = config.model_config_list.config.add(name=name, base_path=base_path, model_platform="tensorflow")
+    if policy == "latest":
+        model.model_version_policy.latest.num_versions = 1
+    else:  # labels only make sense for versions the policy keeps loaded
+        model.model_version_policy.specific.versions.extend(sorted(set(labels.values())))
+        for label, version in sorted(labels.items()):
+            model.version_labels[label] = version
+    return text_format.MessageToString(config)
+
+
+def batching_parameters_text(batching: dict = BATCHING) -> str:
+    # Written by hand: the BatchingParameters proto is not in the tensorflow-serving-api wheel.
+    lines = [f"{key} {{ value: {batching[key]} }}"
+             for key in ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")]
+    lines += [f"allowed_batch_sizes: {size}" for size in batching["allowed_batch_sizes"]]
+    lines.append(f"pad_variable_length_inputs: {str(batching['pad_variable_length_inputs']).lower()}")
+    return "\n".join(lines) + "\n"
+
+
+def retire_old_versions(base_dir: str, keep_versions: int, labels: dict[str, int]) -> list[int]:
+    """Remove all but the newest keep_versions versions and the labelled ones; returns those removed."""
+    if keep_versions < 1:
+        raise ValueError(f"push.keep_versions must be >= 1, got {keep_versions}")
+    versions = _versions(base_dir)
+    keep = set(versions[-keep_versions:]) | set(labels.values())
+    removed = [v for v in versions if v not in keep]
+    for version in removed:
+        path = fs.join(base_dir, str(version))
+        if fs.is_remote(base_dir):   # the graph first: TF Serving stops seeing the version
+            fs.remove(fs.join(path, GRAPH_FILE))
+        else:                        # out of TF Serving's sight in one step (a non-digit name)
+            retired = fs.join(base_dir, f".retired-{version}-{os.getpid()}")
+            fs.rename(path, retired)
+            path = retired
+        fs.rmtree(path)
+        LOGGER.info("retired version %d of %s (push.keep_versions %d)", version, base_dir, keep_versions)
+    return removed
+
+
+def publish_deployment_files(base_dir: str, new_version: int | None,
+                             keep_versions: int = DEFAULT_KEEP_VERSIONS, policy: str = "specific",
+                             model_name: str | None = None) -> dict:
+    """After a push: move the labels to new_version (None: the push published nothing, labels stay),
+    write models.config and batching_parameters, apply retention. Returns what it did."""
+    base_dir = fs.absolute(base_dir)
+    name = model_name or base_dir.rstrip("/").rsplit("/", 1)[-1]
+    previous = read_labels(base_dir)
+    labels = moved_labels(previous, new_version) if new_version is not None else previous
+    if not labels and _versions(base_dir):   # an older layout without a config: label the newest
+        labels = moved_labels({}, _versions(base_dir)[-1])
+    fs.write_text(fs.join(base_dir, MODELS_CONFIG), models_config_text(name, base_dir, labels, policy))
+    fs.write_text(fs.join(base_dir, BATCHING_FILE), batching_parameters_text())
+    removed = retire_old_versions(base_dir, keep_versions, labels if policy == "specific" else {})
+    return {"labels": labels, "removed": removed, "policy": policy}

@@ -1,0 +1,117 @@
+"""Opening an MLMD store: the connection config (sqlite read-only unless asked, or MySQL), and the
+named errors of a store that is missing, empty, truncated, not a database, damaged or locked."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ml_metadata import errors, metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from components.common.errors import MetadataStoreError
+
+
+def connection_config(sqlite_path: str | None = None, *, read_only: bool = True,
+                      mysql_host: str | None = None, mysql_port: int = 3306,
+                      mysql_database: str | None = None, mysql_user: str | None = None,
+                      mysql_password: str | None = None) -> metadata_store_pb2.ConnectionConfig:
+    """MLMD's connection to a sqlite file (read-only unless asked) or to a MySQL/MariaDB server."""
+    config = metadata_store_pb2.ConnectionConfig()
+    if mysql_host:
+        config.mysql.host, config.mysql.port = mysql_host, mysql_port
+        config.mysql.database = mysql_database or "metadb"
+        config.mysql.user = mysql_user or "root"
+        if mysql_password:
+            config.mysql.password = mysql_password
+    else:
+        config.sqlite.filename_uri = sqlite_path
+        modes = metadata_store_pb2.SqliteMetadataSourceConfig
+        config.sqlite.connection_mode = (modes.READONLY if read_only
+                                         else modes.READWRITE_OPENCREATE)
+    return config
+
+
+def describe(config: metadata_store_pb2.ConnectionConfig) -> str:
+    if config.HasField("mysql"):
+        return f"MySQL {config.mysql.user}@{config.mysql.host}:{config.mysql.port}/{config.mysql.database}"
+    return config.sqlite.filename_uri
+
+
+def check_sqlite(path: str, *, must_exist: bool = True, thorough: bool = False) -> None:
+    """Named errors for a sqlite store that MLMD would only report as a raw query error: missing,
+    empty or truncated, not a database, damaged, or locked by another process. Reads only (a
+    read-only connection with a short busy timeout: never waits on a writer for long).
+    thorough: also sqlite's quick_check of every page (0.5 s at 10,000 runs, so it runs only
+    once MLMD failed on the store, see open_store; otherwise the schema page is read)."""
+    import sqlite3
+    if not os.path.exists(path):
+        if must_exist:
+            raise MetadataStoreError(f"no metadata database at {path} (run `bigtrain run` first, or "
+                                     "pass --home or --metadata)")
+        return
+    size = os.path.getsize(path)
+    if size == 0:
+        raise MetadataStoreError(f"metadata store {path} is empty (0 bytes: truncated?); move it "
+                                 "aside to start a new lineage history, or restore it from a backup")
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(b"SQLite format 3\0"):
+        raise MetadataStoreError(f"metadata store {path} is not an SQLite database (corrupt or "
+                                 "overwritten); move it aside or restore it from a backup")
+    if len(header) == 100:  # header: page size at 16, database size in pages at 28
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        if pages and size < page_size * pages:
+            raise MetadataStoreError(
+                f"metadata store {path} is truncated ({size} bytes, its header says "
+                f"{page_size * pages}); move it aside or restore it from a backup")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)) as db:
+            result = db.execute("PRAGMA quick_check" if thorough
+                                else "SELECT 'ok' FROM sqlite_master LIMIT 1").fetchone()
+    except sqlite3.OperationalError as err:
+        if "locked" in str(err) or "busy" in str(err):
+            raise MetadataStoreError(
+                f"metadata store {path} is locked by another process ({err}); bigtrain runs take "
+                "<home>/.bigtrain.lock instead, so this is another program holding a write "
+                "transaction: close it and retry") from None
+        raise MetadataStoreError(f"metadata store {path} cannot be read: {err}") from None
+    except sqlite3.DatabaseError as err:
+        raise MetadataStoreError(f"metadata store {path} is damaged ({err}); move it aside or "
+                                 "restore it from a backup") from None
+    if result and result[0] != "ok":
+        raise MetadataStoreError(f"metadata store {path} is damaged (sqlite quick_check: "
+                                 f"{result[0]}); move it aside or restore it from a backup")
+
+
+def open_store(config: metadata_store_pb2.ConnectionConfig) -> metadata_store.MetadataStore:
+    """MetadataStore(config), its failures as named errors (exit code 5) instead of MLMD's raw
+    'Error when executing query' RuntimeErrors."""
+    if config.HasField("sqlite"):
+        check_sqlite(config.sqlite.filename_uri, must_exist=config.sqlite.connection_mode
+                     == metadata_store_pb2.SqliteMetadataSourceConfig.READONLY)
+    try:
+        store = metadata_store.MetadataStore(config)
+        store.get_context_types()  # MySQL connects lazily in places: fail here, named
+        return store
+    except (RuntimeError, errors.StatusError) as err:
+        diagnose(config)
+        raise MetadataStoreError(f"metadata store {describe(config)}: {err}") from None
+
+
+def diagnose(config: metadata_store_pb2.ConnectionConfig) -> None:
+    """After MLMD failed on a sqlite store: the named error of a damaged one (quick_check)."""
+    if config.HasField("sqlite"):
+        check_sqlite(config.sqlite.filename_uri, thorough=True)
+
+
+def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
+            mysql_port: int = 3306, mysql_database: str | None = None,
+            mysql_user: str | None = None,
+            mysql_password: str | None = None) -> metadata_store.MetadataStore:
+    """An existing sqlite store (read-only unless asked), or a MySQL one (shared deployments)."""
+    return open_store(connection_config(
+        sqlite_path, read_only=read_only, mysql_host=mysql_host, mysql_port=mysql_port,
+        mysql_database=mysql_database, mysql_user=mysql_user, mysql_password=mysql_password))

@@ -1,0 +1,190 @@
+"""`bigtrain ui`: a read-only Flask app over one MLMD store. Every page is rendered on the server
+from the lineage package's queries (the answers `bigtrain lineage` prints), with autoescaping
+Jinja templates; the store is opened read-only per request and never written; files are served
+only from inside the store's home (the run logs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable
+
+import flask
+from werkzeug.exceptions import HTTPException, NotFound
+
+from components.common.errors import MetadataStoreError
+from pipeline.lineage import explore, queries, record, report
+from pipeline.lineage.store import Lineage, properties
+from pipeline.lineage.web import curves, layout
+
+STATES = ("complete", "failed", "abandoned", "running")
+VARIANT_FIGURES = ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")
+
+
+def create_app(open_lineage: Callable[[], Lineage], home: str | None,
+               diagnose_store: Callable[[], None] = lambda: None) -> flask.Flask:
+    """open_lineage: a fresh read-only Lineage per request; home: the folder files may be read
+    from (run logs, TensorBoard events); None: no file is read. diagnose_store: raises the
+    named MetadataStoreError of a damaged store after MLMD failed on it (store.diagnose)."""
+    app = flask.Flask(__name__)
+    app.config.update(HOME=os.path.realpath(home) if home else None)
+    app.jinja_env.filters.update(when=_when, fig=_fig)
+
+    @app.before_request
+    def _open():
+        flask.g.started = time.perf_counter()
+        flask.g.lin = open_lineage()
+
+    @app.after_request
+    def _timing(response):
+        if "started" in flask.g:
+            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - flask.g.started) * 1e3:.1f}"
+        return response
+
+    @app.errorhandler(MetadataStoreError)
+    def _store_error(err):
+        return flask.render_template("error.html", title="metadata store unusable",
+                                     message=str(err)), 503
+
+    @app.errorhandler(RuntimeError)  # MLMD's raw query errors: name a damaged store
+    def _store_failed(err):
+        try:
+            diagnose_store()
+        except MetadataStoreError as named:
+            return _store_error(named)
+        raise err
+
+    @app.errorhandler(LookupError)
+    def _not_found_lookup(err):
+        return flask.render_template("error.html", title="not found",
+                                     message=str(err.args[0] if err.args else err)), 404
+
+    @app.errorhandler(HTTPException)
+    def _http(err):
+        return flask.render_template("error.html", title=f"{err.code} {err.name}",
+                                     message=err.description), err.code
+
+    _routes(app)
+    return app
+
+
+def _lin() -> Lineage:
+    return flask.g.lin
+
+
+def _routes(app: flask.Flask) -> None:
+    """Every page of the app (views below, each reading the lineage package only)."""
+    app.add_url_rule("/", view_func=runs, methods=["GET"])
+    app.add_url_rule("/run/<path:run_id>", view_func=run, methods=["GET"])
+    app.add_url_rule("/run/<path:run_id>/log", view_func=run_log, methods=["GET"])
+    app.add_url_rule("/run/<path:run_id>/curves", view_func=run_curves, methods=["GET"])
+    app.add_url_rule("/artifact/<int:artifact_id>", view_func=artifact, methods=["GET"])
+    app.add_url_rule("/models", view_func=models, methods=["GET"])
+    app.add_url_rule("/diff", view_func=diff, methods=["GET"])
+
+
+def runs():
+    state = flask.request.args.get("state") or None
+    if state not in (None, *STATES):
+        raise NotFound(f"unknown state {state!r}; one of {', '.join(STATES)}")
+    offset = max(0, flask.request.args.get("offset", 0, type=int))
+    limit = min(100, max(1, flask.request.args.get("limit", 20, type=int)))
+    page = queries.runs_page(_lin(), limit=limit, offset=offset, state=state)
+    return flask.render_template("runs.html", page=page, state=state, states=STATES,
+                                 offset=offset, limit=limit)
+
+def run(run_id):
+    lin = _lin()
+    the_run = lin.run(run_id)
+    rep = report.run_report(lin.store, the_run.name, lineage=lin)
+    graph = layout.layered(queries.graph(lin, the_run.name))
+    examples = rep.output("Examples")
+    tuner = rep.output("TunerResults")
+    trials = json.loads(tuner.get("trials_json") or "[]") if tuner else []
+    return flask.render_template(
+        "run.html", rep=rep, run=the_run, graph=graph, summarize=report.summarize,
+        counters=[(n, examples[n]) for n in report.DATA_COUNTERS if n in examples],
+        trials=trials, trial_keys=sorted({k for t in trials for k in t["values"]}),
+        tuner=tuner, run_props=properties(the_run), why=queries.why(lin, the_run.name))
+
+def run_log(run_id):
+    log = properties(_lin().run(run_id)).get(record.RUN_LOG)
+    path = _inside_home(flask.current_app, log)
+    if path is None or not os.path.isfile(path):
+        raise NotFound(f"no readable log for run {run_id} inside the store's home")
+    return flask.send_file(path, mimetype="text/plain")
+
+def run_curves(run_id):
+    rep = report.run_report(_lin().store, _lin().run(run_id).name, lineage=_lin())
+    model_run = rep.output("ModelRun")
+    log_dir = _inside_home(flask.current_app, model_run.get("uri"))
+    scalars = curves.read_scalars(log_dir) if log_dir and os.path.isdir(log_dir) else {}
+    charts = [(title, curves.svg_chart(scalars[tag], title)) for tag, title in curves.CURVES
+              if scalars.get(tag)]
+    missing = [title for tag, title in curves.CURVES if not scalars.get(tag)]
+    return flask.render_template("curves.html", rep=rep, charts=charts, missing=missing,
+                                 log_dir=model_run.get("uri"))
+
+def artifact(artifact_id):
+    lin = _lin()
+    record_ = queries.artifact_record(lin, artifact_id, full=True)
+    graph = explore.neighborhood(lin, artifact_id)
+    up = queries.trace(lin, str(artifact_id))["steps"][0]
+    down = explore.trace_step_down(lin, artifact_id)
+    producer = lin.producer(artifact_id)
+    return flask.render_template(
+        "artifact.html", art=record_, graph=layout.layered(graph), graph_data=graph,
+        up=up, down=down, variants=_variants(record_["properties"]),
+        producer=producer and queries.execution_record(lin, producer),
+        producer_inputs=lin.inputs(producer) if producer else {})
+
+def models():
+    lin = _lin()
+    offset = max(0, flask.request.args.get("offset", 0, type=int))
+    page = queries.runs_page(lin, limit=20, offset=offset)
+    pushed = [r for r in page["runs"] if r["pushed_version"]]
+    rows = [explore.pushed_model(lin, r["run_id"]) for r in pushed]
+    return flask.render_template("models.html", rows=rows, page=page, offset=offset,
+                                 runs=page["runs"], variants=_variants)
+
+def diff():
+    a, b = flask.request.args.get("a"), flask.request.args.get("b")
+    if not a or not b:
+        raise NotFound("diff needs two runs: /diff?a=RUN&b=RUN")
+    return flask.render_template("diff.html", d=queries.diff(_lin(), a, b))
+
+
+def _inside_home(app: flask.Flask, path: str | None) -> str | None:
+    """path resolved (symlinks too) when it lies inside the store's home, else None."""
+    home = app.config["HOME"]
+    if not path or not home:
+        return None
+    real = os.path.realpath(path)
+    return real if os.path.commonpath([real, home]) == home else None
+
+
+def _when(ms) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms else "-"
+
+
+def _fig(value) -> str:
+    """Figures for tables: floats to 4 significant digits, missing as '-'."""
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def serve(open_lineage: Callable[[], Lineage], home: str | None, host: str, port: int,
+          diagnose_store: Callable[[], None] = lambda: None) -> None:
+    """Run the app with werkzeug's threaded server (one user on a laptop; no deployment)."""
+    from werkzeug.serving import run_simple
+    curves.warm_up()  # matplotlib, tensorboard, networkx imports: seconds, once, before page one
+    run_simple(host, port, create_app(open_lineage, home, diagnose_store), threaded=True)
+
+
+def _variants(props: dict) -> list[dict]:
+    """The exported variants of a ModelEvaluation's properties: one row per variant."""
+    names = [n for n in str(props.get("variants", "")).split(",") if n]
+    return [dict(name=n, serve=n == props.get("serve_variant"),
+                 **{f: props.get(f"{n}_{f}") for f in VARIANT_FIGURES}) for n in names]

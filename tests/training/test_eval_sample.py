@@ -1,0 +1,64 @@
+"""One evaluation sample over the whole eval split (issue 20, item 8)."""
+
+import lzma
+import zlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.training import metrics
+from schemas import FEATURE
+
+SEQ_LEN = 8
+
+
+def _write_shards(root, shards=3, per_shard=40):
+    """Sequence i holds the value i everywhere, so a row says where it came from."""
+    paths = []
+    for s in range(shards):
+        path = str(root / f"eval-{s}.gz")
+        with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+            for i in range(per_shard):
+                value = s * per_shard + i
+                example = tf.train.Example(features=tf.train.Features(feature={
+                    FEATURE: tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=[value % 256] * (SEQ_LEN + 1)))}))
+                writer.write(example.SerializeToString())
+        paths.append(path)
+    return paths
+
+
+def test_sample_is_spread_over_every_shard_and_independent_of_order(tmp_path):
+    """Fails before the fix: evaluation read the first max_batches batches in file order, i.e.
+    the first shard's first sequences only (here: values 0-23 of shard 0)."""
+    paths = _write_shards(tmp_path)
+    sample = metrics.eval_sample(paths, SEQ_LEN, 24)
+    shards_seen = {int(row[0]) // 40 for row in sample}
+    assert len(sample) == 24 and shards_seen == {0, 1, 2}
+    np.testing.assert_array_equal(metrics.eval_sample(list(reversed(paths)), SEQ_LEN, 24), sample)
+    # A smaller sample is the head of a larger one; 0 takes the whole split.
+    np.testing.assert_array_equal(metrics.eval_sample(paths, SEQ_LEN, 10), sample[:10])
+    assert len(metrics.eval_sample(paths, SEQ_LEN, 0)) == 120
+
+
+def test_metrics_report_the_sample_size_and_standard_error(tmp_path):
+    """Reference: a uniform logits function gives loss ln V on every token, SE 0."""
+    paths = _write_shards(tmp_path)
+    vocab = 259
+    result = metrics.evaluate_logits_fn(
+        lambda ids: tf.zeros(tf.concat([tf.shape(ids), [vocab]], 0)), paths, SEQ_LEN, 4, 5)
+    assert result["sample_sequences"] == result["examples"] == 20
+    assert result["loss"] == pytest.approx(np.log(vocab), rel=1e-6)
+    assert result["loss_standard_error"] == pytest.approx(0.0, abs=1e-6)
+    se = metrics.ratio_standard_error(np.array([1.0, 3.0, 2.0, 6.0]), np.array([1.0, 1.0, 1.0, 1.0]))
+    assert se == pytest.approx(np.std([1, 3, 2, 6], ddof=1) / 2)
+
+
+def test_compressor_bits_per_byte_of_the_sample_text():
+    text = b"def f(x):\n    return x + 1\n" * 200
+    got = metrics.compressor_bits_per_byte(text)
+    assert got["zlib9_bits_per_byte"] == 8 * len(zlib.compress(text, 9)) / len(text)
+    assert got["lzma9_bits_per_byte"] == 8 * len(lzma.compress(text, preset=9)) / len(text)
+    sample = np.array([[257, 104, 105, 258, 256], [257, 33, 256, 256, 256]])
+    assert metrics.sample_text_bytes(sample) == b"hi!"

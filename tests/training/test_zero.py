@@ -1,0 +1,121 @@
+"""ZeRO-1 (train.shard_optimizer_state) against the unsharded AdamW it replaces, on 2 CPU replicas.
+
+Catches: a moment slice updated from the wrong part of the gradient, a wrong bias correction or
+weight decay (weights drift from the Keras AdamW run beyond 1e-6 within 20 steps), slices not
+gathered into every replica's copy (replica copies differ), state that is whole per replica
+(element count), moments not checkpointed or restored (resume differs), and an optimizer step
+counter advanced on skipped steps (Adam's bias correction then differs after the skip).
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.config import ConfigError
+from components.training import input as input_lib
+from components.training import loop, zero
+from components.training.strategy import make_strategy
+from components.training.train_step import make_train_step
+from tests.training.conftest import SEQ_LEN, tiny_config
+
+SHARDED = ["runtime.strategy=mirrored", "train.accumulation_steps=2", "train.clip_norm=0.5",
+           "train.learning_rate=3e-3", "train.warmup_steps=2", "train.train_steps=20"]
+
+
+def run_steps(config, shards, steps: int, prepare_model=None, overflow_first=False):
+    """(final weights, every replica's copy of them, optimizer) after `steps` optimizer steps.
+    overflow_first: the first step's loss scale overflows float16 (a skipped step)."""
+    strategy = make_strategy(config.runtime)
+    keras.utils.set_random_seed(config.train.seed)
+    model, state, optimizer, _ = loop.build_training(config, strategy, prepare_model)
+    t = config.train
+    dynamic = config.runtime.precision == "mixed_float16"
+    step = make_train_step(model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
+                           accumulation_steps=t.accumulation_steps,
+                           clip_norm=t.clip_norm, dynamic_loss_scale=dynamic, seed=t.seed)
+    iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, t.global_batch_size,
+                                           shuffle_buffer=0))
+    for index in range(steps):
+        if overflow_first:             # float16 gradients overflow, then a sane scale
+            state.loss_scale.assign(3e38 if index == 0 else 2.0**10)
+        _, _, finite = step(iterator)
+        assert bool(finite) != (overflow_first and index == 0)
+    copies = [[c.numpy() for c in strategy.experimental_local_results(v.value)]
+              for v in model.trainable_variables]
+    return model.get_weights(), copies, optimizer
+
+
+def test_sharded_weights_equal_unsharded_after_20_steps(shards):
+    """Also: decay by role (embeddings not decayed here, kernels decayed) goes through."""
+    overrides = SHARDED + ["train.decay_embeddings=false"]
+    plain, _, _ = run_steps(tiny_config(*overrides), shards, 20)
+    sharded, copies, optimizer = run_steps(
+        tiny_config(*overrides, "train.shard_optimizer_state=true"), shards, 20)
+    assert isinstance(optimizer, zero.ShardedAdamW)
+    worst = max(float(np.max(np.abs(a - b))) for a, b in zip(plain, sharded))
+    assert worst <= 1e-6, worst
+    assert any(not np.array_equal(a, b) for a, b in zip(plain, run_steps(
+        tiny_config(*overrides), shards, 0)[0]))                      # training moved the weights
+    for replica_copies in copies:                                     # all-gather: copies agree
+        assert all(np.array_equal(replica_copies[0], c) for c in replica_copies[1:])
+
+
+def test_freeze_loss_scaling_and_a_skipped_step_match_unsharded(shards):
+    """mixed_float16 with dynamic loss scaling, the first step overflowing (skipped: Adam's step
+    counter must not advance), the embeddings frozen (not in the sharded optimizer)."""
+    def freeze(model):
+        model.token_embedding.trainable = False
+        model.position_embedding.trainable = False
+    overrides = SHARDED + ["runtime.precision=mixed_float16"]
+    plain, _, _ = run_steps(tiny_config(*overrides), shards, 6, freeze, overflow_first=True)
+    sharded, _, optimizer = run_steps(tiny_config(*overrides, "train.shard_optimizer_state=true"),
+                                      shards, 6, freeze, overflow_first=True)
+    assert int(optimizer.iterations.numpy()) == 5
+    assert len(optimizer.shapes) == len(plain) - 2                   # frozen: no moments
+    worst = max(float(np.max(np.abs(a - b))) for a, b in zip(plain, sharded))
+    assert worst <= 1e-6, worst
+
+
+def test_state_per_replica_is_one_over_r(shards):
+    """Counted from the variables and their devices; d_model=30 so R=2 divides no odd dimension
+    (the LayerNorm vectors of 30 split evenly, the 259-row embedding does not: padded)."""
+    config = tiny_config(*SHARDED, "train.shard_optimizer_state=true", "model.d_model=30")
+    strategy = make_strategy(config.runtime)
+    model, _, optimizer, _ = loop.build_training(config, strategy)
+    unsharded_total = 2 * sum(math.prod(v.shape) for v in model.trainable_variables)  # m and v
+    by_device = optimizer.state_variables_by_device()
+    replicas = strategy.num_replicas_in_sync
+    assert len(by_device) == replicas == 2
+    for device, variables in by_device.items():
+        assert all(device in v.device or tf.DeviceSpec.from_string(v.device) ==
+                   tf.DeviceSpec.from_string(device) for v in variables), device
+        count = sum(math.prod(v.shape) for v in variables)
+        padding = 2 * len(model.trainable_variables)                   # <= 1 element per slice
+        assert unsharded_total / replicas <= count <= unsharded_total / replicas + padding
+
+
+def test_shard_size_pads_instead_of_failing():
+    assert zero.shard_size(259 * 30, 2) == 3885 and zero.shard_size(7, 4) == 2
+    assert zero.shard_size(1, 8) == 1
+
+
+def test_kill_and_resume_is_exact(shards, tmp_path):
+    """Checkpoint at step 4, fault after 6, resume to 8 == uninterrupted 8 (moments restored)."""
+    config = tiny_config(*SHARDED, "train.shard_optimizer_state=true", "train.train_steps=8",
+                         "train.checkpoint_every=4", "train.log_every=100")
+    whole = loop.train(config, shards["train"], str(tmp_path / "a"), str(tmp_path / "a_ckpt"))
+    with pytest.raises(loop.InjectedFault):
+        loop.train(config, shards["train"], str(tmp_path / "b"), str(tmp_path / "b_ckpt"),
+                   fault_at_step=6)
+    resumed = loop.train(config, shards["train"], str(tmp_path / "b"), str(tmp_path / "b_ckpt"))
+    assert resumed.resumed_from_step == 4 and resumed.steps == 8
+    for a, b in zip(whole.model.get_weights(), resumed.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_one_device_is_a_config_error():
+    with pytest.raises(ConfigError, match="train.shard_optimizer_state"):
+        tiny_config("train.shard_optimizer_state=true", "runtime.strategy=one_device")

@@ -1,0 +1,28 @@
+"""One synthetic store per session (tests/support/lineage_store.py: three runs, a fine-tuned model,
+a Tuner, a failed Trainer), with '<script>' in a run name and an artifact property."""
+
+import pytest
+
+from tests.support import lineage_store
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="session")
+def ui_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("ui_home")
+    lineage_store.build(str(home), hostile=HOSTILE)
+    return home
+
+
+@pytest.fixture(scope="session")
+def open_lineage(ui_home):
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import connect
+    return lambda: Lineage(connect(str(ui_home / "metadata.sqlite")))
+
+
+@pytest.fixture()
+def client(open_lineage, ui_home):
+    from pipeline.lineage.web.app import create_app
+    return create_app(open_lineage, str(ui_home)).test_client()

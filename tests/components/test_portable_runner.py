@@ -32,17 +32,17 @@ STAGE = dict(seq_len=64, eval_fraction=0.3, split_salt="", train_shards=3, eval_
 class PidRecordingConvertUnitFn(transforms.ConvertUnitFn):
     """ConvertUnitFn that also counts each unit under the id of the process that converted it."""
 
-    def process(self, unit):
+    def process(self, unit, *args, **kwargs):
         Metrics.counter(PIDS, str(os.getpid())).inc()
-        yield from super().process(unit)
+        yield from super().process(unit, *args, **kwargs)
 
 
 class SlowConvertUnitFn(PidRecordingConvertUnitFn):
     """Half a second per unit: the stage lasts long enough to kill its worker mid-way."""
 
-    def process(self, unit):
+    def process(self, unit, *args, **kwargs):
         time.sleep(0.5)
-        yield from super().process(unit)
+        yield from super().process(unit, *args, **kwargs)
 
 
 def stage_files(corpus, tmp_path):

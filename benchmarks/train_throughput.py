@@ -155,17 +155,20 @@ def bigtrain_run(config, shard: str, workdir: str, steps: int, device: str) -> R
                  peak_memory(device))
 
 
-def old_input_run(config, shard: str, steps: int) -> Run:
-    """The input path before issue 20 on the same step function: one host iterator of global
-    batches (every replica receives the whole batch and slices its share) and a host sync every
-    step (float(loss), bool(finite)), as loop.train did. Benchmark only: not a product path."""
+def input_path_run(config, shard: str, steps: int, per_replica: bool) -> Run:
+    """The same step function under the same minimal loop, one input path or the other.
+    per_replica=False, the path before issue 20: one host iterator of global batches (every
+    replica receives the whole batch and slices its share) and a host sync every step
+    (float(loss), bool(finite)), as loop.train did. per_replica=True: input.distribute (each
+    replica gets its share, prefetched to its device) and one fetch per train.log_every steps,
+    as loop.train does now. Benchmark only: the old path is not a product path."""
     import keras
 
     from components.tokenizer.spec import token_spec
     from components.training import input as input_lib
     from components.training import loop, train_step
     from components.training.strategy import make_strategy
-    t = config.train
+    t, seq_len = config.train, config.data.seq_len
     strategy = make_strategy(config.runtime)
     keras.utils.set_random_seed(t.seed)
     model, state, optimizer, _ = loop.build_training(config, strategy)
@@ -173,14 +176,19 @@ def old_input_run(config, shard: str, steps: int) -> Run:
         model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
         accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm, dynamic_loss_scale=False,
         seed=t.seed, pad_id=token_spec(config.data).pad_id)
-    iterator = iter(input_lib.make_dataset(shard, config.data.seq_len, t.global_batch_size,
-                                           shuffle_buffer=t.shuffle_buffer, seed=t.seed))
-    stamps = []
-    for _ in range(WARMUP_STEPS + steps):
-        loss, _, finite = step_fn(iterator)
-        float(loss), bool(finite)
-        stamps.append(clock())
-    return rates(stamps, steps, t.global_batch_size * config.data.seq_len)
+    kwargs = dict(shuffle_buffer=t.shuffle_buffer, seed=t.seed)
+    dataset = (input_lib.distribute(strategy, shard, seq_len, t.global_batch_size, **kwargs)
+               if per_replica else input_lib.make_dataset(shard, seq_len, t.global_batch_size, **kwargs))
+    iterator, pending, last = iter(dataset), [], WARMUP_STEPS + steps
+    for step in range(1, last + 1):
+        pending.append(step_fn(iterator))
+        # The new path also syncs after the warm-up: the timed window starts there.
+        if not per_replica or step in (WARMUP_STEPS, last) or step % t.log_every == 0:
+            [(float(loss), bool(finite)) for loss, _, finite in pending]
+            pending = []
+            if step == WARMUP_STEPS:
+                warm = clock()
+    return rates([warm] * WARMUP_STEPS + [clock()], steps, t.global_batch_size * seq_len)
 
 
 def input_path_main(args) -> None:
@@ -198,16 +206,23 @@ def input_path_main(args) -> None:
         "train.warmup_steps=1"])
     with tempfile.TemporaryDirectory() as workdir:
         shard = write_shard(workdir, config.data.seq_len, 256)
-        new, old = side_by_side(lambda: bigtrain_run(config, shard, workdir, args.steps, "CPU:0"),
-                                lambda: old_input_run(config, shard, args.steps), args.repeats)
-    print(f"[d_model 256, mirrored x2 CPU, batch {config.train.global_batch_size}, T 128, "
-          f"{args.steps} timed steps, best of {args.repeats}]")
-    print(f"  per-replica input (new): {new.tokens_per_s:,.0f} tokens/s "
-          f"({new.seconds_per_step * 1e3:.0f} ms/step), {new.tokens_per_cpu_s:,.0f} tokens per CPU-second")
-    print(f"  global batch + per-step sync (old): {old.tokens_per_s:,.0f} tokens/s "
-          f"({old.seconds_per_step * 1e3:.0f} ms/step), {old.tokens_per_cpu_s:,.0f} tokens per CPU-second")
+        new, old = side_by_side(lambda: input_path_run(config, shard, args.steps, True),
+                                lambda: input_path_run(config, shard, args.steps, False),
+                                args.repeats)
+        product = bigtrain_run(config, shard, workdir, args.steps, "CPU:0")
+    t = config.train
+    print(f"[d_model 256, mirrored x2 CPU, batch {t.global_batch_size}, T 128, log_every "
+          f"{t.log_every}, {args.steps} timed steps, best of {args.repeats} alternated]")
+    for name, run in (("per-replica input, fetch per log window (new)", new),
+                      ("global batch to every replica, sync every step (old)", old),
+                      ("loop.train (new path; logs, TensorBoard every 3 steps)", product)):
+        print(f"  {name}: {run.tokens_per_s:,.0f} tokens/s ({run.seconds_per_step * 1e3:.0f} "
+              f"ms/step), {run.tokens_per_cpu_s:,.0f} tokens per CPU-second")
     print(f"  new / old: {new.tokens_per_s / old.tokens_per_s:.3f} wall, "
           f"{new.tokens_per_cpu_s / old.tokens_per_cpu_s:.3f} CPU-time (target >= 1.0)")
+    replicas, row_bytes = 2, 2 * 4 * config.data.seq_len           # inputs + targets, int32
+    print(f"  bytes handed to each replica per step: new {t.global_batch_size // replicas * row_bytes:,}"
+          f", old {t.global_batch_size * row_bytes:,} (x{replicas}: every replica got the global batch)")
 
 
 def keras_fit_run(config, shard: str, steps: int, xla: bool) -> Run:

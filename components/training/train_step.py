@@ -122,6 +122,8 @@ def _share(inputs, targets, replica, share: int, global_batch_size: int):
     gradient tests feed one fixed batch), and the replica takes its contiguous share
     [replica * share, (replica + 1) * share), the same rows input.distribute would give it."""
     rows = inputs.shape[0]
+    if rows is None:  # a multi-worker distributed iterator leaves the batch dimension unknown
+        return tf.ensure_shape(inputs, [share, None]), tf.ensure_shape(targets, [share, None])
     if rows == share:
         return inputs, targets
     if rows == global_batch_size:

@@ -148,7 +148,7 @@ def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    config = resolve_config(args)
+    config = config_lib.with_scheduled_paths(resolve_config(args))
     configure_logging(args.verbose)
     if args.target == "kubeflow":
         from runners.kubeflow import compile_kubeflow
@@ -164,7 +164,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def open_lineage(args: argparse.Namespace):
     """The Lineage reader of the store the config, --metadata or $BIGTRAIN_METADATA names."""
-    from pipeline.lineage.store import Lineage, open_store
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import open_store
     from runners.lock import live_writer
     config = resolve_config(args)
     home = os.path.abspath(config.paths.home)
@@ -229,7 +230,8 @@ def add_ui_command(sub, common: list) -> None:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     import ipaddress
-    from pipeline.lineage.store import Lineage, diagnose, open_store
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import diagnose, open_store
     from pipeline.lineage.web.app import serve
     from runners.lock import live_writer
     loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback

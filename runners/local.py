@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from components import config as config_lib
 from components.config import Config, save_config
+from components.common import fs
 from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError, HomeError
 from runners import metadata as metadata_lib
 
@@ -26,15 +27,32 @@ class LocalPaths:
     runs_dir: str
 
     @classmethod
-    def for_home(cls, home: str, pipeline_name: str) -> "LocalPaths":
+    def for_home(cls, home: str, pipeline_name: str, pipeline_root: str = "",
+                 serving_dir: str = "") -> "LocalPaths":
+        """Run state (lock, runs, sqlite) always under the home; the pipeline root and serving
+        folder where orchestrator.pipeline_root / serving_dir say (a path or s3://, gs://),
+        under the home when empty."""
         home = os.path.abspath(home)
         return cls(home=home,
-                   pipeline_root=os.path.join(home, "pipelines", pipeline_name),
-                   serving_dir=os.path.join(home, "serving"),
+                   pipeline_root=_resolve(pipeline_root) or os.path.join(home, "pipelines", pipeline_name),
+                   serving_dir=_resolve(serving_dir) or os.path.join(home, "serving"),
                    runs_dir=os.path.join(home, "runs"))
 
+    @classmethod
+    def for_config(cls, config: Config) -> "LocalPaths":
+        return cls.for_home(config.paths.home, config.paths.pipeline_name,
+                            config.orchestrator.pipeline_root, config.orchestrator.serving_dir)
 
-def run_local(config: Config, paths: LocalPaths, run_dir: str, until: str | None = None) -> None:
+    def remote(self) -> list[str]:
+        return [p for p in (self.pipeline_root, self.serving_dir) if fs.is_remote(p)]
+
+
+def _resolve(path: str) -> str:
+    return path if not path or fs.is_remote(path) else os.path.abspath(path)
+
+
+def run_local(config: Config, paths: LocalPaths, run_dir: str, until: str | None = None,
+              input_fingerprint: str | None = None) -> None:
     """Run the pipeline once (up to and including stage `until`, when given) with run id = the
     run folder's name.
 
@@ -45,13 +63,17 @@ def run_local(config: Config, paths: LocalPaths, run_dir: str, until: str | None
 
     from pipeline.pipeline import create_pipeline
 
-    os.makedirs(paths.pipeline_root, exist_ok=True)
+    # TFX writes artifacts with tf.io.gfile: s3:// needs tensorflow-io's filesystem registered
+    # in this process before the first stage (fs.prepare); Beam stages reach S3 by apache-beam[aws].
+    fs.prepare(paths.pipeline_root, paths.serving_dir, config.data.input)
+    fs.makedirs(paths.pipeline_root)
     pipeline = create_pipeline(
         config,
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
         metadata_connection_config=metadata_lib.connection(config),
-        beam_pipeline_args=list(config.runtime.beam_args), until=until)
+        beam_pipeline_args=list(config.runtime.beam_args), until=until,
+        input_fingerprint=input_fingerprint)
     # Our run id instead of LocalDagRunner's timestamp: the report then reads exactly this run.
     pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
     runtime_parameter_utils.substitute_runtime_parameter(
@@ -79,6 +101,14 @@ def check_home(home: str) -> None:
         raise HomeError(f"home {home} is not writable: {err.strerror}") from None
 
 
+def check_places(paths: LocalPaths) -> None:
+    """The home is a writable local folder; every bucket the run writes to answers (a missing
+    bucket or no credentials: exit 8 now, naming the URI, not mid-run)."""
+    check_home(paths.home)
+    for remote in paths.remote():
+        fs.check_bucket(remote)
+
+
 def is_disk_full(exc: BaseException) -> bool:
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -94,47 +124,62 @@ def is_disk_full(exc: BaseException) -> bool:
 def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
     """Remove checkpoint files a failed save left behind (not listed in their folder's
     `checkpoint` state file, which TF replaces atomically) and save-temp folders: resume and
-    readers only ever see complete checkpoints. Returns what was removed."""
+    readers only ever see complete checkpoints. Through fs: the root may be s3://. Returns what
+    was removed."""
+    import posixpath
     import re
-    import shutil
     removed = []
-    if not os.path.isdir(checkpoint_root):
+    if not fs.isdir(checkpoint_root):
         return removed
-    for root, dirs, files in os.walk(checkpoint_root):
-        for name in list(dirs):
+    files = list(fs.walk_files(checkpoint_root))
+    temp_dirs = set()
+    for rel in files:
+        parts = rel.split("/")[:-1]
+        for depth, name in enumerate(parts):
             if name.endswith("_temp") or "_temp_" in name:
-                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-                removed.append(os.path.join(root, name))
-                dirs.remove(name)
-        state = os.path.join(root, "checkpoint")
-        listed = set()
-        if os.path.exists(state):
-            with open(state, encoding="utf-8") as fh:
-                listed = {os.path.basename(m) for m in re.findall(r'"([^"]+)"', fh.read())}
-        for name in files:
-            match = re.match(r"^(ckpt-\d+)\.(index|data-\d+-of-\d+)$", name)
-            if match and match.group(1) not in listed:
-                os.remove(os.path.join(root, name))
-                removed.append(os.path.join(root, name))
+                temp_dirs.add("/".join(parts[:depth + 1]))
+                break
+    for rel in sorted(temp_dirs):
+        fs.rmtree(fs.join(checkpoint_root, *rel.split("/")))
+        removed.append(fs.join(checkpoint_root, *rel.split("/")))
+    kept = [rel for rel in files if not any(rel.startswith(d + "/") for d in temp_dirs)]
+    for folder in sorted({posixpath.dirname(rel) for rel in kept}):
+        base = fs.join(checkpoint_root, *folder.split("/")) if folder else checkpoint_root
+        state = fs.join(base, "checkpoint")
+        listed = ({posixpath.basename(m) for m in re.findall(r'"([^"]+)"', fs.read_text(state))}
+                  if fs.exists(state) else set())
+        for rel in kept:
+            match = re.match(r"^(ckpt-\d+)\.(index|data-\d+-of-\d+)$", posixpath.basename(rel))
+            if posixpath.dirname(rel) == folder and match and match.group(1) not in listed:
+                fs.remove(fs.join(base, posixpath.basename(rel)))
+                removed.append(fs.join(base, posixpath.basename(rel)))
     return removed
 
 
 def remove_dead_push_staging(serving_dir: str) -> list[str]:
     """<serving>/<model>/.incoming-<version>-<pid> folders of dead pushers (components/push): TF
     Serving never reads them (not all digits), but they would pile up."""
-    import shutil
+    import socket
     from runners.lock import process_alive
     removed = []
-    for model in os.listdir(serving_dir) if os.path.isdir(serving_dir) else []:
-        base = os.path.join(serving_dir, model)
-        for name in os.listdir(base) if os.path.isdir(base) else []:
-            if name.startswith(".incoming-"):
-                pid = name.rsplit("-", 1)[-1]
-                import socket
-                if pid.isdigit() and process_alive({"pid": pid, "host": socket.gethostname()}) is False:
-                    shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-                    removed.append(os.path.join(base, name))
+    for model in fs.listdir(serving_dir):
+        base = fs.join(serving_dir, model)
+        for name in fs.listdir(base):
+            pid = name.rsplit("-", 1)[-1]
+            if (name.startswith(".incoming-") and pid.isdigit()
+                    and process_alive({"pid": pid, "host": socket.gethostname()}) is False):
+                fs.rmtree(fs.join(base, name))
+                removed.append(fs.join(base, name))
     return removed
+
+
+def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
+    """The lock's last holder died: say so, and remove what it left half-written."""
+    print(f"note: {lock.stale_note()}", flush=True)
+    pruned = prune_partial_checkpoints(fs.join(paths.pipeline_root, "checkpoints"))
+    pruned += remove_dead_push_staging(paths.serving_dir)
+    if pruned:
+        print(f"note: removed what it left half-written (never read): {', '.join(pruned)}", flush=True)
 
 
 def _print_report(store, run_id: str, **kwargs) -> None:
@@ -146,25 +191,22 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
                 until: str | None = None) -> int:
     """`bigtrain run` (with `until`: that stage and its upstream only): returns the exit code;
     raises BigtrainError for named errors."""
+    from components.common.listing import fingerprint_input
     from pipeline.lineage import record
-    from pipeline.lineage.store import Lineage, open_store
+    from pipeline.lineage.store import Lineage
+    from pipeline.lineage.connection import open_store
     from runners.logs import configure_logging, remove_file_handlers
     from runners import uptodate
     from runners.lock import HomeLock
 
-    paths = LocalPaths.for_home(config.paths.home, config.paths.pipeline_name)
-    check_home(paths.home)
+    paths = LocalPaths.for_config(config)
+    check_places(paths)
     run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
     run_dir = os.path.join(paths.runs_dir, run_id)
     log_path = os.path.join(run_dir, "run.log")
     with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
         if lock.stale:
-            print(f"note: {lock.stale_note()}", flush=True)
-            pruned = prune_partial_checkpoints(os.path.join(paths.pipeline_root, "checkpoints"))
-            pruned += remove_dead_push_staging(paths.serving_dir)
-            if pruned:
-                print(f"note: removed what it left half-written (never read): {', '.join(pruned)}",
-                      flush=True)
+            clean_after_dead_holder(lock, paths)
         store = (open_store(metadata_lib.connection(config))
                  if metadata_lib.store_exists(config) else None)
         if store is not None:
@@ -177,7 +219,10 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
             if left:
                 print(f"note: {len(left)} execution(s) left running by a dead process recorded as "
                       f"abandoned (see `bigtrain lineage runs`)", flush=True)
-        key = uptodate.inputs_key(config)
+        # The input is listed and fingerprinted once per run (metadata only): the up-to-date key
+        # and the data stages' cache key are this one value.
+        fingerprint = fingerprint_input(config.data)
+        key = uptodate.inputs_key(config, fingerprint)
         reasons = ["forced (--force)"]
         if until:
             reasons = [f"partial run up to {until} (--until)"]
@@ -195,14 +240,16 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
         save_config(config, run_dir)
         configure_logging(verbose, log_path)
         try:
-            return _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until)
+            return _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until,
+                                 input_fingerprint=fingerprint)
         finally:
             remove_file_handlers(log_path)
 
 
-def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=None) -> int:
+def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=None,
+                  input_fingerprint=None) -> int:
     from pipeline.lineage import record
-    from pipeline.lineage.store import open_store
+    from pipeline.lineage.connection import open_store
     from components.validation.anomalies import AnomaliesFoundError
 
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
@@ -211,14 +258,17 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     print(f"bigtrain run: preset {config.preset}, home {paths.home}, run {run_id}\n"
           f"why it runs: {'; '.join(reasons)}\n"
-          f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}", flush=True)
+          f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}"
+          + "".join(f"\n{label}: {path}" for label, path in (("pipeline root", paths.pipeline_root),
+                    ("serving folder", paths.serving_dir)) if not path.startswith(paths.home)),
+          flush=True)
     failure, error = None, None
     try:
         # Libraries parse sys.argv themselves (Beam's options, absl flags: `-v` is absl's
         # verbosity flag), so they must not see bigtrain's own command line.
         command_line, sys.argv = sys.argv, sys.argv[:1]
         try:
-            run_local(config, paths, run_dir, until=until)
+            run_local(config, paths, run_dir, until=until, input_fingerprint=input_fingerprint)
         finally:
             sys.argv = command_line
     except AnomaliesFoundError as err:
@@ -242,7 +292,7 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
             store.put_contexts([run])
             _print_report(store, run_id)
     if error is not None and is_disk_full(error):
-        removed = prune_partial_checkpoints(os.path.join(paths.pipeline_root, "checkpoints"))
+        removed = prune_partial_checkpoints(fs.join(paths.pipeline_root, "checkpoints"))
         raise DiskFullError(
             f"no space left on device while writing under {paths.home} ({failure[1]}); the failed "
             f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "

@@ -80,7 +80,7 @@ def mysql_password(metadata: config_lib.MetadataConfig) -> str:
 
 def connection(config: Config, read_only: bool = False):
     """MLMD ConnectionConfig of the config's store."""
-    from pipeline.lineage.store import connection_config
+    from pipeline.lineage.connection import connection_config
     m = config.metadata
     if m.backend == "mysql":
         return connection_config(mysql_host=m.mysql_host, mysql_port=m.mysql_port,

@@ -8,10 +8,10 @@ still applies) and the reasons are printed and kept on the run."""
 from __future__ import annotations
 
 import json
-import os
 from importlib import metadata as importlib_metadata
 
 from components import config as config_lib
+from components.common import fs
 from components.common.digest import file_digest, source_files
 from components.common.listing import input_signature
 
@@ -32,10 +32,13 @@ def code_digests() -> dict[str, str]:
     return out
 
 
-def inputs_key(config: config_lib.Config) -> dict:
+def inputs_key(config: config_lib.Config, input_fingerprint: str | None = None) -> dict:
+    """What a run depends on. `input_fingerprint`: the run's one fingerprint of data.input (the
+    same value the data stages key their cache on); computed here when not given."""
     settings = config_lib.to_dict(config)
     settings["paths"].pop("home", None)  # the home is where we look, not an input
-    return {"config": settings, "input": input_signature(config.data), "code": code_digests()}
+    return {"config": settings, "input": input_signature(config.data, input_fingerprint),
+            "code": code_digests()}
 
 
 def _flat(value, prefix=""):
@@ -78,18 +81,22 @@ def last_run_of(lin, pipeline_name: str):
 
 
 def outputs_missing(lin, run) -> list[str]:
-    """Outputs of the run's executions (and its pushed model) that are gone from disk."""
+    """Outputs of the run's executions (and its pushed model) that are gone, local or remote
+    (s3://, gs://: one existence check each through fs)."""
     from pipeline.lineage.store import properties
     missing = []
     for execution in lin.executions_of(run):
         for ids in lin.outputs(execution.id).values():
             for artifact_id in ids:
                 artifact = lin.artifact(artifact_id)
-                paths = [artifact.uri]
-                destination = properties(artifact).get("pushed_destination")
-                if properties(artifact).get("pushed") == 1 and destination:
+                props = properties(artifact)
+                # A PushedModel's own folder stays empty (the model is at pushed_destination), and
+                # an object store has no empty folders: there only the destination is checked.
+                paths = [] if "pushed" in props and fs.is_remote(artifact.uri) else [artifact.uri]
+                destination = props.get("pushed_destination")
+                if props.get("pushed") == 1 and destination:
                     paths.append(destination)
-                missing += [p for p in paths if p and "://" not in p and not os.path.exists(p)]
+                missing += [p for p in paths if p and not fs.exists(p)]
     return missing
 
 

@@ -34,6 +34,11 @@ def is_remote(path: str) -> bool:
     return "://" in str(path)
 
 
+def absolute(path: str) -> str:
+    """A local path made absolute (TF Serving's base paths must be); a URI unchanged."""
+    return path if is_remote(path) else os.path.abspath(path)
+
+
 def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
 
@@ -246,7 +251,9 @@ def _s3_client():
     connect, 60 s per read, 3 attempts."""
     import boto3
     import botocore.config
-    return boto3.client("s3", config=botocore.config.Config(
+    # A new session each time: boto3.client() reuses one default session, whose credentials are
+    # resolved once per process (a later change of the environment would go unseen).
+    return boto3.session.Session().client("s3", config=botocore.config.Config(
         connect_timeout=5, read_timeout=60, retries={"max_attempts": 3}))
 
 

@@ -1,9 +1,9 @@
 """The one input listing: which files `data.input` names, and the two digests of them.
 
 `list_input_files` is what the data stage, TokenizerGen and the up-to-date check all list (the same
-expansion of `<stdlib>`, the same excludes, the same order); `input_fingerprint` is the content
-digest a stage's cache keys on; `input_signature` is the cheap (stat-only) check `bigtrain run` uses
-to decide whether to start the pipeline at all.
+expansion of `<stdlib>`, the same excludes, the same order); `input_fingerprint` is the metadata
+digest (path, size, mtime: no bytes read) a stage's cache keys on; `input_signature` adds the input
+spec to it for the check `bigtrain run` uses to decide whether to start the pipeline at all.
 """
 
 from __future__ import annotations
@@ -120,37 +120,40 @@ def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = ()
     return root, sorted(paths)
 
 
-def input_fingerprint(files: list[tuple[str, str]]) -> str:
-    """Content digest of the input: sha256 over (relative path, sha256 of bytes) of every file.
+def _metadata(path: str) -> str:
+    """What the fingerprint keys a file on: size and modification time from the listing (remote)
+    or one stat (local): never the bytes."""
+    if is_remote(path):  # filled by list_remote_files from the same listing request
+        size, mtime = _REMOTE_METADATA.get(path, (None, None))
+        return f"remote:{size}:{mtime}"
+    try:
+        st = os.stat(path)  # follows symlinks; a FIFO/socket/device is never opened
+    except OSError as err:
+        return f"missing:{err.errno}"
+    if not stat.S_ISREG(st.st_mode):
+        return "not-regular"
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
-    Modification times play no part: touching a file changes nothing, editing one byte does.
-    Objects in a store (s3://, gs://) enter by (size, last-modified) from the listing instead of
-    their bytes: re-uploading an object counts as a change (docs/operations.md)."""
+
+def input_fingerprint(files: list[tuple[str, str]]) -> str:
+    """The input's fingerprint: sha256 over (relative path, size, modification time) of every
+    listed file, from listing metadata only (FileSystems.match for s3://, gs://; one stat per local
+    file), never reading bytes: at a terabyte a content hash costs hours before the first stage.
+
+    The rule (docs/operations.md): adding, removing, resizing or re-writing a file (a new mtime,
+    or a re-uploaded object) changes it; touching a file changes it too (the data stage re-runs
+    and writes byte-identical shards); an edit that keeps both size and mtime goes unnoticed."""
     outer = hashlib.sha256()
     for relative, absolute in files:
-        inner = hashlib.sha256()
-        if is_remote(absolute):  # an object store: listing metadata, never the bytes
-            size, mtime = _REMOTE_METADATA.get(absolute, (None, None))
-            outer.update(f"{relative}\0remote:{size}:{mtime}\n".encode("utf-8", "surrogateescape"))
-            continue
-        if regular_size(absolute) is None:  # never open a FIFO, socket or device
-            outer.update(f"{relative}\0not-regular\n".encode("utf-8", "surrogateescape"))
-            continue
-        try:
-            with open(absolute, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    inner.update(block)
-            file_digest = inner.hexdigest()
-        except OSError as err:
-            file_digest = f"unreadable:{err.errno}"
-        outer.update(f"{relative}\0{file_digest}\n".encode("utf-8", "surrogateescape"))
+        outer.update(f"{relative}\0{_metadata(absolute)}\n".encode("utf-8", "surrogateescape"))
     return outer.hexdigest()
 
 
 def fingerprint_input(data) -> str:
-    """The content fingerprint of a DataConfig's input, or UNRESOLVED when the input is not
-    visible where the pipeline is built (a volume mounted only in the cluster): the executor still
-    records the real fingerprint, but the cache cannot notice edited input (docs/operations.md)."""
+    """The fingerprint of a DataConfig's input, or UNRESOLVED when the input is not visible where
+    the pipeline is built (a volume mounted only in the cluster): the executor then records the
+    real fingerprint, but the cache cannot notice edited input (docs/operations.md). A run
+    computes it once (runners/local.py) and hands it to the stages and the up-to-date check."""
     try:
         _, files = list_input_files(data.input, data.exclude)
     except FileNotFoundError:
@@ -158,23 +161,10 @@ def fingerprint_input(data) -> str:
     return input_fingerprint(files)
 
 
-def input_signature(data) -> str:
-    """sha256 over (path, size, mtime) of every listed input file: stats, no reads. A touched file
-    changes it, so the pipeline runs; the data stage's content fingerprint then keeps it cached."""
-    digest = hashlib.sha256(expand_input(data.input).encode())
-    try:
-        _, files = list_input_files(data.input, data.exclude)
-    except FileNotFoundError:
-        return digest.hexdigest()
-    for _, path in files:
-        if is_remote(path):
-            size, mtime = _REMOTE_METADATA.get(path, (None, None))
-            digest.update(f"{path}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
-            continue
-        try:
-            st = os.stat(path)
-        except OSError:
-            digest.update(f"{path}\0missing\n".encode("utf-8", "surrogateescape"))
-            continue
-        digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+def input_signature(data, fingerprint: str | None = None) -> str:
+    """What the up-to-date check compares: the expanded input spec and its fingerprint (the given
+    one, computed once per run, else computed here)."""
+    if fingerprint is None:
+        fingerprint = fingerprint_input(data)
+    return hashlib.sha256(f"{expand_input(data.input)}\0{fingerprint}".encode(
+        "utf-8", "surrogateescape")).hexdigest()

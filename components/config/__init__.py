@@ -15,7 +15,7 @@ from components.config.tree import (
     ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
     PushConfig, VERSION_POLICIES,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
-    Config)
+    Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
 
 __all__ = [
     "build_config", "digest", "from_dict", "load_yaml", "merge", "parse_override",
@@ -24,5 +24,6 @@ __all__ = [
     "DOCUMENT_MODES", "REMAT_MODES", "XLA_MODES", "ON_OFF_KEYS", "TOKENIZERS",
     "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
-    "ExportConfig", "PushConfig", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig", "TuneSpaceConfig", "TuneConfig",
-    "PathsConfig", "MetadataConfig", "Config"]
+    "ExportConfig", "PushConfig", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
+    "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "Config",
+    "SCHEDULED_PIPELINE_ROOT", "SCHEDULED_SERVING_DIR", "with_scheduled_paths"]

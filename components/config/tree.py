@@ -10,6 +10,7 @@ This package imports nothing heavier than PyYAML: the CLI validates a config in 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
@@ -225,15 +226,24 @@ class RuntimeConfig:
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
 
+# Where compiled (scheduled) pipelines put artifacts and pushed models when the config leaves
+# orchestrator.pipeline_root / serving_dir empty: a volume mounted on every cluster node.
+SCHEDULED_PIPELINE_ROOT = "/mnt/bigtrain/pipelines"
+SCHEDULED_SERVING_DIR = "/mnt/bigtrain/serving"
+
+
 @dataclass(frozen=True)
 class OrchestratorConfig:
-    """Where a scheduled pipeline runs (Kubeflow Pipelines, Airflow); local runs ignore this."""
+    """Where a scheduled pipeline runs (Kubeflow Pipelines, Airflow). Local runs honour
+    pipeline_root and serving_dir (empty: under the home); the rest is for scheduled runs."""
     # Container image with bigtrain installed (see Dockerfile); every Kubeflow step runs in it.
     image: str = "bigtrain:0.1.0"
-    # Artifacts of scheduled runs: an object-store URI (gs://, s3://) or a mounted volume path.
-    pipeline_root: str = "/mnt/bigtrain/pipelines"
-    # Pushed models of scheduled runs (<serving_dir>/<model name>/<version>/).
-    serving_dir: str = "/mnt/bigtrain/serving"
+    # Artifacts: an object-store URI (gs://, s3://) or a path. Empty: <home>/pipelines/<name> for
+    # local runs, SCHEDULED_PIPELINE_ROOT for compiled (Kubeflow, Airflow) pipelines.
+    pipeline_root: str = ""
+    # Pushed models (<serving_dir>/<model name>/<version>/). Empty: <home>/serving for local runs,
+    # SCHEDULED_SERVING_DIR for compiled pipelines.
+    serving_dir: str = ""
     # Airflow: cron expression or preset, first logical date (YYYY-MM-DD), task retries.
     schedule: str = "@daily"
     start_date: str = "2026-01-01"
@@ -269,7 +279,8 @@ class TuneConfig:
 
 @dataclass(frozen=True)
 class PathsConfig:
-    # All run state lives under home: pipeline artifacts, the MLMD database, the serving directory.
+    # Run state lives under home: the lock, run logs and configs, the MLMD sqlite file, and (unless
+    # orchestrator.pipeline_root / serving_dir say otherwise) pipeline artifacts and pushed models.
     home: str = "./bigtrain_home"
     pipeline_name: str = "bigtrain"
 
@@ -305,3 +316,12 @@ class Config:
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     preset: str = "tiny"
     tune: TuneConfig = field(default_factory=TuneConfig)
+
+
+def with_scheduled_paths(config: "Config") -> "Config":
+    """The config a compiled (Kubeflow, Airflow) pipeline uses: empty orchestrator.pipeline_root /
+    serving_dir become the cluster volume defaults (local runs put them under the home instead)."""
+    orchestrator = config.orchestrator
+    return dataclasses.replace(config, orchestrator=dataclasses.replace(
+        orchestrator, pipeline_root=orchestrator.pipeline_root or SCHEDULED_PIPELINE_ROOT,
+        serving_dir=orchestrator.serving_dir or SCHEDULED_SERVING_DIR))

@@ -11,6 +11,7 @@ import os
 import time
 
 from components import config as config_lib
+from components.common import fs
 
 LOGGER = logging.getLogger("bigtrain.eval")
 
@@ -19,7 +20,7 @@ def examples_tokenization(examples_uri: str) -> dict:
     """pad_id and token_bytes of the tokenizer the examples were encoded with (bytes if none)."""
     from components.tokenizer import artifact as tokenizer_artifact
     directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
-    if not os.path.isdir(directory):
+    if not fs.isdir(directory):
         return {}
     tokenizer = tokenizer_artifact.load(directory)
     return {"pad_id": tokenizer.pad_id, "token_bytes": tokenizer.token_byte_lengths()}
@@ -116,15 +117,12 @@ def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_con
     on a cached re-run costs a file read instead of a pass over the eval split."""
     key = hashlib.sha256("|".join([model_uri, examples_uri, config_lib.section_json(eval_config)])
                          .encode()).hexdigest()[:24]
-    path = os.path.join(cache_dir, f"{key}.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+    path = fs.join(cache_dir, f"{key}.json")
+    if fs.exists(path):
+        return json.loads(fs.read_text(path))
     metrics = compute()
-    os.makedirs(cache_dir, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(metrics, fh)
-    os.replace(path + ".tmp", path)
+    fs.makedirs(cache_dir)
+    fs.write_text(path, json.dumps(metrics))   # atomic: a unique temporary name, then rename
     return metrics
 
 
@@ -133,12 +131,10 @@ def same_vocabulary(baseline_uri: str, model_uri: str) -> bool:
     from tfx.utils import path_utils
 
     def tokenizer_of(uri):
-        path = os.path.join(path_utils.serving_model_path(uri), "assets.extra", "bigtrain_model.json")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                meta = json.load(fh)
-        except OSError:
+        path = fs.join(path_utils.serving_model_path(uri), "assets.extra", "bigtrain_model.json")
+        if not fs.exists(path):
             return None
+        meta = json.loads(fs.read_text(path))
         return json.dumps([meta.get("vocab_size"), meta.get("tokenizer")], sort_keys=True)
     return tokenizer_of(baseline_uri) == tokenizer_of(model_uri)
 

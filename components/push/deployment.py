@@ -105,7 +105,7 @@ def publish_deployment_files(base_dir: str, new_version: int | None,
                              model_name: str | None = None) -> dict:
     """After a push: move the labels to new_version (None: the push published nothing, labels stay),
     write models.config and batching_parameters, apply retention. Returns what it did."""
-    base_dir = base_dir if fs.is_remote(base_dir) else os.path.abspath(base_dir)
+    base_dir = fs.absolute(base_dir)
     name = model_name or base_dir.rstrip("/").rsplit("/", 1)[-1]
     previous = read_labels(base_dir)
     labels = moved_labels(previous, new_version) if new_version is not None else previous

@@ -21,7 +21,8 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.components.util import examples_utils
 
 from components.common.digest import code_digest
-from components.common.listing import fingerprint_input, input_fingerprint, list_input_files
+from components.common.listing import (UNRESOLVED, fingerprint_input, input_fingerprint,
+                                       list_input_files)
 from components.corpus import documents
 from components.corpus.split_documents import reader_config
 from components.text_example_gen import shards, transforms
@@ -69,6 +70,13 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
                 f"documents (data.document=separator or record) or change data.eval_fraction")
 
 
+def run_fingerprint(exec_properties: dict, files: list[tuple[str, str]]) -> str:
+    """The fingerprint the run computed once when it built the pipeline (the cache key); from
+    this listing's metadata only when the input was not visible there (UNRESOLVED)."""
+    fingerprint = exec_properties.get("input_fingerprint") or UNRESOLVED
+    return input_fingerprint(files) if fingerprint == UNRESOLVED else fingerprint
+
+
 class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
     """Unpacks the config, runs TextToTFRecordShards, records counters on the artifact."""
 
@@ -76,9 +84,9 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         data = config_lib.from_dict(config_lib.DataConfig, json.loads(exec_properties["data_config"]))
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         root, files = list_input_files(data.input, data.exclude)
-        fingerprint = input_fingerprint(files)
-        logging.getLogger("bigtrain.data").info("TextExampleGen: %d files under %s (fingerprint %s)", len(files), root,
-                     fingerprint[:16])
+        fingerprint = run_fingerprint(exec_properties, files)
+        logging.getLogger("bigtrain.data").info(
+            "TextExampleGen: %d files under %s (fingerprint %s)", len(files), root, fingerprint[:16])
 
         # The stage's Tokenizer artifact (data.tokenizer=sentencepiece), else UTF-8 bytes. Its
         # files are copied next to the shards: the Examples say which ids they hold, and the
@@ -86,8 +94,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         tokenizer_dir = None
         if input_dict.get("tokenizer"):
             tokenizer_dir = tokenizer_artifact.examples_tokenizer_dir(examples.uri)
-            fs.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri,
-                        tokenizer_dir)
+            fs.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri, tokenizer_dir)
             loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 

@@ -170,7 +170,8 @@ def logits_fn(model_dir: str, entry: dict):
         def saved_model_logits(ids):
             return loaded.signatures["token_logits"](input_ids=tf.convert_to_tensor(ids, tf.int32))["logits"]
         return saved_model_logits
-    interpreter = tf.lite.Interpreter(model_path=path, num_threads=os.cpu_count())
+    # The model's bytes through fs (TFLite opens model_path with the C library: no s3://).
+    interpreter = tf.lite.Interpreter(model_content=fs.read_bytes(path), num_threads=os.cpu_count())
     runner = interpreter.get_signature_runner("token_logits")
     vocab_size = runner.get_output_details()["logits"]["shape"][-1]
     return lambda ids: runner(input_ids=check_ids(ids, vocab_size))["logits"]

@@ -3,8 +3,69 @@ one artifact, one step downstream, and what a run pushed. Plain data, like queri
 
 from __future__ import annotations
 
-from pipeline.lineage.queries import _execution_record, _fine_tuning
+from pipeline.lineage.queries import execution_record, fine_tuning
 from pipeline.lineage.store import Lineage, properties
+
+
+class _Graph:
+    """Nodes and edges of a lineage graph as graph() returns them, each node added once."""
+
+    def __init__(self, lin: Lineage):
+        self.lin, self.nodes, self.edges, self._seen = lin, {}, [], set()
+
+    def artifact(self, i: int, level: int) -> str:
+        key = f"a{i}"
+        if key not in self.nodes:
+            artifact = self.lin.artifact(i)
+            self.nodes[key] = {"id": key, "kind": "artifact", "artifact_id": i, "depth": level,
+                               "label": f"{self.lin.artifact_type(artifact)} #{i}"}
+        return key
+
+    def execution(self, e: int, level: int) -> str:
+        key = f"e{e}"
+        if key not in self.nodes:
+            execution, lin = self.lin.execution(e), self.lin
+            self.nodes[key] = {"id": key, "kind": "execution", "execution_id": e, "depth": level,
+                               "state": lin.state(execution), "runs": lin.runs_of_execution(e),
+                               "label": f"{lin.node_of.get(e, execution.name)} ({lin.state(execution)})"}
+        return key
+
+    def edge(self, a: str, b: str, label: str) -> None:
+        if (a, b) not in self._seen:
+            self._seen.add((a, b))
+            self.edges.append({"from": a, "to": b, "label": label})
+
+    def walk(self, artifact_id: int, direction: int, depth: int, fan_out: int) -> int:
+        """Add `depth` hops up (direction -1: producers and their inputs) or down (+1: the newest
+        `fan_out` consumers and their outputs); returns how many consumers were not shown."""
+        frontier, hidden = [artifact_id], 0
+        for level in range(1, depth + 1):
+            following = []
+            for current in frontier:
+                if direction < 0:
+                    executions = [p for p in [self.lin.producer(current)] if p]
+                else:
+                    consumers = self.lin.consumers(current)
+                    executions, hidden = consumers[-fan_out:], hidden + max(0, len(consumers) - fan_out)
+                for e in executions:
+                    following += self._link(e, current, direction, level)
+            frontier = following
+        return hidden
+
+    def _link(self, e: int, current: int, direction: int, level: int) -> list[int]:
+        ekey = self.execution(e, direction * (2 * level - 1))
+        links = self.lin.inputs(e) if direction < 0 else self.lin.outputs(e)
+        reached = []
+        for name, ids in links.items():
+            for i in ids:
+                akey = self.artifact(i, direction * 2 * level)
+                self.edge(*((akey, ekey) if direction < 0 else (ekey, akey)), name)
+                reached.append(i)
+        if direction < 0:
+            self.edge(ekey, f"a{current}", "output")
+        else:
+            self.edge(f"a{current}", ekey, "input")
+        return reached
 
 
 def neighborhood(lin: Lineage, artifact_id: int, depth: int = 3, fan_out: int = 8) -> dict:
@@ -12,78 +73,23 @@ def neighborhood(lin: Lineage, artifact_id: int, depth: int = 3, fan_out: int = 
     down (consumers and their outputs), at most `fan_out` executions per artifact each way (the
     newest; a history of cached runs re-reads one artifact thousands of times). Nodes and edges
     as in graph(); each node says its depth from the artifact (negative: upstream)."""
-    nodes, edges, seen_edges = {}, [], set()
-
-    def add_artifact(i, level):
-        key = f"a{i}"
-        if key not in nodes:
-            artifact = lin.artifact(i)
-            nodes[key] = {"id": key, "kind": "artifact", "artifact_id": i, "depth": level,
-                          "label": f"{lin.artifact_type(artifact)} #{i}"}
-        return key
-
-    def add_execution(e, level):
-        key = f"e{e}"
-        if key not in nodes:
-            execution = lin.execution(e)
-            nodes[key] = {"id": key, "kind": "execution", "execution_id": e, "depth": level,
-                          "state": lin.state(execution), "runs": lin.runs_of_execution(e),
-                          "label": f"{lin.node_of.get(e, execution.name)} ({lin.state(execution)})"}
-        return key
-
-    def edge(a, b, label):
-        if (a, b) not in seen_edges:
-            seen_edges.add((a, b))
-            edges.append({"from": a, "to": b, "label": label})
-
-    add_artifact(artifact_id, 0)
-    for direction in (-1, 1):
-        frontier, hidden = [artifact_id], 0
-        for level in range(1, depth + 1):
-            following = []
-            for current in frontier:
-                if direction < 0:
-                    producer = lin.producer(current)
-                    executions = [producer] if producer else []
-                else:
-                    consumers = lin.consumers(current)
-                    executions, hidden = consumers[-fan_out:], hidden + max(0, len(consumers) - fan_out)
-                for e in executions:
-                    ekey = add_execution(e, direction * (2 * level - 1))
-                    links = lin.inputs(e) if direction < 0 else lin.outputs(e)
-                    for name, ids in links.items():
-                        for i in ids:
-                            akey = add_artifact(i, direction * 2 * level)
-                            if direction < 0:
-                                edge(akey, ekey, name)
-                            else:
-                                edge(ekey, akey, name)
-                            following.append(i)
-                    if direction < 0:
-                        edge(ekey, f"a{current}", "output")
-                    else:
-                        edge(f"a{current}", ekey, "input")
-            frontier = following
-        if direction > 0:
-            more_down = hidden
-    return {"artifact_id": artifact_id, "nodes": list(nodes.values()), "edges": edges,
+    graph = _Graph(lin)
+    graph.artifact(artifact_id, 0)
+    graph.walk(artifact_id, -1, depth, fan_out)
+    more_down = graph.walk(artifact_id, 1, depth, fan_out)
+    return {"artifact_id": artifact_id, "nodes": list(graph.nodes.values()), "edges": graph.edges,
             "consumers_not_shown": more_down}
-
-
-def execution_record(lin: Lineage, execution_id: int) -> dict:
-    """An execution: id, node, state and the runs it belongs to."""
-    return _execution_record(lin, execution_id)
 
 
 def trace_step_down(lin: Lineage, artifact_id: int, limit: int = 20) -> dict:
     """One step of `trace --down`: the newest `limit` executions that read the artifact, each
     with its outputs, and the fine-tuned children when it is a Model."""
     consumers = lin.consumers(artifact_id)
-    rec = {"used_by": [dict(_execution_record(lin, e), outputs=lin.outputs(e))
+    rec = {"used_by": [dict(execution_record(lin, e), outputs=lin.outputs(e))
                        for e in consumers[-limit:]],
            "not_shown": max(0, len(consumers) - limit)}
     if lin.artifact_type(lin.artifact(artifact_id)) == "Model":
-        _fine_tuning(lin, artifact_id, rec, down=True)
+        fine_tuning(lin, artifact_id, rec, down=True)
     return rec
 
 

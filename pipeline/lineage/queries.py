@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 from pipeline.lineage import record
 from pipeline.lineage.store import Lineage, changed_parameters, properties
@@ -135,7 +134,7 @@ def runs_page(lin: Lineage, limit: int = 20, offset: int = 0, state: str | None 
     return {"runs": matches, "examined": position - offset, "next_offset": position if more else None}
 
 
-def _execution_record(lin: Lineage, execution_id: int) -> dict:
+def execution_record(lin: Lineage, execution_id: int) -> dict:
     execution = lin.execution(execution_id)
     return {"execution_id": execution_id, "node": lin.node_of.get(execution_id, execution.name),
             "state": lin.state(execution), "runs": lin.runs_of_execution(execution_id)}
@@ -195,13 +194,13 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
         rec = artifact_record(lin, artifact_id)
         rec["depth"] = depth
         if down:
-            rec["used_by"] = [_execution_record(lin, e) for e in lin.consumers(artifact_id)]
+            rec["used_by"] = [execution_record(lin, e) for e in lin.consumers(artifact_id)]
             for execution in rec["used_by"]:
                 for ids in lin.outputs(execution["execution_id"]).values():
                     frontier += [(i, depth + 1) for i in ids]
         else:
             producer = lin.producer(artifact_id)
-            rec["made_by"] = _execution_record(lin, producer) if producer else None
+            rec["made_by"] = execution_record(lin, producer) if producer else None
             if producer:
                 inputs = lin.inputs(producer)
                 rec["made_by"]["inputs"] = inputs
@@ -211,7 +210,7 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
                     for other in lin.outputs(producer).get("evaluation", []):
                         rec["evaluation"] = artifact_record(lin, other)
         if rec["type"] == "Model":
-            _fine_tuning(lin, artifact_id, rec, down)
+            fine_tuning(lin, artifact_id, rec, down)
         if rec["type"] == "Examples":
             rec["raw_input"] = raw_input(lin, artifact_id)
             rec["anomalies"] = anomalies_for(lin, artifact_id)
@@ -224,7 +223,7 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
     return result
 
 
-def _fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:
+def fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:
     """Warm starts: the parent Model that a Trainer read as `base_model` (up), or the Models
     trained from this one (down)."""
     if down:

@@ -13,9 +13,6 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.common import fs
 from pipeline.lineage import record
-# Opening a store lives in connection.py; these names stay importable from here.
-from pipeline.lineage.connection import (  # noqa: F401
-    check_sqlite, connect, connection_config, describe, diagnose, open_store)
 
 Event = metadata_store_pb2.Event
 Execution = metadata_store_pb2.Execution
@@ -69,6 +66,12 @@ def properties(obj, custom_only: bool = False) -> dict:
     out = {} if custom_only else {key: value_of(v) for key, v in obj.properties.items()}
     out.update({key: value_of(v) for key, v in obj.custom_properties.items()})
     return out
+
+
+def _same_location(a: str, b: str) -> bool:
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.normpath(a) == os.path.normpath(b)
 
 
 class Lineage:
@@ -288,7 +291,7 @@ class Lineage:
                 for artifact_id in ids:
                     artifact = self.artifact(artifact_id)
                     destination = properties(artifact).get("pushed_destination", "")
-                    if destination and os.path.normpath(destination) == os.path.normpath(version_dir):
+                    if destination and _same_location(destination, version_dir):
                         return artifact
         return None
 
@@ -296,7 +299,8 @@ class Lineage:
         """An artifact by id, by URI, or a pushed model version directory."""
         if target.isdigit():
             return self.artifact(int(target))
-        path = os.path.abspath(target) if os.path.exists(target) else target
+        # A URI (s3://, gs://) is matched as written (never looked up on the local disk).
+        path = os.path.abspath(target) if "://" not in target and os.path.exists(target) else target
         found = self.store.get_artifacts_by_uri(path) or self.store.get_artifacts_by_uri(target)
         if found:
             return sorted(found, key=lambda a: a.id)[0]
@@ -305,7 +309,7 @@ class Lineage:
             return by_record
         for pushed in self.store.get_artifacts_by_type("PushedModel"):  # no push record: a scan
             destination = properties(pushed).get("pushed_destination", "")
-            if destination and os.path.normpath(destination) == os.path.normpath(path):
+            if destination and _same_location(destination, path):
                 return pushed
         raise LookupError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "
                           "directory known to this metadata store")

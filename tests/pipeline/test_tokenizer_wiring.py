@@ -6,12 +6,15 @@ import json
 
 import pytest
 
+from components.common.digest import code_digest
 from components.evaluation.decision import decide_blessing
+from components.text_example_gen.component import DATA_CODE
 from components.config import EvalConfig, build_config
 
 
 def _properties(pipeline) -> dict:
     return {c.id: {k: v for k, v in c.exec_properties.items()} for c in pipeline.components}
+
 
 
 def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
@@ -26,11 +29,12 @@ def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
     assert ids.index("TokenizerGen") < ids.index("TextExampleGen")
     example_gen = next(c for c in base.components if c.id == "TextExampleGen")
     assert example_gen.inputs["tokenizer"].producer_component_id == "TokenizerGen"
-    # The default pipeline is as before: no tokenizer stage, byte schema, same keys.
+    # The default pipeline has no tokenizer stage and the byte schema; its data stage keys on
+    # the data-stage code too (issue 20: a reader fix must not leave stale byte shards cached).
     assert "TokenizerGen" not in [c.id for c in default.components]
     default_props = _properties(default)
     assert default_props["CuratedSchemaGen"].get("vocab_size") is None
-    assert default_props["TextExampleGen"].get("code_digest") is None
+    assert default_props["TextExampleGen"]["code_digest"] == code_digest(*DATA_CODE)
 
     props = _properties(base)
     assert props["CuratedSchemaGen"]["vocab_size"] == 2000
@@ -101,3 +105,25 @@ def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
     assert metrics["tokens"] == len(targets) and metrics["eval_bytes"] == raw_bytes
     assert metrics["bits_per_byte"] == pytest.approx(len(targets) * math.log(vocab) / raw_bytes
                                                      / math.log(2), rel=1e-5)
+
+
+def test_input_is_fingerprinted_once_per_pipeline_build(tmp_path, monkeypatch):
+    """The run's one fingerprint reaches both data stages' cache keys (TokenizerGen and
+    TextExampleGen) and nothing lists the input again; built without one, the input is listed
+    once, not once per stage. Catches: each component calling fingerprint_input itself (the
+    issue's "twice while the pipeline is built")."""
+    from components.common import listing
+    from pipeline import pipeline as pipeline_lib
+    config = build_config("tiny", overrides=["data.tokenizer=sentencepiece", "data.vocab_size=2000"])
+    calls = []
+    real = listing.list_input_files
+    monkeypatch.setattr(listing, "list_input_files", lambda *a, **k: calls.append(a) or real(*a, **k))
+    built = pipeline_lib.create_pipeline(config, pipeline_root=str(tmp_path / "root"),
+                                         serving_dir=str(tmp_path / "s"), input_fingerprint="f" * 64)
+    props = _properties(built)
+    assert props["TokenizerGen"]["input_fingerprint"] == props["TextExampleGen"]["input_fingerprint"] == "f" * 64
+    assert calls == []
+    built = pipeline_lib.create_pipeline(config, pipeline_root=str(tmp_path / "root"),
+                                         serving_dir=str(tmp_path / "s"))
+    assert len(calls) == 1
+    assert _properties(built)["TextExampleGen"]["input_fingerprint"] == listing.fingerprint_input(config.data)

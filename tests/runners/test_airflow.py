@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from pipeline.lineage import queries
-from pipeline.lineage.store import Lineage, connect
+from pipeline.lineage.store import Lineage
+from pipeline.lineage.connection import connect
 from components.push.push import served_versions
 from runners import cli
 

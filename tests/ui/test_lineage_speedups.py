@@ -4,7 +4,8 @@ replace (the reference: a whole-store listing, read here on purpose)."""
 import os
 
 from pipeline.lineage import queries
-from pipeline.lineage.store import Lineage, connect
+from pipeline.lineage.store import Lineage
+from pipeline.lineage.connection import connect
 
 
 def test_runs_pages_are_slices_of_the_whole_history(open_lineage):

@@ -74,82 +74,85 @@ def _lin() -> Lineage:
 
 
 def _routes(app: flask.Flask) -> None:
-    @app.get("/")
-    def runs():
-        state = flask.request.args.get("state") or None
-        if state not in (None, *STATES):
-            raise NotFound(f"unknown state {state!r}; one of {', '.join(STATES)}")
-        offset = max(0, flask.request.args.get("offset", 0, type=int))
-        limit = min(100, max(1, flask.request.args.get("limit", 20, type=int)))
-        page = queries.runs_page(_lin(), limit=limit, offset=offset, state=state)
-        return flask.render_template("runs.html", page=page, state=state, states=STATES,
-                                     offset=offset, limit=limit)
+    """Every page of the app (views below, each reading the lineage package only)."""
+    app.add_url_rule("/", view_func=runs, methods=["GET"])
+    app.add_url_rule("/run/<path:run_id>", view_func=run, methods=["GET"])
+    app.add_url_rule("/run/<path:run_id>/log", view_func=run_log, methods=["GET"])
+    app.add_url_rule("/run/<path:run_id>/curves", view_func=run_curves, methods=["GET"])
+    app.add_url_rule("/artifact/<int:artifact_id>", view_func=artifact, methods=["GET"])
+    app.add_url_rule("/models", view_func=models, methods=["GET"])
+    app.add_url_rule("/diff", view_func=diff, methods=["GET"])
 
-    @app.get("/run/<path:run_id>")
-    def run(run_id):
-        lin = _lin()
-        the_run = lin.run(run_id)
-        rep = report.run_report(lin.store, the_run.name, lineage=lin)
-        graph = layout.layered(queries.graph(lin, the_run.name))
-        examples = rep.output("Examples")
-        tuner = rep.output("TunerResults")
-        trials = json.loads(tuner.get("trials_json") or "[]") if tuner else []
-        return flask.render_template(
-            "run.html", rep=rep, run=the_run, graph=graph, summarize=report.summarize,
-            counters=[(n, examples[n]) for n in report.DATA_COUNTERS if n in examples],
-            trials=trials, trial_keys=sorted({k for t in trials for k in t["values"]}),
-            tuner=tuner, run_props=properties(the_run), why=queries.why(lin, the_run.name))
 
-    @app.get("/run/<path:run_id>/log")
-    def run_log(run_id):
-        log = properties(_lin().run(run_id)).get(record.RUN_LOG)
-        path = _inside_home(app, log)
-        if path is None or not os.path.isfile(path):
-            raise NotFound(f"no readable log for run {run_id} inside the store's home")
-        return flask.send_file(path, mimetype="text/plain")
+def runs():
+    state = flask.request.args.get("state") or None
+    if state not in (None, *STATES):
+        raise NotFound(f"unknown state {state!r}; one of {', '.join(STATES)}")
+    offset = max(0, flask.request.args.get("offset", 0, type=int))
+    limit = min(100, max(1, flask.request.args.get("limit", 20, type=int)))
+    page = queries.runs_page(_lin(), limit=limit, offset=offset, state=state)
+    return flask.render_template("runs.html", page=page, state=state, states=STATES,
+                                 offset=offset, limit=limit)
 
-    @app.get("/run/<path:run_id>/curves")
-    def run_curves(run_id):
-        rep = report.run_report(_lin().store, _lin().run(run_id).name, lineage=_lin())
-        model_run = rep.output("ModelRun")
-        log_dir = _inside_home(app, model_run.get("uri"))
-        scalars = curves.read_scalars(log_dir) if log_dir and os.path.isdir(log_dir) else {}
-        charts = [(title, curves.svg_chart(scalars[tag], title)) for tag, title in curves.CURVES
-                  if scalars.get(tag)]
-        missing = [title for tag, title in curves.CURVES if not scalars.get(tag)]
-        return flask.render_template("curves.html", rep=rep, charts=charts, missing=missing,
-                                     log_dir=model_run.get("uri"))
+def run(run_id):
+    lin = _lin()
+    the_run = lin.run(run_id)
+    rep = report.run_report(lin.store, the_run.name, lineage=lin)
+    graph = layout.layered(queries.graph(lin, the_run.name))
+    examples = rep.output("Examples")
+    tuner = rep.output("TunerResults")
+    trials = json.loads(tuner.get("trials_json") or "[]") if tuner else []
+    return flask.render_template(
+        "run.html", rep=rep, run=the_run, graph=graph, summarize=report.summarize,
+        counters=[(n, examples[n]) for n in report.DATA_COUNTERS if n in examples],
+        trials=trials, trial_keys=sorted({k for t in trials for k in t["values"]}),
+        tuner=tuner, run_props=properties(the_run), why=queries.why(lin, the_run.name))
 
-    @app.get("/artifact/<int:artifact_id>")
-    def artifact(artifact_id):
-        lin = _lin()
-        record_ = queries.artifact_record(lin, artifact_id, full=True)
-        graph = explore.neighborhood(lin, artifact_id)
-        up = queries.trace(lin, str(artifact_id))["steps"][0]
-        down = explore.trace_step_down(lin, artifact_id)
-        producer = lin.producer(artifact_id)
-        return flask.render_template(
-            "artifact.html", art=record_, graph=layout.layered(graph), graph_data=graph,
-            up=up, down=down, variants=_variants(record_["properties"]),
-            producer=producer and explore.execution_record(lin, producer),
-            producer_inputs=lin.inputs(producer) if producer else {})
+def run_log(run_id):
+    log = properties(_lin().run(run_id)).get(record.RUN_LOG)
+    path = _inside_home(flask.current_app, log)
+    if path is None or not os.path.isfile(path):
+        raise NotFound(f"no readable log for run {run_id} inside the store's home")
+    return flask.send_file(path, mimetype="text/plain")
 
-    @app.get("/models")
-    def models():
-        lin = _lin()
-        offset = max(0, flask.request.args.get("offset", 0, type=int))
-        page = queries.runs_page(lin, limit=20, offset=offset)
-        pushed = [r for r in page["runs"] if r["pushed_version"]]
-        rows = [explore.pushed_model(lin, r["run_id"]) for r in pushed]
-        return flask.render_template("models.html", rows=rows, page=page, offset=offset,
-                                     runs=page["runs"], variants=_variants)
+def run_curves(run_id):
+    rep = report.run_report(_lin().store, _lin().run(run_id).name, lineage=_lin())
+    model_run = rep.output("ModelRun")
+    log_dir = _inside_home(flask.current_app, model_run.get("uri"))
+    scalars = curves.read_scalars(log_dir) if log_dir and os.path.isdir(log_dir) else {}
+    charts = [(title, curves.svg_chart(scalars[tag], title)) for tag, title in curves.CURVES
+              if scalars.get(tag)]
+    missing = [title for tag, title in curves.CURVES if not scalars.get(tag)]
+    return flask.render_template("curves.html", rep=rep, charts=charts, missing=missing,
+                                 log_dir=model_run.get("uri"))
 
-    @app.get("/diff")
-    def diff():
-        a, b = flask.request.args.get("a"), flask.request.args.get("b")
-        if not a or not b:
-            raise NotFound("diff needs two runs: /diff?a=RUN&b=RUN")
-        return flask.render_template("diff.html", d=queries.diff(_lin(), a, b))
+def artifact(artifact_id):
+    lin = _lin()
+    record_ = queries.artifact_record(lin, artifact_id, full=True)
+    graph = explore.neighborhood(lin, artifact_id)
+    up = queries.trace(lin, str(artifact_id))["steps"][0]
+    down = explore.trace_step_down(lin, artifact_id)
+    producer = lin.producer(artifact_id)
+    return flask.render_template(
+        "artifact.html", art=record_, graph=layout.layered(graph), graph_data=graph,
+        up=up, down=down, variants=_variants(record_["properties"]),
+        producer=producer and queries.execution_record(lin, producer),
+        producer_inputs=lin.inputs(producer) if producer else {})
+
+def models():
+    lin = _lin()
+    offset = max(0, flask.request.args.get("offset", 0, type=int))
+    page = queries.runs_page(lin, limit=20, offset=offset)
+    pushed = [r for r in page["runs"] if r["pushed_version"]]
+    rows = [explore.pushed_model(lin, r["run_id"]) for r in pushed]
+    return flask.render_template("models.html", rows=rows, page=page, offset=offset,
+                                 runs=page["runs"], variants=_variants)
+
+def diff():
+    a, b = flask.request.args.get("a"), flask.request.args.get("b")
+    if not a or not b:
+        raise NotFound("diff needs two runs: /diff?a=RUN&b=RUN")
+    return flask.render_template("diff.html", d=queries.diff(_lin(), a, b))
 
 
 def _inside_home(app: flask.Flask, path: str | None) -> str | None:

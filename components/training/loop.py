@@ -164,6 +164,36 @@ def _skipped_step(step: int, loss: float, consecutive: int, state, t) -> None:
             f"train.max_consecutive_skipped={t.max_consecutive_skipped})")
 
 
+class StepWindow:
+    """The steps since the last host sync. Their (loss, gradient norm, finite) results stay on the
+    device until `settle` (every train.log_every steps, at each checkpoint and the last step)
+    fetches them: then, step by step, skipped steps are logged and counted (TrainingDiverged after
+    train.max_consecutive_skipped in a row: raised at most min(log_every, checkpoint_every) - 1
+    steps after the step that reached the limit, and before any later checkpoint is written),
+    on_step is called and StepLog writes its line."""
+
+    def __init__(self, t, state, step_log: StepLog, on_step=None):
+        self.t, self.state, self.step_log, self.on_step = t, state, step_log, on_step
+        self.pending, self.consecutive_skipped = [], 0
+
+    def add(self, step: int, results) -> None:
+        self.pending.append((step, *results))
+
+    def settle(self) -> float:
+        """Fetch the window's results; returns the last step's loss."""
+        fetched = [(step, float(loss), float(norm), bool(finite))
+                   for step, loss, norm, finite in self.pending]
+        self.pending = []
+        for step, loss, norm, finite in fetched:
+            self.consecutive_skipped = 0 if finite else self.consecutive_skipped + 1
+            if not finite:
+                _skipped_step(step, loss, self.consecutive_skipped, self.state, self.t)
+            if self.on_step:
+                self.on_step(step, loss)
+            self.step_log.step(step, loss, norm)
+        return loss
+
+
 def _describe_and_check(config, model, replicas: int) -> tuple[int, int, bool]:
     """Log the model, batch split, remat/XLA and memory estimate; raise when it cannot fit.
     Returns (parameter count, training FLOPs per token, XLA on)."""
@@ -224,14 +254,14 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
         checkpoint_dir, model_run_dir = _worker_dirs(strategy, checkpoint_dir, model_run_dir)
     n_params, flops, xla = _describe_and_check(config, model, replicas)
 
-    iterator = iter(input_lib.make_dataset(train_files, data.seq_len, t.global_batch_size,
-                                           shuffle_buffer=t.shuffle_buffer, seed=t.seed,
-                                           cache=t.cache_dataset))
-    manager = _restore_or_start(tf.train.Checkpoint(model=model, optimizer=optimizer, state=state,
-                                                    iterator=iterator),
+    # The iterator's position is the checkpointed step counter: restore first, then read on
+    # from step x global batch (input.replica_batches).
+    manager = _restore_or_start(tf.train.Checkpoint(model=model, optimizer=optimizer, state=state),
                                 checkpoint_dir, shared_checkpoint_dir)
     resumed_from = _value(state.step)
-
+    iterator = iter(input_lib.distribute(strategy, train_files, data.seq_len, t.global_batch_size,
+                                         start_step=resumed_from, shuffle_buffer=t.shuffle_buffer,
+                                         seed=t.seed, cache=t.cache_dataset))
     step_fn = make_train_step(model, optimizer, strategy, state,
                               global_batch_size=t.global_batch_size,
                               accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
@@ -240,18 +270,15 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                               gradient_fn=pipeline_gradient_fn(config, model, state))
     step_log = StepLog(config, schedule, state, model_run_dir)
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
-    started, consecutive_skipped = time.perf_counter(), 0
+    started, window = time.perf_counter(), StepWindow(t, state, step_log, on_step)
     step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)
     while step < t.train_steps:
-        loss_t, grad_norm, finite = step_fn(iterator)
-        step, loss = step + 1, float(loss_t)
-        consecutive_skipped = 0 if bool(finite) else consecutive_skipped + 1
-        if not bool(finite):
-            _skipped_step(step, loss, consecutive_skipped, state, t)
-        if on_step:
-            on_step(step, loss)
-        step_log.step(step, loss, grad_norm)
-        if step % t.checkpoint_every == 0 or step == t.train_steps:
+        step += 1
+        window.add(step, step_fn(iterator))           # tensors: the host does not wait here
+        checkpoint_now = step % t.checkpoint_every == 0 or step == t.train_steps
+        if checkpoint_now or step % t.log_every == 0:
+            loss = window.settle()                    # the one host sync of the window
+        if checkpoint_now:
             state.last_loss.assign(loss)
             manager.save(checkpoint_number=step)
         if fault_at_step is not None and step == fault_at_step:

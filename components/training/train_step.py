@@ -6,7 +6,8 @@ others, clips each replica's partial gradient *before* the cross-replica sum (so
 is wrong under MirroredStrategy), its built-in gradient_accumulation_steps raises a merge_call
 RuntimeError under MirroredStrategy, and it turns XLA off under any strategy. This step owns all:
 
-  N = count of non-pad targets in the whole global batch (every replica sees the global batch)
+  per replica r: its share, rows [r k b, (r + 1) k b) of the global batch (input.py's rule)
+  N = all_reduce_SUM_r(non-pad targets of share r): the count over the whole global batch
   per replica r, micro-batch i (k micro-batches of b sequences, T targets each):
       loss_ri = sum(CE(logits, targets) * not_pad) / N
       g_r     = sum_i grad(loss_ri * loss_scale)        # tf.while_loop over i: one traced body
@@ -115,6 +116,23 @@ def dropout_seed(base_seed: int, step, replica, micro):
     return seed
 
 
+def _share(inputs, targets, replica, share: int, global_batch_size: int):
+    """This replica's rows. The loop's per-replica input (input.distribute) hands each replica
+    its share already; a caller may instead hand every replica the whole global batch (the
+    gradient tests feed one fixed batch), and the replica takes its contiguous share
+    [replica * share, (replica + 1) * share), the same rows input.distribute would give it."""
+    rows = inputs.shape[0]
+    if rows is None:  # a multi-worker distributed iterator leaves the batch dimension unknown
+        return tf.ensure_shape(inputs, [share, None]), tf.ensure_shape(targets, [share, None])
+    if rows == share:
+        return inputs, targets
+    if rows == global_batch_size:
+        start = replica * share
+        return inputs[start:start + share], targets[start:start + share]
+    raise ValueError(f"a replica received {rows} sequences: expected its share ({share}) or the "
+                     f"global batch ({global_batch_size})")
+
+
 def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: int,
                      accumulation_steps: int, dynamic_loss_scale: bool, seed: int = 0,
                      xla: bool = False, pad_id: int = PAD_ID):
@@ -156,14 +174,17 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
     if xla:
         accumulate = tf.function(accumulate, jit_compile=True)
 
-    def replica_gradients(inputs, targets):                   # (global batch, T) each
+    def replica_gradients(inputs, targets):   # (share, T) each, or (global batch, T): see _share
         context = tf.distribute.get_replica_context()
-        count = target_count(targets, pad_id)                  # N over the global batch
         replica = context.replica_id_in_sync_group
-        start = replica * share                                # this replica's contiguous share
+        inputs, targets = _share(inputs, targets, replica, share, global_batch_size)
+        local_count = tf.reduce_sum(tf.cast(tf.not_equal(targets, pad_id), tf.float32))
+        # N over the global batch. Always SUM (not GRADIENT_REDUCTION): the MEAN mutation must
+        # not cancel itself by halving N too. >= 1 so an all-pad batch gives 0 loss.
+        count = tf.maximum(context.all_reduce(tf.distribute.ReduceOp.SUM, local_count), 1.0)
         scale = state.loss_scale.read_value() if dynamic_loss_scale else tf.constant(1.0)
-        local_loss, grads = accumulate(inputs[start:start + share], targets[start:start + share],
-                                       count, scale, state.step.read_value(), replica)
+        local_loss, grads = accumulate(inputs, targets, count, scale, state.step.read_value(),
+                                       replica)
         # Every replica now holds the gradient of the global-batch loss (and the loss itself).
         grads, loss = context.all_reduce(GRADIENT_REDUCTION, [grads, local_loss])
         return loss, unscale(grads, scale), local_loss
@@ -223,8 +244,8 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
 
     @tf.function
     def train_step(iterator):
-        # A plain tf.data iterator (checkpointable, unlike a distributed one) yields the global
-        # batch; each replica slices its share, so the batch-to-replica split is explicit.
+        # The loop's iterator (input.distribute) yields each replica its share, on its device; a
+        # plain iterator of global batches also works (each replica then slices its share).
         inputs, targets = next(iterator)
         results = strategy.run(replica_step, args=(inputs, targets))
         return [strategy.experimental_local_results(r)[0] for r in results]

@@ -11,6 +11,7 @@ import socket
 
 import numpy as np
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from components.corpus import documents as docs
@@ -131,7 +132,9 @@ def test_plan_units_batches_small_files_and_splits_big_ones(tmp_path):
 def run_stage(files, out_dir, beam_args=BEAM_ARGS, config=None, **overrides):
     params = dict(seq_len=64, eval_fraction=0.3, split_salt="", train_shards=3, eval_shards=2)
     params.update(overrides)
-    p = TestPipeline(argv=beam_args, blocking=True)
+    # TestPipeline(argv=...) keeps only --test-pipeline-options and drops every other argument
+    # (the runner included): the options must be passed as PipelineOptions.
+    p = TestPipeline(options=PipelineOptions(beam_args), blocking=True)
     _ = p | transforms.TextToTFRecordShards(files, out_dir, reader_config=config or reader_config(),
                                             **params)
     result = p.run()

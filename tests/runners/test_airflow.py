@@ -1,7 +1,9 @@
 """The Airflow DAG from `bigtrain compile airflow`, run end to end with a real Airflow 2.10
-(`dag.test()`, temporary AIRFLOW_HOME with its sqlite database): a model is pushed and MLMD holds
-the same lineage shape as a local run."""
+(temporary AIRFLOW_HOME with its sqlite database): in one process (`dag.test()`) and with every
+task in its own process (`airflow tasks test DAG TASK RUN_ID` per task, in dependency order, on one
+triggered DAG run). Each pushes a model, and MLMD holds the same lineage shape as a local run."""
 
+import json
 import os
 import subprocess
 import sys
@@ -26,7 +28,15 @@ print("DAG_STATE", run.state)
 """
 
 
-def test_airflow_runs_the_pipeline_end_to_end(tmp_path, corpus):
+TASK_ORDER = """
+import json, runpy, sys
+dag = runpy.run_path(sys.argv[1])["DAG"]
+print("TASK_ORDER", json.dumps([t.task_id for t in dag.topological_sort()]))
+"""
+
+
+def compile_dag(tmp_path, corpus):
+    """The DAG file in a fresh AIRFLOW_HOME with a migrated sqlite DB; returns (dag file, env)."""
     home = tmp_path / "airflow"
     dag_file = home / "dags" / "bigtrain_dag.py"
     overrides = [f"data.input={corpus[0]}", "data.eval_fraction=0.3", "data.seq_len=64",
@@ -42,10 +52,43 @@ def test_airflow_runs_the_pipeline_end_to_end(tmp_path, corpus):
     bin_dir = os.path.dirname(sys.executable)
     subprocess.run([os.path.join(bin_dir, "airflow"), "db", "migrate"], env=env, check=True,
                    capture_output=True, timeout=300)
+    return dag_file, env
+
+
+def test_airflow_runs_the_pipeline_end_to_end(tmp_path, corpus):
+    dag_file, env = compile_dag(tmp_path, corpus)
     proc = subprocess.run([sys.executable, "-c", RUN_DAG, str(dag_file)], env=env,
                           capture_output=True, text=True, timeout=900)
     assert "DAG_STATE success" in proc.stdout, (proc.stdout[-2000:], proc.stderr[-4000:])
+    check_pushed_run(tmp_path, corpus)
 
+
+def test_airflow_runs_each_task_in_its_own_process(tmp_path, corpus):
+    """One DAG run (`airflow dags trigger`), then one `airflow tasks test` process per task in
+    the DAG's dependency order: the tasks share nothing but MLMD and the pipeline root. Catches:
+    a task that needs state left in memory by an upstream task of the same process (what
+    `dag.test()` cannot see), a DAG whose dependencies miss an edge (a task would find no input)."""
+    dag_file, env = compile_dag(tmp_path, corpus)
+    airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
+    order = subprocess.run([sys.executable, "-c", TASK_ORDER, str(dag_file)], env=env,
+                           capture_output=True, text=True, timeout=300, check=True)
+    (line,) = [l for l in order.stdout.splitlines() if l.startswith("TASK_ORDER ")]
+    tasks = json.loads(line.split(" ", 1)[1])
+    assert len(tasks) == 9 and tasks[-1] == "Pusher", tasks
+    subprocess.run([airflow, "dags", "reserialize"], env=env, check=True, capture_output=True,
+                   timeout=300)
+    subprocess.run([airflow, "dags", "trigger", "bigtrain", "-r", "one-run"], env=env, check=True,
+                   capture_output=True, timeout=300)
+    for task in tasks:
+        proc = subprocess.run([airflow, "tasks", "test", "bigtrain", task, "one-run"], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0 and "Marking task as SUCCESS" in proc.stdout + proc.stderr, (
+            task, proc.stdout[-2000:], proc.stderr[-4000:])
+    check_pushed_run(tmp_path, corpus)
+
+
+def check_pushed_run(tmp_path, corpus):
+    """One version pushed; MLMD: one complete run with every stage and the local run's lineage."""
     versions = served_versions(str(tmp_path / "serving" / "gpt"))
     assert len(versions) == 1
     lin = Lineage(connect(str(tmp_path / "metadata.sqlite")))

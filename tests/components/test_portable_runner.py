@@ -17,10 +17,10 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from components.common import fs, listing
+from components.common import fs
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, counters_from_metrics
-from tests.components.test_transforms import BEAM_ARGS, digest_tree, reader_config
+from tests.components.test_transforms import BEAM_ARGS, digest_tree, reader_config, stage_files
 from tests.support.beam_worker_pool import portable_args, worker_pids, worker_pool
 
 pytestmark = pytest.mark.slow
@@ -43,18 +43,6 @@ class SlowConvertUnitFn(PidRecordingConvertUnitFn):
     def process(self, unit, *args, **kwargs):
         time.sleep(0.5)
         yield from super().process(unit, *args, **kwargs)
-
-
-def stage_files(corpus, tmp_path):
-    """The shared corpus plus one big file read in ranges: many small units."""
-    root, _ = corpus
-    big = tmp_path / "big"
-    big.mkdir()
-    with open(big / "all.txt", "wb") as out:
-        for _, path in listing.list_input_files(os.path.join(root, "email", "*.py"))[1]:
-            out.write(open(path, "rb").read())
-    _, files = listing.list_input_files(root)
-    return files + [("big/all.txt", str(big / "all.txt"))]
 
 
 def run_stage(files, out_dir, beam_args, convert_class=transforms.ConvertUnitFn):

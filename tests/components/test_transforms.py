@@ -322,10 +322,8 @@ def test_parquet_rows_are_documents_and_missing_column_is_counted_per_row(tmp_pa
     assert counters["sequences_train"] > 0 and counters["sequences_eval"] > 0
 
 
-@pytest.mark.slow
-def test_multi_processing_gives_the_same_bytes_as_in_memory(corpus, tmp_path):
-    """DirectRunner with 2 worker processes writes byte-identical shards and manifest (many small
-    units: ranges of one big file and batches of small files), and counts the same."""
+def stage_files(corpus, tmp_path):
+    """The shared corpus plus one big file read in ranges: many small units."""
     root, _ = corpus
     big = tmp_path / "big"
     big.mkdir()
@@ -333,7 +331,14 @@ def test_multi_processing_gives_the_same_bytes_as_in_memory(corpus, tmp_path):
         for _, path in listing.list_input_files(os.path.join(root, "email", "*.py"))[1]:
             out.write(open(path, "rb").read())
     _, files = listing.list_input_files(root)
-    files += [("big/all.txt", str(big / "all.txt"))]
+    return files + [("big/all.txt", str(big / "all.txt"))]
+
+
+@pytest.mark.slow
+def test_multi_processing_gives_the_same_bytes_as_in_memory(corpus, tmp_path):
+    """DirectRunner with 2 worker processes writes byte-identical shards and manifest (many small
+    units: ranges of one big file and batches of small files), and counts the same."""
+    files = stage_files(corpus, tmp_path)
     config = reader_config(document="separator", range_bytes=40_000)
     in_memory = run_stage(files, str(tmp_path / "in_memory"), config=config)
     parallel = run_stage(files, str(tmp_path / "parallel"), beam_args=TWO_WORKERS, config=config)

@@ -33,29 +33,7 @@ def test_two_workers_match_single_process(shards, tmp_path):
     examples = tmp_path / "examples"
     os.makedirs(examples)
     shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
-    ports = [portpicker.pick_unused_port() for _ in range(2)]
-    cluster = {"worker": [f"localhost:{p}" for p in ports]}
-    bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
-    procs = []
-    for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
-                                                     "task": {"type": "worker", "index": index}}),
-                   TF_CPP_MIN_LOG_LEVEL="2")
-        procs.append(subprocess.Popen(
-            [bigtrain, "plumbing", "train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
-             "--weights-out", str(tmp_path / f"w{index}.npz"),
-             *config_args(*OVERRIDES, "runtime.strategy=multi_worker_mirrored")],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outputs = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            raise
-        assert proc.returncode == 0, err[-3000:]
-        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    outputs = _run_workers(examples, tmp_path, OVERRIDES)
     assert [o["num_replicas"] for o in outputs] == [2, 2]
     assert [o["is_chief"] for o in outputs] == [True, False]
     assert os.path.exists(tmp_path / "w0" / "serving_model" / "saved_model.pb")   # chief only

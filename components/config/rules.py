@@ -59,6 +59,9 @@ def validate_positive(config: Config) -> None:
                        ("eval.max_loss", config.eval.max_loss)]:
         if value <= 0:
             raise ConfigError(f"{key}: must be > 0, got {value}")
+    if r.peak_tflops_per_device < 0:
+        raise ConfigError(f"runtime.peak_tflops_per_device: must be >= 0 (0 = unknown), got "
+                          f"{r.peak_tflops_per_device}")
 
 
 def validate_orchestrator(config: Config) -> None:

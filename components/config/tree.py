@@ -222,6 +222,10 @@ class RuntimeConfig:
     # train.accumulation_steps micro-batches stream through them. 1 = off. Needs
     # runtime.strategy=one_device (stages within one host; see docs/training.md).
     pipeline_stages: int = 1
+    # Dense peak of one device in TFLOP/s at the run's precision (e.g. 989 for an H100 SXM in
+    # bf16), so training logs MFU = tokens/s x FLOPs per token / (peak x devices) to TensorBoard
+    # (`bigtrain ui` draws it). 0 = unknown: no MFU scalar (peaks differ by device and precision).
+    peak_tflops_per_device: float = 0.0
     # Beam pipeline options for every Beam-based stage, e.g. ("--direct_running_mode=multi_processing",).
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 

@@ -123,9 +123,11 @@ class StepLog:
     """Every train.log_every steps (and the last): one log line and the TensorBoard scalars of the
     window since the previous line (throughput, learning rate, gradient norm, loss scale)."""
 
-    def __init__(self, config, schedule, state, model_run_dir: str):
+    def __init__(self, config, schedule, state, model_run_dir: str, peak_flops: float = 0.0):
+        """peak_flops: FLOP/s of all devices together (0: unknown, no MFU scalar)."""
         self.train, self.schedule, self.state = config.train, schedule, state
         self.tokens_per_step = config.train.global_batch_size * config.data.seq_len
+        self.peak_flops, self.flops_per_token = peak_flops, 0
         self.writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
         self.window_start, self.window_steps = time.perf_counter(), 0
 
@@ -147,6 +149,8 @@ class StepLog:
             tf.summary.scalar("gradient_norm", float(grad_norm))
             tf.summary.scalar("loss_scale", _value(self.state.loss_scale))
             tf.summary.scalar("skipped_steps", _value(self.state.skipped_steps))
+            if self.peak_flops and self.flops_per_token:
+                tf.summary.scalar("mfu", tokens_per_s * self.flops_per_token / self.peak_flops)
         self.window_start, self.window_steps = time.perf_counter(), 0
 
 
@@ -268,7 +272,9 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                               dynamic_loss_scale=runtime.precision == "mixed_float16",
                               seed=t.seed, xla=xla, pad_id=token_spec(data).pad_id,
                               gradient_fn=pipeline_gradient_fn(config, model, state))
-    step_log = StepLog(config, schedule, state, model_run_dir)
+    step_log = StepLog(config, schedule, state, model_run_dir,
+                       peak_flops=runtime.peak_tflops_per_device * 1e12 * replicas)
+    step_log.flops_per_token = flops
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     started, window = time.perf_counter(), StepWindow(t, state, step_log, on_step)
     step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)

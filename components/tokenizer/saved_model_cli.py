@@ -5,7 +5,7 @@ Stock `saved_model_cli run` on a SavedModel that embeds a SentencePiece tokenize
 which only `import tensorflow_text` loads. Same arguments as saved_model_cli:
 
     python -m components.tokenizer.saved_model_cli run --dir <export> --tag_set serve \
-        --signature_def generate --input_exprs 'prompt="def ";max_new_tokens=16'
+        --signature_def generate --input_exprs 'prompt=["def "];max_new_tokens=[16]'
 """
 
 import sys

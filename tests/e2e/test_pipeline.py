@@ -182,7 +182,7 @@ def test_saved_model_cli_runs_generate_on_the_pushed_version(data_run):
     proc = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "saved_model_cli"), "run", "--dir", version_dir,
          "--tag_set", "serve", "--signature_def", "generate",
-         "--input_exprs", 'prompt=["def main("];max_new_tokens=20'],
+         "--input_exprs", 'prompt=["def main("];max_new_tokens=[20]'],
         capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Result for output key text" in proc.stdout and "Result for output key new_tokens" in proc.stdout

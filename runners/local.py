@@ -121,6 +121,22 @@ def is_disk_full(exc: BaseException) -> bool:
     return False
 
 
+def _is_save_temp(name: str) -> bool:
+    return name.endswith("_temp") or "_temp_" in name
+
+
+def _empty_save_temp_dirs(checkpoint_root: str) -> set[str]:
+    """<key>/ckpt-N_temp folders directly under the checkpoint folders, empty ones included (a
+    failed save removes its partial file but may leave the folder)."""
+    found = set()
+    for key in (k.rstrip("/") for k in fs.listdir(checkpoint_root)):
+        folder = fs.join(checkpoint_root, key)
+        if fs.isdir(folder):
+            found |= {f"{key}/{n.rstrip('/')}" for n in fs.listdir(folder)
+                      if _is_save_temp(n.rstrip("/"))}
+    return found
+
+
 def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
     """Remove checkpoint files a failed save left behind (not listed in their folder's
     `checkpoint` state file, which TF replaces atomically) and save-temp folders: resume and
@@ -136,9 +152,10 @@ def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
     for rel in files:
         parts = rel.split("/")[:-1]
         for depth, name in enumerate(parts):
-            if name.endswith("_temp") or "_temp_" in name:
+            if _is_save_temp(name):
                 temp_dirs.add("/".join(parts[:depth + 1]))
                 break
+    temp_dirs |= _empty_save_temp_dirs(checkpoint_root)  # TF may leave an emptied one behind
     for rel in sorted(temp_dirs):
         fs.rmtree(fs.join(checkpoint_root, *rel.split("/")))
         removed.append(fs.join(checkpoint_root, *rel.split("/")))

@@ -122,7 +122,9 @@ def impossible_threshold_run(changed_lr_run, corpus, session_capsys):
 
 @pytest.fixture(scope="session")
 def failed_run(impossible_threshold_run, corpus, session_capsys):
-    """A run that fails in a stage (the Evaluator: eval batch larger than the eval split)."""
+    """A run that fails in a stage: the Trainer, whose memory estimate refuses evaluation
+    micro-batches of eval.batch_size=100000 before it trains (it names the setting; the Trainer
+    receives the eval section since issue 17, so the estimate's advice works)."""
     return run_cli(session_capsys, impossible_threshold_run.home, *base_args(corpus[0]),
                    "--set", "train.learning_rate=2e-3", "--set", "eval.batch_size=100000")
 

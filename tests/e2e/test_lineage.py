@@ -25,7 +25,7 @@ def lineage_json(capsys, home, *args):
 
 def test_failed_run_is_recorded(failed_run):
     assert failed_run.exit_code == 1
-    assert failed_run.states()["LanguageModelEvaluator"] == "failed"
+    assert failed_run.states()["Trainer"] == "failed"
     assert "bigtrain lineage why" in failed_run.stderr
 
 
@@ -33,12 +33,12 @@ def test_runs_newest_first_with_states(failed_run, data_run, capsys):
     runs = lineage_json(capsys, failed_run.home, "runs")
     assert [r["run_id"] for r in runs][:1] == [failed_run.run_id]
     assert len(runs) == 5 and runs[-1]["run_id"] == data_run.run_id
-    assert runs[0]["state"] == "failed" and runs[0]["stages"]["LanguageModelEvaluator"] == "failed"
+    assert runs[0]["state"] == "failed" and runs[0]["stages"]["Trainer"] == "failed"
     assert runs[-1]["state"] == "complete" and runs[-1]["pushed_version"] == str(max(data_run.served_after))
     assert runs[-2]["stages"]["Trainer"] == "cached"  # the identical re-run
     text = lineage(capsys, failed_run.home, "runs")
     assert text.splitlines()[0].split()[:5] == ["run", "start", "duration", "state", "pushed"]
-    assert "Trainer:cached" in text and "LanguageModelEvaluator:FAILED" in text
+    assert "Trainer:cached" in text and "Trainer:FAILED" in text
 
 
 def test_trace_from_serving_dir_reaches_raw_input(failed_run, data_run, capsys):
@@ -100,12 +100,12 @@ def test_graph_writes_dot_mermaid_svg_png(failed_run, data_run, capsys, tmp_path
 def test_why_names_the_failing_stage_and_root_cause(failed_run, capsys):
     result = lineage_json(capsys, failed_run.home, "why", failed_run.run_id)
     (failure,) = result["failed"]
-    assert failure["node"] == "LanguageModelEvaluator"
-    assert failure["error_type"] == "ValueError"
-    assert failure["error"].startswith("no eval tokens in")
+    assert failure["node"] == "Trainer"
+    assert failure["error_type"] == "MemoryError"
+    assert "eval.batch_size=100000" in failure["error"]
     assert os.path.exists(failure["log"]) and os.path.getsize(failure["log"]) > 0
-    assert {i["type"] for i in failure["inputs"]} >= {"Model", "Examples"}
-    assert "stage:  LanguageModelEvaluator" in lineage(capsys, failed_run.home, "why")
+    assert {i["type"] for i in failure["inputs"]} >= {"Examples", "Schema"}
+    assert "stage:  Trainer" in lineage(capsys, failed_run.home, "why")
 
 
 def test_unknown_run_is_a_clear_error(failed_run, capsys):

@@ -39,3 +39,20 @@ def test_prune_keeps_complete_checkpoints_only(tmp_path):
     removed = prune_partial_checkpoints(str(tmp_path))
     assert sorted(os.path.basename(p) for p in removed) == ["ckpt-30.data-00000-of-00001", "ckpt-30_temp"]
     assert sorted(os.listdir(directory)) == sorted(["checkpoint"] + complete)
+
+
+def test_prune_removes_an_emptied_save_temp_folder(tmp_path):
+    """A save that hit the full disk can remove its partial file and leave ckpt-N_temp/ empty
+    (seen in the e2e disk-full run): the folder goes too (the old code only found temp folders
+    through the files inside them)."""
+    directory = tmp_path / "abc123"
+    directory.mkdir()
+    (directory / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n'
+                                          'all_model_checkpoint_paths: "ckpt-20"\n')
+    for name in ("ckpt-20.index", "ckpt-20.data-00000-of-00001"):
+        (directory / name).write_bytes(b"x")
+    (directory / "ckpt-40_temp").mkdir()
+    removed = prune_partial_checkpoints(str(tmp_path))
+    assert [os.path.basename(p) for p in removed] == ["ckpt-40_temp"]
+    assert sorted(os.listdir(directory)) == ["checkpoint", "ckpt-20.data-00000-of-00001",
+                                             "ckpt-20.index"]

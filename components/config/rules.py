@@ -13,6 +13,12 @@ from components.config.tree import (DATA_FORMATS, DEDUP_MODES, DOCUMENT_MODES, E
                                     ConfigError)
 
 
+def one_of(key: str, value, choices: tuple) -> None:
+    """ConfigError naming the key when value is not one of choices."""
+    if value not in choices:
+        raise ConfigError(f"{key}: {value!r} is not one of {choices}")
+
+
 def expected_replicas(config: Config) -> int:
     """Replicas the strategy will have on a machine without GPUs (the CLI's early check)."""
     if config.runtime.strategy == "mirrored":
@@ -92,8 +98,7 @@ def validate_eval(config: Config) -> None:
 def validate_export(config: Config) -> None:
     x = config.export
     for variant in x.quantize:
-        if variant not in EXPORT_VARIANTS:
-            raise ConfigError(f"export.quantize: {variant!r} is not one of {EXPORT_VARIANTS}")
+        one_of("export.quantize", variant, EXPORT_VARIANTS)
     if len(set(x.quantize)) != len(x.quantize):
         raise ConfigError(f"export.quantize: {list(x.quantize)} lists a variant twice")
     if x.serve not in SERVABLE_VARIANTS:
@@ -106,24 +111,19 @@ def validate_export(config: Config) -> None:
         raise ConfigError(f"export.max_new_tokens: must be > 0, got {x.max_new_tokens}")
     if config.push.keep_versions < 1:
         raise ConfigError(f"push.keep_versions: must be >= 1, got {config.push.keep_versions}")
-    if config.push.version_policy not in VERSION_POLICIES:
-        raise ConfigError(f"push.version_policy: {config.push.version_policy!r} is not one of {VERSION_POLICIES}")
+    one_of("push.version_policy", config.push.version_policy, VERSION_POLICIES)
 
 
 def validate_data(config: Config) -> None:
     d = config.data
     if not 0.0 < d.eval_fraction < 1.0:
         raise ConfigError(f"data.eval_fraction: must be in (0, 1), got {d.eval_fraction}")
-    if d.format not in DATA_FORMATS:
-        raise ConfigError(f"data.format: {d.format!r} is not one of {DATA_FORMATS}")
+    one_of("data.format", d.format, DATA_FORMATS)
     if not 1 <= d.gzip_level <= 9:
         raise ConfigError(f"data.gzip_level: must be in [1, 9], got {d.gzip_level}")
-    if d.document not in DOCUMENT_MODES:
-        raise ConfigError(f"data.document: {d.document!r} is not one of {DOCUMENT_MODES}")
-    if d.dedup not in DEDUP_MODES:
-        raise ConfigError(f"data.dedup: {d.dedup!r} is not one of {DEDUP_MODES}")
-    if d.newline not in NEWLINE_MODES:
-        raise ConfigError(f"data.newline: {d.newline!r} is not one of {NEWLINE_MODES}")
+    one_of("data.document", d.document, DOCUMENT_MODES)
+    one_of("data.dedup", d.dedup, DEDUP_MODES)
+    one_of("data.newline", d.newline, NEWLINE_MODES)
     if d.document == "separator" and not d.separator:
         raise ConfigError("data.separator: must not be empty with data.document=separator")
     if d.format in ("jsonl", "parquet") and not d.text_field:
@@ -133,11 +133,8 @@ def validate_data(config: Config) -> None:
 
 def validate_tokenizer(config: Config) -> None:
     d = config.data
-    if d.tokenizer not in TOKENIZERS:
-        raise ConfigError(f"data.tokenizer: {d.tokenizer!r} is not one of {TOKENIZERS}")
-    if d.tokenizer_model_type not in TOKENIZER_MODEL_TYPES:
-        raise ConfigError(f"data.tokenizer_model_type: {d.tokenizer_model_type!r} is not one of "
-                          f"{TOKENIZER_MODEL_TYPES}")
+    one_of("data.tokenizer", d.tokenizer, TOKENIZERS)
+    one_of("data.tokenizer_model_type", d.tokenizer_model_type, TOKENIZER_MODEL_TYPES)
     if d.tokenizer_sample_bytes <= 0:
         raise ConfigError(f"data.tokenizer_sample_bytes: must be > 0, got {d.tokenizer_sample_bytes}")
     if d.tokenizer == "sentencepiece" and d.format == "tfrecord":
@@ -150,20 +147,16 @@ def validate_tokenizer(config: Config) -> None:
 
 def validate_runtime(config: Config) -> None:
     r = config.runtime
-    if r.strategy not in STRATEGIES:
-        raise ConfigError(f"runtime.strategy: {r.strategy!r} is not one of {STRATEGIES}")
-    if r.precision not in PRECISIONS:
-        raise ConfigError(f"runtime.precision: {r.precision!r} is not one of {PRECISIONS}")
-    if r.xla not in XLA_MODES:
-        raise ConfigError(f"runtime.xla: {r.xla!r} is not one of {XLA_MODES}")
+    one_of("runtime.strategy", r.strategy, STRATEGIES)
+    one_of("runtime.precision", r.precision, PRECISIONS)
+    one_of("runtime.xla", r.xla, XLA_MODES)
     if r.device_memory_gb < 0:
         raise ConfigError(f"runtime.device_memory_gb: must be >= 0, got {r.device_memory_gb}")
 
 
 def validate_model_and_train(config: Config) -> None:
     m, t = config.model, config.train
-    if t.remat not in REMAT_MODES:
-        raise ConfigError(f"train.remat: {t.remat!r} is not one of {REMAT_MODES}")
+    one_of("train.remat", t.remat, REMAT_MODES)
     if t.max_consecutive_skipped < 1:
         raise ConfigError(f"train.max_consecutive_skipped: must be >= 1, got "
                           f"{t.max_consecutive_skipped}")
@@ -220,8 +213,7 @@ def validate_tuning(config: Config, replicas: int) -> None:
     tune, space, t, m = config.tune, config.tune.space, config.train, config.model
     if tune.trials < 0:
         raise ConfigError(f"tune.trials: must be >= 0, got {tune.trials}")
-    if tune.algorithm not in TUNE_ALGORITHMS:
-        raise ConfigError(f"tune.algorithm: {tune.algorithm!r} is not one of {TUNE_ALGORITHMS}")
+    one_of("tune.algorithm", tune.algorithm, TUNE_ALGORITHMS)
     if tune.steps_per_trial < 2 or tune.eval_batches <= 0:
         raise ConfigError(f"tune.steps_per_trial (>= 2) and tune.eval_batches (> 0): got "
                           f"{tune.steps_per_trial} and {tune.eval_batches}")

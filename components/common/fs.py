@@ -199,12 +199,17 @@ def create_exclusive(path: str, data: bytes) -> bool:
     """Create path holding data only if it does not exist (one atomic step: O_EXCL locally,
     `If-None-Match: *` on S3, `ifGenerationMatch=0` on GCS); False if it already exists."""
     if not is_remote(path):
+        # Written under a private name, then hard-linked into place (link fails if the name
+        # exists): an O_EXCL create would show a reader the file before its bytes are written.
+        private = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(private, "wb") as fh:
+            fh.write(data)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.link(private, path)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        finally:
+            os.remove(private)
         return True
     scheme, _, rest = path.partition("://")
     bucket, _, key = rest.partition("/")

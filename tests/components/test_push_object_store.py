@@ -45,6 +45,28 @@ def test_concurrent_pushes_of_one_model_give_one_version_locally(tmp_path):
     assert push.served_versions(base) == [results[0].version]
 
 
+def test_a_local_claim_is_never_visible_before_its_bytes(tmp_path, monkeypatch):
+    """The CI failure of 2026-11-23 (3 of 4 racing pushes published): a loser read the winner's
+    claim between O_EXCL create and write, found it empty, judged it stale and took it over. Here
+    the winner's write is held open while another pusher looks at the claim."""
+    path = str(tmp_path / "claim.json")
+    real_open, seen = open, []
+
+    def open_then_peek(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        if "w" in mode and os.path.dirname(str(file)) == str(tmp_path):
+            seen.append(os.path.exists(path) and real_open(path, "rb").read())
+        return handle
+
+    monkeypatch.setattr("builtins.open", open_then_peek)
+    assert fs.create_exclusive(path, b'{"pid": 1}')
+    monkeypatch.setattr("builtins.open", real_open)
+    assert seen == [False]  # nothing at the claim's name until it holds every byte
+    assert open(path, "rb").read() == b'{"pid": 1}'
+    assert not fs.create_exclusive(path, b"other")
+    assert os.listdir(tmp_path) == ["claim.json"]  # no private file left behind
+
+
 @pytest.fixture
 def s3_prefix(monkeypatch):
     prefix = use_objectstore(monkeypatch)

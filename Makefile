@@ -8,6 +8,10 @@ STAMP  := $(VENV)/.bigtrain-installed
 # Extra arguments: make run ARGS="--set train.train_steps=50"; make test PYTEST_ARGS="-m 'not slow'"
 ARGS ?=
 PYTEST_ARGS ?=
+# Both test tiers run on every core (pytest-xdist): one worker per CPU, tests grouped so a shared
+# pipeline run or export is built once (tests/conftest.py), the slowest groups first.
+# One process instead: make test XDIST=
+XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
 
 .PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop browser
 
@@ -31,7 +35,7 @@ run: setup
 # metadata tests, a private S3 server, for the object-storage tests, and headless Chromium, for
 # the browser tests of `bigtrain ui`.
 test: setup mariadb objectstore browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
 # its own datadir under build/mariadb/; idempotent. Outside CI, if it cannot be installed, the
@@ -60,9 +64,10 @@ objectstore-stop:
 browser:
 	bash tests/support/browser.sh
 
-# Inner loop: everything but the pipeline runs and training.
+# Inner loop (at most 2 minutes on the 2-core dev VM): every package's unit tests, none of the
+# pipeline runs or trainings marked slow.
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # Re-resolve the lock after changing pyproject.toml's dependencies; commit the result.
 lock:

@@ -21,6 +21,69 @@ def pytest_configure(config):
     assert ensure_cpu_replicas(LOGICAL_CPUS) == LOGICAL_CPUS
 
 
+# Under pytest-xdist (`make test`, `make test-fast`: -n auto --dist loadgroup) each module runs on
+# one worker (its module-scoped fixtures are built once), and the modules that share one of these
+# expensive session fixtures run on one worker together, so the fixture is built once per session
+# and not once per worker.
+SHARED_FIXTURE_GROUPS = {
+    "data_run": "e2e-pipeline-runs",   # tests/e2e/conftest.py: the chain of real pipeline runs
+    "exported": "export-model",        # tests/export/conftest.py: the exported tiny model
+    "loaded": "export-model",
+    "pushed": "export-model",
+    "ui_home": "ui-store",             # tests/ui/conftest.py: the synthetic MLMD store
+}
+
+
+def xdist_groups(items) -> dict[str, str]:
+    """{module path: its group}: the shared group of any fixture above that a test of the module
+    uses, else the module itself."""
+    groups = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        shared = [g for f, g in SHARED_FIXTURE_GROUPS.items() if f in item.fixturenames]
+        if shared:
+            groups[module] = shared[0]
+        groups.setdefault(module, module)
+    return groups
+
+
+# The longest groups, longest first (--durations of `make test` and `make test-fast` under xdist,
+# 2026-11-23, docs/benchmarks.md#test-tiers). They start first; the rest follow in their
+# collection order, slow-marked groups before fast ones.
+LONGEST_GROUPS = [
+    "e2e-pipeline-runs",
+    "tests/runners/test_airflow.py",
+    "tests/e2e/test_object_store_run.py",
+    "tests/training/test_pipeline_stages.py",
+    "tests/training/test_zero.py",
+    "export-model",
+    "tests/export/test_variants.py",
+]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group tests for xdist (above), then order the groups longest first: loadgroup hands groups
+    out in collection order (--no-loadscope-reorder), and a long group that starts last leaves the
+    other workers idle at the end. Without xdist the order changes nothing a test may rely on:
+    tests share state only through fixtures, whatever runs first builds them."""
+    module_group = xdist_groups(items)
+    group_of = {item.nodeid: module_group[item.nodeid.split("::", 1)[0]] for item in items}
+    first_seen, slow = {}, set()
+    for index, item in enumerate(items):
+        group = group_of[item.nodeid]
+        item.add_marker(pytest.mark.xdist_group(group))
+        first_seen.setdefault(group, index)
+        if item.get_closest_marker("slow"):
+            slow.add(group)
+
+    def rank(group: str) -> tuple:
+        known = LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
+        return (known, group not in slow, first_seen[group])
+
+    items.sort(key=lambda item: rank(group_of[item.nodeid]))
+
+
 _EXIT_STATUS = [0]
 
 

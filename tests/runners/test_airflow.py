@@ -1,7 +1,12 @@
 """The Airflow DAG from `bigtrain compile airflow`, run end to end with a real Airflow 2.10
-(temporary AIRFLOW_HOME with its sqlite database): in one process (`dag.test()`) and with every
-task in its own process (`airflow tasks test DAG TASK RUN_ID` per task, in dependency order, on one
-triggered DAG run). Each pushes a model, and MLMD holds the same lineage shape as a local run."""
+(temporary AIRFLOW_HOME with its sqlite database) with every task in its own process (`airflow
+tasks test DAG TASK RUN_ID` per task, in dependency order, on one triggered DAG run). It pushes a
+model, and MLMD holds the same lineage shape as a local run.
+
+A second run of the same DAG in one process (`dag.test()`) was merged into this one (2026-11-23,
+test-tier times): it proved nothing this run does not (the DAG parses, every task succeeds, one
+model is pushed, MLMD is complete), and a stage that only works after another ran in the same
+process is what this run catches. Its checks of the DAG's schedule and retries are made here."""
 
 import json
 import os
@@ -18,19 +23,11 @@ from runners import cli
 
 pytestmark = pytest.mark.slow
 
-RUN_DAG = """
-import runpy, sys
-dag = runpy.run_path(sys.argv[1])["DAG"]
-assert dag.schedule_interval == "@weekly", dag.schedule_interval
-assert dag.default_args["retries"] == 2
-run = dag.test()
-print("DAG_STATE", run.state)
-"""
-
-
 TASK_ORDER = """
 import json, runpy, sys
 dag = runpy.run_path(sys.argv[1])["DAG"]
+assert dag.schedule_interval == "@weekly", dag.schedule_interval
+assert dag.default_args["retries"] == 2
 print("TASK_ORDER", json.dumps([t.task_id for t in dag.topological_sort()]))
 """
 
@@ -39,8 +36,12 @@ def compile_dag(tmp_path, corpus):
     """The DAG file in a fresh AIRFLOW_HOME with a migrated sqlite DB; returns (dag file, env)."""
     home = tmp_path / "airflow"
     dag_file = home / "dags" / "bigtrain_dag.py"
+    # The smallest run that proves the orchestration: 10 steps, a loose threshold so the model
+    # is blessed and pushed, no int8/TFLite variants (exported and measured by tests/e2e and
+    # tests/export; each variant costs the Trainer and the Evaluator seconds in every process).
     overrides = [f"data.input={corpus[0]}", "data.eval_fraction=0.3", "data.seq_len=64",
-                 "train.train_steps=40", "train.warmup_steps=5", "eval.max_loss=5.0",
+                 "train.train_steps=10", "train.warmup_steps=2", "eval.max_loss=10",
+                 "eval.max_batches=4", "export.quantize=[]",
                  f"orchestrator.pipeline_root={tmp_path / 'root'}",
                  f"orchestrator.serving_dir={tmp_path / 'serving'}",
                  f"orchestrator.metadata_path={tmp_path / 'metadata.sqlite'}",
@@ -53,14 +54,6 @@ def compile_dag(tmp_path, corpus):
     subprocess.run([os.path.join(bin_dir, "airflow"), "db", "migrate"], env=env, check=True,
                    capture_output=True, timeout=300)
     return dag_file, env
-
-
-def test_airflow_runs_the_pipeline_end_to_end(tmp_path, corpus):
-    dag_file, env = compile_dag(tmp_path, corpus)
-    proc = subprocess.run([sys.executable, "-c", RUN_DAG, str(dag_file)], env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert "DAG_STATE success" in proc.stdout, (proc.stdout[-2000:], proc.stderr[-4000:])
-    check_pushed_run(tmp_path, corpus)
 
 
 def test_airflow_runs_each_task_in_its_own_process(tmp_path, corpus):

@@ -21,10 +21,10 @@ def pytest_configure(config):
     assert ensure_cpu_replicas(LOGICAL_CPUS) == LOGICAL_CPUS
 
 
-# Under pytest-xdist (`make test`, `make test-fast`: -n auto --dist loadgroup) each module runs on
-# one worker (its module-scoped fixtures are built once), and the modules that share one of these
-# expensive session fixtures run on one worker together, so the fixture is built once per session
-# and not once per worker.
+# Under pytest-xdist (`make test`, `make test-fast`: -n auto --dist loadgroup) the tests that share
+# one of these expensive session fixtures run on one worker together, so the fixture is built
+# once per session and not once per worker. A module with module-scoped fixtures runs on one
+# worker (they are built once); the other tests of a module may run apart from its shared group.
 SHARED_FIXTURE_GROUPS = {
     "data_run": "e2e-pipeline-runs",   # tests/e2e/conftest.py: the chain of real pipeline runs
     "exported": "export-model",        # tests/export/conftest.py: the exported tiny model
@@ -34,17 +34,29 @@ SHARED_FIXTURE_GROUPS = {
 }
 
 
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _uses_module_fixtures(item) -> bool:
+    return any(defs[-1].scope in ("module", "class", "package")
+               for defs in item._fixtureinfo.name2fixturedefs.values())
+
+
 def xdist_groups(items) -> dict[str, str]:
-    """{module path: its group}: the shared group of any fixture above that a test of the module
-    uses, else the module itself."""
-    groups = {}
+    """{test id: its group}: the shared group of a fixture above that the test uses (for a module
+    with module-scoped fixtures: that any of its tests uses), else the test's module."""
+    def shared(item):
+        return next((g for f, g in SHARED_FIXTURE_GROUPS.items() if f in item.fixturenames), None)
+
+    whole = {}   # module with module-scoped fixtures -> its one group
     for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        shared = [g for f, g in SHARED_FIXTURE_GROUPS.items() if f in item.fixturenames]
-        if shared:
-            groups[module] = shared[0]
-        groups.setdefault(module, module)
-    return groups
+        if _uses_module_fixtures(item):
+            whole.setdefault(_module(item), None)
+    for item in items:
+        if _module(item) in whole and shared(item):
+            whole[_module(item)] = shared(item)
+    return {item.nodeid: whole.get(_module(item)) or shared(item) or _module(item) for item in items}
 
 
 # The longest groups, longest first (--durations of `make test` and `make test-fast` under xdist,
@@ -67,8 +79,7 @@ def pytest_collection_modifyitems(config, items):
     out in collection order (--no-loadscope-reorder), and a long group that starts last leaves the
     other workers idle at the end. Without xdist the order changes nothing a test may rely on:
     tests share state only through fixtures, whatever runs first builds them."""
-    module_group = xdist_groups(items)
-    group_of = {item.nodeid: module_group[item.nodeid.split("::", 1)[0]] for item in items}
+    group_of = xdist_groups(items)
     first_seen, slow = {}, set()
     for index, item in enumerate(items):
         group = group_of[item.nodeid]

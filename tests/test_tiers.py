@@ -29,21 +29,32 @@ def test_both_tiers_run_under_xdist_with_the_groups():
     assert '-m "not slow"' in make_recipe("test-fast") and '-m "' not in make_recipe("test")
 
 
-def test_a_module_stays_whole_and_modules_sharing_a_fixture_share_a_worker():
-    """Caught: grouping test by test (a module whose first test uses the shared export and whose
-    second does not would build its module fixtures on two workers: seen on 2026-11-23, the
-    variants' export built twice, 100 s each at that load)."""
-    item = lambda nodeid, *fixtures: SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures))
+def fake_item(nodeid, *fixtures, module_scoped=()):
+    defs = {f: [SimpleNamespace(scope="module" if f in module_scoped else "function")] for f in fixtures}
+    return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures),
+                           _fixtureinfo=SimpleNamespace(name2fixturedefs=defs))
+
+
+def test_a_module_with_module_fixtures_stays_whole_and_shared_fixtures_share_a_worker():
+    """Caught: grouping a module-fixture module test by test (its first test uses the shared
+    export, its second does not: the module fixture was built on two workers, seen on 2026-11-23:
+    the variants' export twice, 100 s each at that load), or a shared fixture whose users are not
+    all in its group (built once per worker)."""
     groups = conftest.xdist_groups([
-        item("tests/export/test_a.py::test_one", "tmp_path", "loaded"),
-        item("tests/export/test_a.py::test_two", "model_dir"),
-        item("tests/export/test_b.py::test_three", "exported"),
-        item("tests/e2e/test_c.py::test_four", "failed_run", "data_run"),
-        item("tests/config/test_d.py::test_five", "tmp_path"),
+        fake_item("tests/export/test_a.py::test_one", "tmp_path", "loaded"),
+        fake_item("tests/export/test_a.py::test_two", "model_dir", module_scoped=["model_dir"]),
+        fake_item("tests/export/test_b.py::test_three", "exported"),
+        fake_item("tests/e2e/test_c.py::test_four", "failed_run", "data_run"),
+        fake_item("tests/e2e/test_c.py::test_five", "tmp_path"),
+        fake_item("tests/config/test_d.py::test_six", "tmp_path"),
     ])
-    assert groups == {"tests/export/test_a.py": "export-model", "tests/export/test_b.py": "export-model",
-                      "tests/e2e/test_c.py": "e2e-pipeline-runs",
-                      "tests/config/test_d.py": "tests/config/test_d.py"}
+    assert groups == {
+        "tests/export/test_a.py::test_one": "export-model",
+        "tests/export/test_a.py::test_two": "export-model",
+        "tests/export/test_b.py::test_three": "export-model",
+        "tests/e2e/test_c.py::test_four": "e2e-pipeline-runs",
+        "tests/e2e/test_c.py::test_five": "tests/e2e/test_c.py",   # free to run beside the chain
+        "tests/config/test_d.py::test_six": "tests/config/test_d.py"}
 
 
 def test_every_ranked_group_exists():

@@ -48,8 +48,10 @@ def compile_dag(tmp_path, corpus):
                  "orchestrator.schedule=@weekly", "orchestrator.retries=2"]
     assert cli.main(["compile", "airflow", "--out", str(dag_file),
                      *[a for o in overrides for a in ("--set", o)]]) == 0
+    # Parsing the DAG file imports TensorFlow and TFX: past Airflow's 30 s default when the
+    # machine is busy (other test workers), and the task then fails as "Failed to import".
     env = dict(os.environ, AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
-               TF_CPP_MIN_LOG_LEVEL="2")
+               AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT="600", TF_CPP_MIN_LOG_LEVEL="2")
     bin_dir = os.path.dirname(sys.executable)
     subprocess.run([os.path.join(bin_dir, "airflow"), "db", "migrate"], env=env, check=True,
                    capture_output=True, timeout=300)

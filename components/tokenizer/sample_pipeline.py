@@ -2,14 +2,14 @@
 parallel, on whatever runner the stage's beam_pipeline_args name.
 
     files ─plan_units─▶ units ─Reshuffle─▶ CandidatesFn (readers.read_piece, split by content)
-        ├─ (split, Candidate) ── CombinePerKey(SampleCombineFn) ──▶ <staging>/<split>.json
+        ├─ (split, the unit's sample) ── CombinePerKey(SampleCombineFn) ──▶ <staging>/<split>.json
         ├─ (digest, first-copy record) ── CountDocuments ──┐
         └─ (figure, count) of quarantined records ─────────┴─▶ <staging>/figures.json
 
 The sample rule (sampling.py) depends only on the documents, so the sample, and the SentencePiece
-model trained on it, are the same bytes whatever the runner, bundling or parallelism. Only the
-combiner's accumulators (about 2 x data.tokenizer_sample_bytes of text each) and one 32-byte
-digest per document (data.dedup=exact, as the data stage shuffles them) travel between workers.
+model trained on it, are the same bytes whatever the runner, bundling or parallelism. Only
+accumulators (at most about 2 x data.tokenizer_sample_bytes of text each, one per unit and split)
+and one digest per document (as the data stage shuffles them) travel between workers.
 """
 
 from __future__ import annotations
@@ -35,14 +35,19 @@ SEEN, SKIPPED = "seen", "skipped"
 
 
 class CandidatesFn(beam.DoFn):
-    """Unit -> (split, Candidate) per document; tagged: (digest, (position, split, size)) per
-    document (SEEN) and (figure name, count) per quarantined record (SKIPPED)."""
+    """Unit -> (split, SampleAccumulator of the unit's documents) per split; tagged: (digest,
+    (unit, ordinal, split index, size)) per document (SEEN) and (figure name, count) per quarantined record
+    (SKIPPED). The unit's own accumulator drops most documents before they become elements."""
 
-    def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str):
+    def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str,
+                 max_bytes: int, dedup: bool):
         self._config, self._eval_fraction, self._salt = config, eval_fraction, split_salt
+        self._max_bytes, self._dedup = max_bytes, dedup
         self._skipped = Metrics.counter(NAMESPACE, "records_skipped")
 
     def process(self, unit: readers.Unit):
+        samples = {split: sampling.SampleAccumulator(self._max_bytes, self._dedup)
+                   for split in SPLITS}
         ordinal = 0
         for piece in unit.pieces:
             for event in readers.read_piece(piece, self._config):
@@ -51,17 +56,26 @@ class CandidatesFn(beam.DoFn):
                     split = docs.split_for(digest, self._eval_fraction, self._salt)
                     position = (unit.index, ordinal)
                     ordinal += 1
-                    yield split, sampling.candidate(event.id, event.text, position, digest)
-                    yield beam.pvalue.TaggedOutput(SEEN, (digest, (position, split, len(event.text))))
+                    if samples[split].wants(sampling.sample_key(digest)):
+                        samples[split].add(sampling.candidate(event.id, event.text, position, digest))
+                    # Flat and small (the one per-document element): digest bytes, then
+                    # (unit, ordinal, split index, size).
+                    yield beam.pvalue.TaggedOutput(SEEN, (bytes.fromhex(digest), (
+                        unit.index, position[1], SPLITS.index(split), len(event.text))))
                 elif isinstance(event, docs.Skipped):
                     count = 1 if event.reason in docs.FILE_REASONS else event.records
                     self._skipped.inc(count)
                     yield beam.pvalue.TaggedOutput(SKIPPED, (f"skipped_{event.reason}", count))
+        for split, accumulator in samples.items():
+            if accumulator.held:
+                accumulator.compact()
+                yield split, accumulator
 
 
 class SampleCombineFn(beam.CombineFn):
-    """Candidates -> the sample's [(document id, text)] in key order (sampling.SampleAccumulator:
-    associative and order-free, so any bundling gives the same result)."""
+    """Per-unit accumulators -> the sample's [(document id, text)] in key order
+    (sampling.SampleAccumulator: associative and order-free, so any bundling gives the same
+    result)."""
 
     def __init__(self, max_bytes: int, dedup: bool):
         self._max_bytes, self._dedup = max_bytes, dedup
@@ -69,10 +83,8 @@ class SampleCombineFn(beam.CombineFn):
     def create_accumulator(self):
         return sampling.SampleAccumulator(self._max_bytes, self._dedup)
 
-    def add_input(self, accumulator, candidate):
-        candidate = sampling.Candidate(*candidate)   # a coder may hand back a plain tuple
-        accumulator.add(candidate._replace(position=tuple(candidate.position)))
-        return accumulator
+    def add_input(self, accumulator, unit_sample):
+        return accumulator.merge(unit_sample)
 
     def merge_accumulators(self, accumulators):
         accumulators = iter(accumulators)
@@ -91,20 +103,22 @@ class SampleCombineFn(beam.CombineFn):
 
 
 class FirstCopyFn(beam.CombineFn):
-    """(position, split, size) records of one content -> (the first in reading order, copies)."""
+    """(unit, ordinal, split index, size) records of one content -> (the first in reading order,
+    copies)."""
 
     def create_accumulator(self):
         return None, 0
 
     def add_input(self, accumulator, record):
         first, copies = accumulator
-        return (record if first is None or tuple(record[0]) < tuple(first[0]) else first), copies + 1
+        record = tuple(record)
+        return (record if first is None or record < first else first), copies + 1
 
     def merge_accumulators(self, accumulators):
         first, copies = None, 0
         for other, n in accumulators:
-            if other is not None and (first is None or tuple(other[0]) < tuple(first[0])):
-                first = other
+            if other is not None and (first is None or tuple(other) < first):
+                first = tuple(other)
             copies += n
         return first, copies
 
@@ -113,7 +127,8 @@ class FirstCopyFn(beam.CombineFn):
 
 
 def _seen_figures(first_and_copies):
-    (_, split, size), copies = first_and_copies
+    (_, _, split_index, size), copies = first_and_copies
+    split = SPLITS[split_index]
     yield f"documents_seen_{split}", 1
     yield f"bytes_seen_{split}", size
     if copies > 1:
@@ -160,7 +175,7 @@ class ReadSample(beam.PTransform):
                  eval_fraction: float, split_salt: str, max_bytes: int, dedup: bool):
         super().__init__()
         self._units = readers.plan_units(files, config)
-        self._read = CandidatesFn(config, eval_fraction, split_salt)
+        self._read = CandidatesFn(config, eval_fraction, split_salt, max_bytes, dedup)
         self._combine = SampleCombineFn(max_bytes, dedup)
         self._dedup = dedup
 

@@ -79,12 +79,18 @@ class SampleAccumulator:
         self.max_bytes, self.dedup = max_bytes, dedup
         self.held: dict = {}     # identity -> Candidate
         self._held_bytes = 0
+        # After a compaction: the largest kept key. A larger key can never enter the sample, so
+        # callers skip building its candidate (wants(key)).
+        self.cutoff: float | None = None
+
+    def wants(self, key: float) -> bool:
+        return self.cutoff is None or key <= self.cutoff
 
     def _identity(self, c: Candidate):
         return c.digest if self.dedup else (c.digest, c.position)
 
     def add(self, c: Candidate) -> None:
-        if not c.size:
+        if not c.size or not self.wants(c.key):
             return
         identity = self._identity(c)
         held = self.held.get(identity)
@@ -98,18 +104,20 @@ class SampleAccumulator:
             self.compact()
 
     def merge(self, other: "SampleAccumulator") -> "SampleAccumulator":
-        for c in other.held.values():
+        for c in sorted(other.held.values(), key=_order):   # smallest first: fewer kept
             self.add(c)
         return self
 
     def compact(self) -> None:
-        kept, total = {}, 0
+        kept, total, last = {}, 0, None
         for c in sorted(self.held.values(), key=_order):
             if total >= self.max_bytes:
                 break
             kept[self._identity(c)] = c
-            total += c.budget_size
+            total, last = total + c.budget_size, c.key
         self.held, self._held_bytes = kept, total
+        if total >= self.max_bytes:
+            self.cutoff = last
 
     def sample(self) -> Sample:
         texts, ids, total = [], [], 0

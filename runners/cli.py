@@ -147,6 +147,20 @@ def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plumbing_run_kfp_spec(args: argparse.Namespace) -> int:
+    import tempfile
+    from runners import kfp_local
+    job = kfp_local.load_pipeline_job(args.spec)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="bigtrain-kfp-")
+    print(f"run root {kfp_local.run_root(job, args.run_id or '<run id>')}; task logs under {workdir}")
+
+    def progress(result):
+        print(f"{result.name:55s} {result.kind:20s} {result.seconds:7.1f} s", flush=True)
+
+    kfp_local.run_pipeline_job(job, workdir, run_id=args.run_id, progress=progress)
+    return 0
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     config = config_lib.with_scheduled_paths(resolve_config(args))
     configure_logging(args.verbose)
@@ -381,6 +395,17 @@ def _add_plumbing(sub, common: list) -> None:
     worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
     worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
     worker.set_defaults(func=cmd_plumbing_train_worker)
+    kfp = psub.add_parser(
+        "run-kfp-spec", parents=common, help="run a compiled Kubeflow PipelineJob here, task by task",
+        description="Run every task of a `bigtrain compile kubeflow` PipelineJob on this machine, one "
+                    "process per task in DAG order, through the spec's own container command, with "
+                    "the ExecutorInput the KFP v2 launcher builds (docs/operations.md). Resolver "
+                    "tasks yield no artifact (no MLMD here). Object-store credentials come from the "
+                    "environment.")
+    kfp.add_argument("spec", metavar="FILE", help="the PipelineJob JSON")
+    kfp.add_argument("--run-id", help="run id in output URIs (default: local-<random>)")
+    kfp.add_argument("--workdir", metavar="DIR", help="task folders and logs (default: a temp folder)")
+    kfp.set_defaults(func=cmd_plumbing_run_kfp_spec)
 
 
 def main(argv: list[str] | None = None) -> int:

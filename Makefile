@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 UV_VERSION := 0.13.9
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.bigtrain-installed
+STAMP  := $(VENV)/.bigtrain-installed-bytecode
 # Extra arguments: make run ARGS="--set train.train_steps=50"; make test PYTEST_ARGS="-m 'not slow'"
 ARGS ?=
 PYTEST_ARGS ?=
@@ -23,7 +23,9 @@ $(STAMP): requirements.lock pyproject.toml
 	  || { echo "$(PYTHON) is not Python 3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip sync --python $(BIN)/python --quiet requirements.lock
+	# Bytecode compiled once here (~45 s): with PYTHONDONTWRITEBYTECODE set (as in CI and this VM)
+	# every process would otherwise compile TF/TFX from source: 21 -> 8.5 s CPU per import.
+	$(BIN)/uv pip sync --python $(BIN)/python --quiet --compile-bytecode requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

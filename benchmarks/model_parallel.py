@@ -1,6 +1,8 @@
 """Issue 21 figures: the pipeline bubble against GPipe's theory, and sharded optimizer state's
 step time against the unsharded step. Run through `python benchmarks/train_throughput.py
---model-parallel` (or this file directly); on CPU it splits the CPU into 4 logical devices.
+--model-parallel` (or this file directly); on CPU it splits the CPU into max(S, 2) logical
+devices (`--stages 2` on a 2-core machine: one stage per core, the one setting a 2-core VM can
+validate).
 
 Bubble: with S stages and M micro-batches, GPipe's idle share of each device is
 (S - 1) / (M + S - 1). Measured as 1 - M * (t1 / S) / t_step, where t1 is the one-device time of
@@ -21,7 +23,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
 
-LOGICAL_DEVICES = 4
 
 
 def _timed(step, iterator, steps: int, warmup: int = 2) -> float:
@@ -62,13 +63,13 @@ def _config(*overrides):
         "train.train_steps=100", "train.warmup_steps=1", *overrides])
 
 
-def bubble(steps: int) -> None:
+def bubble(steps: int, stages_list=(2, 4), micro_batches=(4, 8)) -> None:
     micro_batch = 4
     one = _config("runtime.strategy=one_device", f"train.global_batch_size={micro_batch}")
     t1 = _timed(*_step(one), steps)
     print(f"one device, one micro-batch of {micro_batch} x 128 tokens: {t1 * 1e3:.0f} ms")
-    for stages in (2, 4):
-        for micro in (4, 8):
+    for stages in stages_list:
+        for micro in micro_batches:
             config = _config("runtime.strategy=one_device", f"runtime.pipeline_stages={stages}",
                              f"train.accumulation_steps={micro}",
                              f"train.global_batch_size={micro * micro_batch}")
@@ -92,15 +93,16 @@ def sharded_vs_unsharded(steps: int, repeats: int = 3) -> None:
           f"sharded optimizer state {b * 1e3:.0f} ms/step: {b / a:.3f}x (target <= 1.10x)")
 
 
-def main(steps: int = 5) -> None:
+def main(steps: int = 5, stages=(2, 4), micro_batches=(4, 8)) -> None:
     from components.training.strategy import ensure_cpu_replicas
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(1)
-    ensure_cpu_replicas(LOGICAL_DEVICES)
+    devices = max(2, *stages)                      # 2: the sharded comparison's replicas
+    ensure_cpu_replicas(devices)
     print(f"machine: {describe()}")
-    print(f"devices: {LOGICAL_DEVICES} logical CPU devices on {os.cpu_count()} cores (no GPU in "
+    print(f"devices: {devices} logical CPU devices on {os.cpu_count()} cores (no GPU in "
           f"this run); load average {os.getloadavg()[0]:.2f}")
-    bubble(steps)
+    bubble(steps, stages, micro_batches)
     sharded_vs_unsharded(steps)
 
 

@@ -326,6 +326,10 @@ def main(argv=None) -> None:
     parser.add_argument("--model-parallel", action="store_true",
                         help="only the issue-21 figures: pipeline bubble vs theory, sharded "
                              "optimizer state vs unsharded step time (benchmarks/model_parallel.py)")
+    parser.add_argument("--stages", default="2,4",
+                        help="--model-parallel: pipeline stage counts S to measure (comma list)")
+    parser.add_argument("--micro-batches", default="4,8",
+                        help="--model-parallel: micro-batch counts M to measure (comma list)")
     parser.add_argument("--input", action="store_true",
                         help="only the issue-20 figure: per-replica input vs the old input path "
                              "(d_model 256, 2 CPU replicas)")
@@ -335,7 +339,8 @@ def main(argv=None) -> None:
         return
     if args.model_parallel:
         from benchmarks.model_parallel import main as model_parallel_main
-        model_parallel_main(args.steps)
+        model_parallel_main(args.steps, stages=[int(s) for s in args.stages.split(",")],
+                            micro_batches=[int(m) for m in args.micro_batches.split(",")])
         return
 
     import tensorflow as tf

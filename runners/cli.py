@@ -12,69 +12,10 @@ from components import config as config_lib
 from components.common.errors import (EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, BigtrainError,
                                       HomeError)
 from runners import metadata as metadata_lib
+from runners.cli_options import (beam_options, config_options, global_options, home_dir,
+                                 output_options, resolve_config)
+from runners.cli_plumbing import add_plumbing
 from runners.logs import configure_logging
-
-
-HOME_HELP = ("directory holding all run state: artifacts, runs, served models and, by default, "
-             "the metadata store (default: the config's paths.home, ./bigtrain_home)")
-METADATA_HELP = ("ML Metadata store: a sqlite file or mysql://USER@HOST:PORT/DATABASE, password from "
-                 "$BIGTRAIN_METADATA_PASSWORD (default: $BIGTRAIN_METADATA, else the config's "
-                 "metadata section: <home>/metadata.sqlite)")
-
-
-def _global_options(in_subcommand: bool) -> argparse.ArgumentParser:
-    """-v, --home and --metadata, defined once: accepted before the subcommand and after it (a
-    subcommand's copy defaults to SUPPRESS, so it never overwrites a value given before)."""
-    unset = argparse.SUPPRESS if in_subcommand else None
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("-v", "--verbose", action="store_true",
-                         default=argparse.SUPPRESS if in_subcommand else False,
-                         help="show TFX and Beam logs, and the traceback of an error")
-    options.add_argument("--home", metavar="DIR", default=unset, help=HOME_HELP)
-    options.add_argument("--metadata", metavar="URI", default=unset, help=METADATA_HELP)
-    return options
-
-
-def _config_options(with_preset: bool = True) -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    if with_preset:  # lineage reads only paths and metadata: no preset to choose
-        options.add_argument("--preset", default="tiny", choices=sorted(config_lib.PRESETS),
-                             help="starting point of the config (default: tiny)")
-    options.add_argument("--config", metavar="FILE", help="YAML file applied over the preset")
-    options.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                         help="dotted override, e.g. --set train.learning_rate=3e-4 (repeatable)")
-    return options
-
-
-def _beam_options() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("--runner", help="Beam runner for the data and validation stages, e.g. "
-                                          "DirectRunner (default), FlinkRunner, SparkRunner, DataflowRunner")
-    options.add_argument("--beam-arg", dest="beam_args", action="append", default=[], metavar="ARG",
-                         help="extra Beam pipeline option, e.g. "
-                              "--beam-arg=--direct_running_mode=multi_processing (repeatable)")
-    return options
-
-
-def resolve_config(args: argparse.Namespace) -> config_lib.Config:
-    """Preset, --config, --set, then --home, the Beam options and the metadata store (--metadata
-    or $BIGTRAIN_METADATA, runners/metadata.py)."""
-    overrides = list(getattr(args, "overrides", []))
-    if args.home:
-        overrides.append(f"paths.home={args.home}")
-    config = config_lib.build_config(getattr(args, "preset", "tiny"), getattr(args, "config", None),
-                                     overrides)
-    extra = ([f"--runner={args.runner}"] if getattr(args, "runner", None) else []) + list(
-        getattr(args, "beam_args", []))
-    if extra:
-        config = config_lib.merge(config, {"runtime": {
-            "beam_args": list(config.runtime.beam_args) + extra}})
-    return metadata_lib.with_metadata_uri(config, args.metadata)
-
-
-def home_dir(args: argparse.Namespace) -> str:
-    """--home, else the default paths.home (commands that take no config)."""
-    return os.path.abspath(args.home or config_lib.PathsConfig().home)
 
 
 def bigtrain_version() -> str:
@@ -135,15 +76,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     print(f"[{path}]", file=sys.stderr)
     print(args.prompt + out["text"].numpy()[0].decode("utf-8", errors="replace"))
-    return 0
-
-
-def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
-    config = resolve_config(args)
-    configure_logging(args.verbose)
-    from components.training.worker import train_worker
-    summary = train_worker(config, args.examples, args.out, args.weights_out)
-    print(json.dumps(summary))
     return 0
 
 
@@ -217,7 +149,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 def add_ui_command(sub, common: list) -> None:
     """`bigtrain ui`: the read-only lineage web app (pipeline/lineage/web) on the store `lineage`
     reads; loopback unless --host names another address together with --allow-remote."""
-    ui = sub.add_parser("ui", parents=common + [_config_options(with_preset=False)],
+    ui = sub.add_parser("ui", parents=common + [config_options(with_preset=False)],
                         help="browse runs and lineage in a web browser (read-only)",
                         description="Serve the runs, run DAGs, artifacts, models, diffs and "
                                     "training curves of one metadata store on http://HOST:PORT/.")
@@ -258,30 +190,30 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bigtrain", parents=[_global_options(in_subcommand=False)],
+        prog="bigtrain", parents=[global_options(in_subcommand=False)],
         description="Train large TensorFlow models with a validated, lineage-tracked TFX pipeline.")
     parser.add_argument("--version", action="version", version=f"bigtrain {bigtrain_version()}",
                         help="print bigtrain's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    common = [_global_options(in_subcommand=True)]
+    common = [global_options(in_subcommand=True)]
     _add_run(sub, common)
     _add_generate(sub, common)
     _add_compile(sub, common)
     _add_lineage(sub, common)
     add_ui_command(sub, common)
-    show = sub.add_parser("config", parents=common + [_config_options(), _beam_options()],
+    show = sub.add_parser("config", parents=common + [config_options(), beam_options()],
                           help="print the resolved config (preset + YAML + overrides)",
                           description="Print the resolved, validated config as YAML.")
     show.add_argument("--fit", default="8x80", metavar="NxGIB",
                       help="append (as YAML comments) which data-parallel, sharded and pipeline "
                            "layouts fit N devices of GIB GiB (default 8x80; empty: none)")
     show.set_defaults(func=cmd_config)
-    _add_plumbing(sub, common)
+    add_plumbing(sub, common)
     return parser
 
 
 def _add_run(sub, common: list) -> None:
-    run = sub.add_parser("run", parents=common + [_config_options(), _beam_options()],
+    run = sub.add_parser("run", parents=common + [config_options(), beam_options()],
                          help="run the whole pipeline locally (data, validation, training, "
                               "evaluation, push) and print the run report",
                          description="Run the pipeline with LocalDagRunner and Beam's DirectRunner; "
@@ -313,7 +245,7 @@ def _add_generate(sub, common: list) -> None:
 
 
 def _add_compile(sub, common: list) -> None:
-    comp = sub.add_parser("compile", parents=common + [_config_options(), _beam_options()],
+    comp = sub.add_parser("compile", parents=common + [config_options(), beam_options()],
                           help="compile the pipeline for Kubeflow Pipelines or Airflow",
                           description="kubeflow: a KFP v2 pipeline spec (JSON) from TFX's "
                                       "KubeflowV2DagRunner. airflow: a DAG file for AirflowDagRunner "
@@ -331,7 +263,7 @@ def _add_lineage(sub, common: list) -> None:
                                          "'latest' or 'latest~N'. The store: --metadata, else "
                                          "$BIGTRAIN_METADATA, else the config's metadata section.")
     lsub = lineage.add_subparsers(dest="lineage_command", metavar="QUESTION", required=True)
-    question = common + [_config_options(with_preset=False), _output_options()]
+    question = common + [config_options(with_preset=False), output_options()]
 
     def add(name, help, description, *arguments):
         p = lsub.add_parser(name, parents=question, help=help, description=description)
@@ -357,30 +289,6 @@ def _add_lineage(sub, common: list) -> None:
         "For a failed run: the failed stage, the root-cause error, the log location and the "
         "stage's input artifacts.", (["run"], dict(nargs="?", default="latest")))
     lineage.set_defaults(func=cmd_lineage)
-
-
-def _output_options() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("--json", action="store_true", help="machine-readable output")
-    return options
-
-
-def _add_plumbing(sub, common: list) -> None:
-    plumbing = sub.add_parser("plumbing", parents=common,
-                              help="commands for scripts and schedulers, not for everyday use",
-                              description="Building blocks the pipeline and its deployments call.")
-    psub = plumbing.add_subparsers(dest="plumbing_command", metavar="COMMAND", required=True)
-    worker = psub.add_parser(
-        "train-worker", parents=common + [_config_options(), _beam_options()],
-        help="train outside the pipeline: one worker of a multi-worker job",
-        description="Train on an Examples artifact's shards (DIR/Split-train/*) with the config's "
-                    "strategy. For multi-worker training set runtime.strategy=multi_worker_mirrored "
-                    "and start one process per worker, each with its TF_CONFIG; only the chief "
-                    "writes OUT/serving_model.")
-    worker.add_argument("--examples", required=True, metavar="DIR", help="Examples artifact folder")
-    worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
-    worker.set_defaults(func=cmd_plumbing_train_worker)
 
 
 def main(argv: list[str] | None = None) -> int:

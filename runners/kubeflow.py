@@ -8,6 +8,10 @@ import os
 
 from components.config import Config
 
+# Every container step starts here: runners/kfp_entrypoint.py registers the object-store
+# filesystems, then hands over to TFX's kubeflow_v2_run_executor (the entrypoint KFP runs).
+ENTRYPOINT_COMMAND = ["python", "-m", "runners.kfp_entrypoint"]
+
 
 def compile_kubeflow(config: Config, out_file: str) -> str:
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
@@ -20,7 +24,8 @@ def compile_kubeflow(config: Config, out_file: str) -> str:
                                beam_pipeline_args=list(config.runtime.beam_args))
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
-            display_name=config.paths.pipeline_name, default_image=orchestrator.image),
+            display_name=config.paths.pipeline_name, default_image=orchestrator.image,
+            default_commands=ENTRYPOINT_COMMAND, use_pipeline_spec_2_1=True),
         output_dir=os.path.dirname(os.path.abspath(out_file)),
         output_filename=os.path.basename(out_file))
     runner.run(pipeline)

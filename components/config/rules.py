@@ -184,9 +184,11 @@ def validate_batch(config: Config, replicas: int) -> None:
 
 
 def validate_model_parallel(config: Config) -> None:
-    """Issue 21. Supported: train.shard_optimizer_state with runtime.strategy=mirrored (one host);
+    """Issue 21. Supported: train.shard_optimizer_state with runtime.strategy=mirrored or
+    multi_worker_mirrored (the slices are spread over every worker's replicas);
     runtime.pipeline_stages > 1 with runtime.strategy=one_device (the stages are the host's
-    devices). Every other combination is a ConfigError naming the settings. (Whether the host has
+    devices; no data parallel around them). Every other combination is a ConfigError naming the
+    settings. (Whether the host has
     pipeline_stages devices is checked when the Trainer places the stages.)"""
     t, r, layers = config.train, config.runtime, config.model.n_layer
     if r.pipeline_stages < 1:
@@ -198,11 +200,10 @@ def validate_model_parallel(config: Config) -> None:
         raise ConfigError(f"runtime.pipeline_stages={r.pipeline_stages} needs runtime.strategy="
                           f"one_device (the stages use the host's devices); combining it with "
                           f"runtime.strategy={r.strategy} (data parallel) is not supported yet")
-    if t.shard_optimizer_state and r.strategy != "mirrored":
-        why = ("one replica has nothing to shard across" if r.strategy == "one_device" else
-               "the sharded update is single-host (it is not supported across workers yet)")
-        raise ConfigError(f"train.shard_optimizer_state=true needs runtime.strategy=mirrored, got "
-                          f"runtime.strategy={r.strategy}: {why}")
+    if t.shard_optimizer_state and r.strategy not in ("mirrored", "multi_worker_mirrored"):
+        raise ConfigError(f"train.shard_optimizer_state=true needs runtime.strategy=mirrored or "
+                          f"multi_worker_mirrored, got runtime.strategy={r.strategy}: one replica "
+                          f"has nothing to shard across")
 
 
 TUNE_ALGORITHMS = ("random", "bayesian", "hyperband")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.base import base_beam_component, base_beam_executor, executor_spec
 from tfx.types import artifact, artifact_utils
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
@@ -87,12 +87,14 @@ def record(artifact_: Tokenizer, tokenizer, figures: dict, code_digest: str) -> 
     artifact_.set_float_custom_property("training_seconds", float(figures["training_seconds"]))
 
 
-class TokenizerGenExecutor(base_executor.BaseExecutor):
+class TokenizerGenExecutor(base_beam_executor.BaseBeamExecutor):
+    """Reads the sample with the stage's beam_pipeline_args (sample_pipeline.py), trains, records."""
+
     def Do(self, input_dict, output_dict, exec_properties):
         data = config_lib.from_dict(config_lib.DataConfig,
                                     json.loads(exec_properties["tokenizer_config"]))
         output = artifact_utils.get_single_instance(output_dict["tokenizer"])
-        tokenizer, figures = stage.build_tokenizer(data, output.uri)
+        tokenizer, figures = stage.build_tokenizer(data, output.uri, self._make_beam_pipeline)
         record(output, tokenizer, figures, exec_properties["code_digest"])
 
 
@@ -114,9 +116,9 @@ class TokenizerGenSpec(ComponentSpec):
     OUTPUTS = {"tokenizer": ChannelParameter(type=Tokenizer)}
 
 
-class TokenizerGen(base_component.BaseComponent):
+class TokenizerGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = TokenizerGenSpec
-    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(TokenizerGenExecutor)
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TokenizerGenExecutor)
 
     def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None,
                  code_digest: str | None = None):

@@ -1,15 +1,13 @@
 """The tokenizer stage as a plain function: documents in, a tokenizer directory and figures out.
-TokenizerGen (component.py) is a thin wrapper around `build_tokenizer`."""
+TokenizerGen (component.py) is a thin wrapper around `build_tokenizer`; the sample is read by a
+Beam pipeline (sample_pipeline.py) on the runner the stage is given."""
 
 from __future__ import annotations
 
-import collections
 import logging
-from typing import Callable, Iterable
+from typing import Callable
 
-from components.corpus.documents import Document
-from components.corpus.split_documents import read_split_documents
-from components.tokenizer import training
+from components.tokenizer import sample_pipeline, training
 from components.tokenizer.base import Tokenizer
 from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
@@ -17,20 +15,19 @@ from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 log = logging.getLogger("bigtrain.tokenizer")
 
 
-def build_tokenizer(data, output_dir: str,
-                    documents_fn: Callable[..., Iterable[tuple[str, Document]]] = read_split_documents
+def build_tokenizer(data, output_dir: str, make_pipeline: Callable | None = None
                     ) -> tuple[Tokenizer, dict]:
     """Sample the train and eval documents of `data` (a DataConfig), train the configured
     tokenizer on the train sample, measure it on the eval sample, save it under output_dir.
 
-    Both samples follow the same rule and budget (data.tokenizer_sample_bytes). Returns the
-    tokenizer and its figures (also written to output_dir/tokenizer.json)."""
-    skipped: collections.Counter = collections.Counter()
-    samplers = {split: training.DocumentSampler(data.tokenizer_sample_bytes)
-                for split in ("train", "eval")}
-    for split, document in documents_fn(data, skipped):
-        samplers[split].add(document.id, document.text.decode("utf-8"))
-    train, evaluation = samplers["train"].sample(), samplers["eval"].sample()
+    Both samples follow the same rule and budget (data.tokenizer_sample_bytes). make_pipeline:
+    a new Beam pipeline for the sample read (the executor's, with its beam_pipeline_args; default
+    the DirectRunner). Returns the tokenizer and its figures (also in output_dir/tokenizer.json)."""
+    if make_pipeline is None:
+        import apache_beam as beam
+        make_pipeline = beam.Pipeline
+    samples, skipped = sample_pipeline.read_samples(data, output_dir, make_pipeline)
+    train, evaluation = samples["train"], samples["eval"]
 
     seconds = 0.0
     if data.tokenizer == "sentencepiece":

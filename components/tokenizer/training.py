@@ -1,21 +1,14 @@
-"""Training SentencePiece on a deterministic sample of documents, and the figures that describe it.
-
-Sample rule: every document gets a key, sha256(salt + document id) as a number in [0, 1); the
-sample is the documents with the smallest keys whose sizes add up to `max_bytes` (the last one cut
-at a character boundary to fill the budget exactly). It depends only on the ids and texts, not on
-the order documents arrive in or how the work is split, and it streams: at most `max_bytes` of
-text is held at once.
-"""
+"""Training SentencePiece on the deterministic sample (sampling.py), and the figures that describe
+it."""
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import heapq
 import io
 import re
 import time
 from typing import Iterable, Sequence
+
+from components.tokenizer.sampling import TokenizerTrainingError  # noqa: F401 (re-exported)
 
 MODEL_TYPES = ("unigram", "bpe")
 SPECIAL_PIECES = 4            # pad 0, unk 1, bos 2, eos 3
@@ -23,77 +16,9 @@ BYTE_PIECES = 256             # byte fallback: <0x00> .. <0xFF>
 MIN_VOCAB_SIZE = BYTE_PIECES + SPECIAL_PIECES + 1
 CHARACTER_COVERAGE = 0.9995   # rarer characters are spelled with byte pieces
 MAX_SENTENCE_BYTES = 8192     # SentencePiece skips longer training sentences: we cut lines first
-SAMPLE_SALT = "tokenizer-sample:"
 # SentencePiece's unigram EM splits its sentences over threads and sums per-thread float
 # statistics: 1, 2 and 8 threads gave different vocabularies. Fixed, not min(cpu_count, 8).
 TRAINING_THREADS = 1
-
-
-class TokenizerTrainingError(ValueError):
-    """The settings cannot produce a tokenizer from this sample; the message names the setting."""
-
-
-def sample_key(document_id: str, salt: str = SAMPLE_SALT) -> float:
-    digest = hashlib.sha256((salt + document_id).encode("utf-8", "surrogateescape")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
-
-
-@dataclasses.dataclass
-class Sample:
-    texts: list[str]             # in key order
-    document_ids: list[str]
-    bytes: int                   # UTF-8 bytes in texts
-    documents_seen: int = 0
-    bytes_seen: int = 0
-
-
-class DocumentSampler:
-    """Streaming form of the sample rule: add(id, text) any number of times, then sample()."""
-
-    def __init__(self, max_bytes: int, salt: str = SAMPLE_SALT):
-        if max_bytes <= 0:
-            raise TokenizerTrainingError(f"sample size must be > 0 bytes, got {max_bytes}")
-        self.max_bytes = max_bytes
-        self.salt = salt
-        self._heap: list[tuple[float, str, str, int]] = []  # max-heap on key: (-key, id, text, n)
-        self._held = 0
-        self.documents_seen = 0
-        self.bytes_seen = 0
-
-    def add(self, document_id: str, text: str) -> None:
-        size = len(text.encode("utf-8"))
-        self.documents_seen += 1
-        self.bytes_seen += size
-        if not size:
-            return
-        heapq.heappush(self._heap, (-sample_key(document_id, self.salt), document_id, text, size))
-        self._held += size
-        # Drop the largest key while the others alone still fill the budget: what stays is always
-        # the smallest keys seen so far, the largest of them possibly over the budget (cut later).
-        while len(self._heap) > 1 and self._held - self._heap[0][3] >= self.max_bytes:
-            self._held -= heapq.heappop(self._heap)[3]
-
-    def sample(self) -> Sample:
-        ordered = sorted(self._heap, key=lambda item: (-item[0], item[1]))
-        texts, ids, total = [], [], 0
-        for _, document_id, text, size in ordered:
-            if total + size > self.max_bytes:
-                text = text.encode("utf-8")[:self.max_bytes - total].decode("utf-8", "ignore")
-                size = len(text.encode("utf-8"))
-            if size:
-                texts.append(text)
-                ids.append(document_id)
-                total += size
-        return Sample(texts, ids, total, self.documents_seen, self.bytes_seen)
-
-
-def sample_documents(documents: Iterable[tuple[str, str]], max_bytes: int,
-                     salt: str = SAMPLE_SALT) -> Sample:
-    """(document id, text) pairs -> the deterministic sample (see the module docstring)."""
-    sampler = DocumentSampler(max_bytes, salt)
-    for document_id, text in documents:
-        sampler.add(document_id, text)
-    return sampler.sample()
 
 
 def training_sentences(texts: Iterable[str]) -> Iterable[str]:

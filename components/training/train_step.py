@@ -205,14 +205,17 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
         accumulation_steps=accumulation_steps, dynamic_loss_scale=dynamic_loss_scale, seed=seed,
         xla=xla, pad_id=pad_id)
 
+    sharded = hasattr(optimizer, "update_own_slice")   # issue 21: ZeRO-1 (zero.ShardedAdamW)
+
     def apply_or_skip(distribution, grads, finite):
         # Cross-replica context (inside merge_call): a cond here may branch around the optimizer's
-        # own merge_call, which a cond in replica context may not.
+        # own merge_call, which a cond in replica context may not. With sharded state `grads` are
+        # the new weights, already computed in replica context (and unchanged if not finite).
         finite = distribution.experimental_local_results(finite)[0]
 
         def apply():
-            if hasattr(optimizer, "apply_sharded"):  # issue 21: ZeRO-1 (zero.ShardedAdamW)
-                optimizer.apply_sharded(distribution, grads, variables)
+            if sharded:
+                optimizer.assign_gathered(distribution, grads, variables)
             else:
                 distribution.extended.call_for_each_replica(
                     lambda g: optimizer.apply(g, variables), args=(grads,))
@@ -239,6 +242,8 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
         grad_norm = tf.linalg.global_norm(grads)
         if clip_norm is not None:
             grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
+        if sharded:   # each replica updates its own slice, then all-gather (zero.py)
+            grads = optimizer.update_own_slice(grads, variables, finite)
         tf.distribute.get_replica_context().merge_call(apply_or_skip, args=(grads, finite))
         return loss, grad_norm, finite
 

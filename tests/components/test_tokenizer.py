@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from components.text_example_gen.packing import Packer
-from components.tokenizer import artifact, base, metrics, training
+from components.corpus.documents import content_key
+from components.tokenizer import artifact, base, metrics, sampling, training
 from components.tokenizer.base import TokenizerFileError
 from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
@@ -163,13 +164,15 @@ def test_sample_with_no_text():
 
 
 def test_sample_is_the_smallest_keys_within_the_budget():
+    """Catches: a sample that depends on arrival order or on document ids (the key is the
+    content's), a budget not filled exactly, and duplicates counted twice under dedup."""
     rng = np.random.default_rng(3)
-    docs = [(f"doc{i}.py", "x" * int(rng.integers(0, 300))) for i in range(200)]
+    docs = [(f"doc{i}.py", f"{i} " + "x" * int(rng.integers(0, 300))) for i in range(200)]
     budget = 5000
-    sample = training.sample_documents(docs, budget)
+    sample = sampling.sample_documents(docs, budget)
     # Independent reference: sort by key, take whole documents while they fit, cut the next.
     reference, total = [], 0
-    for doc_id, text in sorted((d for d in docs if d[1]), key=lambda d: training.sample_key(d[0])):
+    for doc_id, text in sorted(docs, key=lambda d: sampling.sample_key(content_key(d[1].encode()))):
         take = text[:budget - total]
         if take:
             reference.append(take)
@@ -179,9 +182,39 @@ def test_sample_is_the_smallest_keys_within_the_budget():
     assert sample.texts == reference and sample.bytes == budget
     assert sample.documents_seen == 200 and sample.bytes_seen == sum(len(t) for _, t in docs)
     shuffled = [docs[i] for i in rng.permutation(len(docs))]
-    assert training.sample_documents(shuffled, budget).texts == sample.texts  # order-free
+    assert sampling.sample_documents(shuffled, budget).texts == sample.texts  # order-free
     # A budget above the corpus takes every non-empty document whole.
-    assert training.sample_documents(docs, 10**9).bytes == sample.bytes_seen
+    assert sampling.sample_documents(docs, 10**9).bytes == sample.bytes_seen
+    # dedup: a copy (equal up to CRLF and surrounding whitespace) is sampled once, first copy's id.
+    copies = docs + [("copy.py", "\n" + docs[7][1].replace("\n", "\r\n") + "  ")]
+    deduped = sampling.sample_documents(copies, 10**9, dedup=True)
+    assert deduped.texts == sampling.sample_documents(docs, 10**9).texts
+    assert "copy.py" not in deduped.document_ids
+    assert "copy.py" in sampling.sample_documents(copies, 10**9).document_ids
+
+
+def test_merged_accumulators_give_the_one_pass_sample():
+    """The Beam combiner's contract: any split of the input into accumulators, merged in any order
+    and compacted at any time, gives the sample of one pass (catches a compaction that drops what
+    a later merge needs, or a later copy replacing the first)."""
+    rng = np.random.default_rng(5)
+    texts = [("y" * int(rng.integers(1, 400))).encode() for _ in range(300)]
+    texts += texts[:40]                                   # exact copies, later in reading order
+    candidates = [sampling.candidate(f"d{i}", t, (i // 50, i % 50)) for i, t in enumerate(texts)]
+    one_pass = sampling.SampleAccumulator(3000, dedup=True)
+    for c in candidates:
+        one_pass.add(c)
+    for parts in (2, 7, 31):
+        order = rng.permutation(len(candidates))
+        accumulators = [sampling.SampleAccumulator(3000, dedup=True) for _ in range(parts)]
+        for n, i in enumerate(order):
+            accumulators[n % parts].add(candidates[i])
+            if n % 13 == 0:
+                accumulators[n % parts].compact()
+        merged = accumulators[-1]
+        for other in accumulators[:-1]:
+            merged.merge(other)
+        assert merged.sample() == one_pass.sample(), parts
 
 
 def test_long_lines_are_cut_not_skipped():
@@ -192,7 +225,7 @@ def test_long_lines_are_cut_not_skipped():
 
 
 def test_sample_cuts_on_character_boundaries():
-    sample = training.sample_documents([("a", "\u00e9" * 100)], 51)  # 2-byte characters
+    sample = sampling.sample_documents([("a", "\u00e9" * 100)], 51)  # 2-byte characters
     assert sample.texts == ["\u00e9" * 25] and sample.bytes == 50
 
 

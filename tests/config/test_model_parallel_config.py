@@ -9,6 +9,8 @@ from components.config import ConfigError, build_config
 
 def test_supported_combinations_validate():
     build_config("tiny", overrides=["train.shard_optimizer_state=true", "runtime.strategy=mirrored"])
+    build_config("tiny", overrides=["train.shard_optimizer_state=true",
+                                    "runtime.strategy=multi_worker_mirrored"])
     build_config("tiny", overrides=["runtime.pipeline_stages=4", "runtime.strategy=one_device",
                                     "train.accumulation_steps=4"])
     build_config("xl", overrides=["runtime.pipeline_stages=8", "runtime.strategy=one_device"])
@@ -16,14 +18,16 @@ def test_supported_combinations_validate():
 
 @pytest.mark.parametrize("overrides, message", [
     (["train.shard_optimizer_state=true", "runtime.strategy=one_device"],
-     "train.shard_optimizer_state=true needs runtime.strategy=mirrored.*one replica"),
-    (["train.shard_optimizer_state=true", "runtime.strategy=multi_worker_mirrored"],
-     "train.shard_optimizer_state=true needs runtime.strategy=mirrored.*across workers"),
+     "train.shard_optimizer_state=true needs runtime.strategy=mirrored or "
+     "multi_worker_mirrored.*one replica"),
     (["runtime.pipeline_stages=5", "runtime.strategy=one_device"],
      r"runtime.pipeline_stages \(5\) exceeds model.n_layer \(4\)"),
     (["runtime.pipeline_stages=0"], "runtime.pipeline_stages: must be >= 1"),
     (["runtime.pipeline_stages=2", "runtime.strategy=mirrored"],
      "runtime.pipeline_stages=2 needs runtime.strategy=one_device"),
+    (["runtime.pipeline_stages=2", "runtime.strategy=multi_worker_mirrored"],
+     "runtime.pipeline_stages=2 needs runtime.strategy=one_device.*multi_worker_mirrored "
+     r"\(data parallel\) is not supported"),
     (["runtime.pipeline_stages=2", "runtime.strategy=one_device", "train.shard_optimizer_state=true"],
      "train.shard_optimizer_state"),
 ])

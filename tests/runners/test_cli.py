@@ -7,7 +7,7 @@ import yaml
 
 from components import config as config_lib
 from components.common import errors
-from runners import cli
+from runners import cli, cli_plumbing
 
 
 def test_help_lists_every_subcommand_with_one_line(capsys):
@@ -115,7 +115,7 @@ def test_home_has_one_help_text_everywhere(capsys):
 def test_train_worker_is_under_plumbing_only(capsys):
     args = cli.build_parser().parse_args(["plumbing", "train-worker", "--examples", "e", "--out", "o",
                                           "--set", "train.train_steps=3"])
-    assert args.func is cli.cmd_plumbing_train_worker and args.overrides == ["train.train_steps=3"]
+    assert args.func is cli_plumbing.cmd_plumbing_train_worker and args.overrides == ["train.train_steps=3"]
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train-worker", "--examples", "e", "--out", "o"])
     assert exit_info.value.code == 2 and "invalid choice: 'train-worker'" in capsys.readouterr().err

@@ -52,11 +52,14 @@ def test_parameters_carry_the_config(compiled):
     _, spec, config = compiled
 
     def parameter(task, name):
-        value = spec.root.dag.tasks[task].inputs.parameters[name].runtime_value.constant_value
-        return getattr(value, value.WhichOneof("value"))
+        # Pipeline spec 2.1: runtimeValue.constant (a protobuf Value), the only constant the
+        # open-source KFP v2 driver resolves (the 2.0 constantValue is refused there).
+        value = spec.root.dag.tasks[task].inputs.parameters[name].runtime_value.constant
+        return getattr(value, value.WhichOneof("kind"))
 
     assert json.loads(parameter("TextExampleGen", "data_config")) == config_lib.to_dict(config.data)
     assert parameter("CuratedSchemaGen", "seq_len") == 256
+    assert spec.schema_version == "2.1.0"
     custom = json.loads(parameter("Trainer", "custom_config"))
     assert json.loads(custom["bigtrain"])["train"]["learning_rate"] == 5e-4
     assert json.loads(parameter("LanguageModelEvaluator", "eval_config")) == config_lib.to_dict(config.eval)
@@ -72,3 +75,4 @@ def test_image_pipeline_root_and_beam_args(compiled):
     example_gen = containers["TextExampleGen_executor"]["args"]
     assert "--direct_running_mode=multi_processing" in example_gen and "--direct_num_workers=2" in example_gen
     assert "components.training.run_fn.TrainerExecutor" in containers["Trainer_executor"]["args"]
+    assert {tuple(c["command"]) for c in containers.values()} == {("python", "-m", "runners.kfp_entrypoint")}

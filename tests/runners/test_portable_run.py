@@ -1,10 +1,14 @@
-"""`bigtrain run --runner PortableRunner --beam-arg=...` reaches TFX's Beam executors: TextExampleGen
-and StatisticsGen run on SDK workers from an external worker pool (separate processes) and write
-the same shards (byte for byte) and the same statistics as the DirectRunner. Statistics are equal
-field by field with floats to 12 significant digits: a mean summed in another order differs in its
-last digit (measured: 79.65986954055586 vs 79.659869540555874)."""
+"""`bigtrain run --runner PortableRunner --beam-arg=...`, the whole pipeline through the Pusher,
+reaches every Beam executor: TokenizerGen (its sample), TextExampleGen and StatisticsGen run on SDK
+workers from an external worker pool (separate processes) and write the same SentencePiece model,
+shards (byte for byte) and statistics as the DirectRunner; the stages after them (schema,
+validation, gate, Trainer, the LanguageModelEvaluator, Pusher) have no Beam part and run in the
+launching process on those identical inputs, so the evaluation's figures are equal too. Statistics
+are equal field by field with floats to 12 significant digits: a mean summed in another order
+differs in its last digit (measured: 79.65986954055586 vs 79.659869540555874)."""
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -14,7 +18,7 @@ from tests.support.beam_worker_pool import worker_pool
 
 pytestmark = pytest.mark.slow
 
-STAGE_FILES = ("TextExampleGen/examples", "StatisticsGen/statistics")
+STAGE_FILES = ("TokenizerGen/tokenizer", "TextExampleGen/examples", "StatisticsGen/statistics")
 
 
 def digest_outputs(home):
@@ -27,7 +31,7 @@ def digest_outputs(home):
                 path = os.path.join(dirpath, name)
                 if name.endswith(".pb"):
                     out[os.path.relpath(path, root)] = statistics(path)
-                elif name.endswith((".gz", ".jsonl")):
+                elif name.endswith((".gz", ".jsonl", ".model")):
                     with open(path, "rb") as fh:
                         out[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
     return out
@@ -54,24 +58,53 @@ def rounded(value):
     return value
 
 
-def run_until_statistics(home, corpus_root, *beam):
-    args = ["run", "--home", str(home), "--until", "StatisticsGen", "--set",
-            f"data.input={corpus_root}", "--set", "data.document=separator", *beam]
-    assert cli.main(args) == 0
+# The cheapest whole run: a SentencePiece tokenizer on a small sample, 4 training steps, no
+# quantized variants, 2 eval batches, a loose max_loss so the model is blessed and pushed.
+WHOLE_RUN = ["data.document=separator", "data.tokenizer=sentencepiece", "data.vocab_size=400",
+             "data.tokenizer_sample_bytes=40000", "data.seq_len=32", "train.train_steps=4",
+             "train.warmup_steps=1", "train.checkpoint_every=4", "train.log_every=2",
+             "export.quantize=[]", "eval.max_batches=2", "eval.batch_size=8", "eval.max_loss=100"]
+
+
+def whole_run(home, corpus_root, *beam):
+    sets = [arg for setting in [f"data.input={corpus_root}", *WHOLE_RUN] for arg in ("--set", setting)]
+    assert cli.main(["run", "--home", str(home), *sets, *beam]) == 0
+
+
+def evaluation(home):
+    """The Evaluator's metrics.json and what the Pusher published."""
+    root = os.path.join(home, "pipelines", "bigtrain", "LanguageModelEvaluator", "evaluation")
+    (run,) = os.listdir(root)
+    with open(os.path.join(root, run, "metrics.json")) as fh:
+        metrics = json.load(fh)
+    from components.push.push import served_versions
+    return metrics, served_versions(os.path.join(home, "serving", "gpt"))
 
 
 def test_bigtrain_run_on_the_portable_runner_matches_the_direct_runner(corpus, tmp_path):
-    """Catches: Beam args not reaching an executor (the pool would start no worker), a stage whose
-    output depends on the runner, statistics computed only in the launching process."""
-    run_until_statistics(tmp_path / "direct", corpus[0])
+    """Catches: Beam args not reaching an executor (the pool would start no worker for it), a
+    stage whose output depends on the runner, statistics or a sample computed only in the
+    launching process, a run that stops before the Pusher on the portable runner."""
+    whole_run(tmp_path / "direct", corpus[0])
     log = tmp_path / "pool.log"
     with worker_pool(str(log)) as (port, _):
-        run_until_statistics(tmp_path / "portable", corpus[0], "--runner", "PortableRunner",
-                             "--beam-arg=--job_endpoint=embed",
-                             "--beam-arg=--environment_type=EXTERNAL",
-                             f"--beam-arg=--environment_config=localhost:{port}")
-    # One SDK worker process per Beam stage (the embedded job server asks the pool for one).
-    assert log.read_text().count("Starting worker with command") == 2
+        whole_run(tmp_path / "portable", corpus[0], "--runner", "PortableRunner",
+                  "--beam-arg=--job_endpoint=embed", "--beam-arg=--environment_type=EXTERNAL",
+                  f"--beam-arg=--environment_config=localhost:{port}")
+    # One SDK worker process per Beam stage (the embedded job server asks the pool for one):
+    # TokenizerGen, TextExampleGen, StatisticsGen.
+    assert log.read_text().count("Starting worker with command") == 3
     direct = digest_outputs(tmp_path / "direct")
     assert any(p.endswith("FeatureStats.pb") for p in direct) and any(p.endswith(".gz") for p in direct)
+    assert any(p.endswith("tokenizer.model") for p in direct)
     assert digest_outputs(tmp_path / "portable") == direct
+    (metrics, pushed), (direct_metrics, direct_pushed) = (evaluation(tmp_path / "portable"),
+                                                          evaluation(tmp_path / "direct"))
+    assert metrics["blessed"] and len(pushed) == len(direct_pushed) == 1
+    assert metrics["candidate"]["tokens"] == direct_metrics["candidate"]["tokens"] > 0
+    # Every figure of the model's quality is equal (same shards, same seed: same weights); the
+    # timer and the SavedModel's size (it embeds its own path: 5 bytes apart) are not figures of it.
+    measured = ("latency_ms", "size_bytes")
+    assert {k: v for k, v in rounded(metrics["candidate"]).items() if k not in measured} == {
+        k: v for k, v in rounded(direct_metrics["candidate"]).items() if k not in measured}
+    assert {"loss", "bits_per_byte", "accuracy", "tokens"} <= set(metrics["candidate"])

@@ -3,8 +3,13 @@ skip naming why it is absent (in CI, where it must be there, a failure instead).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import socket
+import subprocess
+import time
+import urllib.request
 import uuid
 
 import pytest
@@ -35,3 +40,32 @@ def use_objectstore(monkeypatch) -> str:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return f"s3://{env['BIGTRAIN_S3_BUCKET']}/tests/{uuid.uuid4().hex[:12]}"
+
+
+@contextlib.contextmanager
+def moto_server(log_path: str, **environment: str):
+    """A second moto server of the objectstore venv on a free loopback port (the shared one keeps
+    accepting any credentials); yields its endpoint; killed after. Skips like objectstore_env."""
+    objectstore_env()
+    binary = os.path.join(OBJECTSTORE_DIR, "venv", "bin", "moto_server")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port)], stdout=log,
+                                stderr=subprocess.STDOUT, env=dict(os.environ, **environment))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto_server did not answer on {endpoint} (log {log_path})")
+                time.sleep(0.3)
+        yield endpoint
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,62 @@
+"""`bigtrain plumbing`: commands for scripts and schedulers (a multi-worker job's worker, a compiled
+Kubeflow job run here task by task), not for everyday use."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from runners.cli_options import beam_options, config_options, resolve_config
+from runners.logs import configure_logging
+
+
+def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    configure_logging(args.verbose)
+    from components.training.worker import train_worker
+    summary = train_worker(config, args.examples, args.out, args.weights_out)
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_plumbing_run_kfp_spec(args: argparse.Namespace) -> int:
+    import tempfile
+    from runners import kfp_local
+    job = kfp_local.load_pipeline_job(args.spec)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="bigtrain-kfp-")
+    print(f"run root {kfp_local.run_root(job, args.run_id or '<run id>')}; task logs under {workdir}")
+
+    def progress(result):
+        print(f"{result.name:55s} {result.kind:20s} {result.seconds:7.1f} s", flush=True)
+
+    kfp_local.run_pipeline_job(job, workdir, run_id=args.run_id, progress=progress)
+    return 0
+
+
+def add_plumbing(sub, common: list) -> None:
+    plumbing = sub.add_parser("plumbing", parents=common,
+                              help="commands for scripts and schedulers, not for everyday use",
+                              description="Building blocks the pipeline and its deployments call.")
+    psub = plumbing.add_subparsers(dest="plumbing_command", metavar="COMMAND", required=True)
+    worker = psub.add_parser(
+        "train-worker", parents=common + [config_options(), beam_options()],
+        help="train outside the pipeline: one worker of a multi-worker job",
+        description="Train on an Examples artifact's shards (DIR/Split-train/*) with the config's "
+                    "strategy. For multi-worker training set runtime.strategy=multi_worker_mirrored "
+                    "and start one process per worker, each with its TF_CONFIG; only the chief "
+                    "writes OUT/serving_model.")
+    worker.add_argument("--examples", required=True, metavar="DIR", help="Examples artifact folder")
+    worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
+    worker.set_defaults(func=cmd_plumbing_train_worker)
+    kfp = psub.add_parser(
+        "run-kfp-spec", parents=common, help="run a compiled Kubeflow PipelineJob here, task by task",
+        description="Run every task of a `bigtrain compile kubeflow` PipelineJob on this machine, one "
+                    "process per task in DAG order, through the spec's own container command, with "
+                    "the ExecutorInput the KFP v2 launcher builds (docs/operations.md). Resolver "
+                    "tasks yield no artifact (no MLMD here). Object-store credentials come from the "
+                    "environment.")
+    kfp.add_argument("spec", metavar="FILE", help="the PipelineJob JSON")
+    kfp.add_argument("--run-id", help="run id in output URIs (default: local-<random>)")
+    kfp.add_argument("--workdir", metavar="DIR", help="task folders and logs (default: a temp folder)")
+    kfp.set_defaults(func=cmd_plumbing_run_kfp_spec)

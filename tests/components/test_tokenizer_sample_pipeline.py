@@ -1,0 +1,115 @@
+"""TokenizerGen's sample read in Beam (components/tokenizer/sample_pipeline.py): the transform
+against the single-process reader, and the same SentencePiece model bytes on every runner."""
+
+import collections
+import dataclasses
+import os
+import shutil
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from components.common.listing import list_input_files
+from components.config import DataConfig
+from components.corpus.documents import content_key
+from components.corpus.split_documents import read_split_documents, reader_config
+from components.tokenizer import sample_pipeline, sampling, stage
+
+BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+@pytest.fixture
+def sample_input(corpus, tmp_path):
+    """The shared corpus, a copy of one file under another name (a duplicate with CRLF line
+    ends), and one big file read in ranges: many units, duplicates across units."""
+    root = tmp_path / "input"
+    shutil.copytree(corpus[0], root, symlinks=True)
+    original = (root / "json" / "decoder.py").read_bytes()
+    (root / "zz_copy.py").write_bytes(original.replace(b"\n", b"\r\n"))
+    with open(root / "all.txt", "wb") as out:
+        for name in sorted(os.listdir(root / "email")):
+            if name.endswith(".py"):
+                out.write((root / "email" / name).read_bytes())
+    return str(root)
+
+
+def data_config(root, **changes):
+    return dataclasses.replace(
+        DataConfig(input=root, exclude=(), eval_fraction=0.3, document="file",
+                   range_bytes=40_000, tokenizer="sentencepiece", vocab_size=400,
+                   tokenizer_sample_bytes=30_000), **changes)
+
+
+def reference(data):
+    """The old single-process read (read_split_documents: listing, readers, first-copy dedup,
+    content split) and the sample rule written out: sort by key, fill the budget, cut the last."""
+    skipped = collections.Counter()
+    by_split = collections.defaultdict(list)
+    for split, document in read_split_documents(data, skipped):
+        by_split[split].append((document.id, document.text))
+    outputs = []
+    figures = {f"skipped_{reason}": n for reason, n in skipped.items()}
+    for split, docs in by_split.items():
+        figures[f"documents_seen_{split}"] = len(docs)
+        figures[f"bytes_seen_{split}"] = sum(len(text) for _, text in docs)
+        ranked = sorted(enumerate(docs), key=lambda d: (
+            sampling.sample_key(content_key(d[1][1])), content_key(d[1][1]), d[0]))
+        sample, total = [], 0
+        for _, (document_id, text) in ranked:
+            take = text[:data.tokenizer_sample_bytes - total].decode("utf-8", "ignore")
+            if take:
+                sample.append((document_id, take))
+                total += len(take.encode("utf-8"))
+        outputs.append((split, sample))
+    return outputs + [("figures", figures)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dedup", ["exact", "none"])
+def test_read_sample_is_the_single_process_sample(sample_input, dedup):
+    """Catches: a sample that depends on bundling or unit order, a later copy sampled instead of
+    the first (or both under dedup=exact), figures that miss quarantined or duplicate records."""
+    data = data_config(sample_input, dedup=dedup, document="separator", separator="\n\n")
+    expected = reference(data)
+    duplicates = dict(expected)["figures"].get("skipped_duplicate", 0)
+    assert duplicates > 100 if dedup == "exact" else duplicates == 0   # all.txt repeats email/
+    _, files = list_input_files(data.input, data.exclude)
+    units = sample_pipeline.readers.plan_units(files, reader_config(data))
+    assert len(units) > 5
+    with TestPipeline(options=PipelineOptions(BEAM_ARGS)) as p:
+        got = p | sample_pipeline.ReadSample(
+            files, config=reader_config(data), eval_fraction=data.eval_fraction,
+            split_salt=data.split_salt, max_bytes=data.tokenizer_sample_bytes,
+            dedup=dedup == "exact")
+        assert_that(got, equal_to(expected))
+
+
+@pytest.mark.slow
+def test_model_bytes_are_equal_on_every_runner(sample_input, tmp_path):
+    """The same sample bytes and SentencePiece model bytes from the DirectRunner in memory, with
+    two worker processes, and on the PortableRunner with SDK workers from an external pool."""
+    from tests.support.beam_worker_pool import portable_args, worker_pool
+    data = data_config(sample_input)
+    runs = {}
+
+    def build(name, args):
+        out = str(tmp_path / name)
+        tokenizer, figures = stage.build_tokenizer(
+            data, out, lambda: beam.Pipeline(options=PipelineOptions(args)))
+        runs[name] = (tokenizer.model_proto, figures)
+        assert sorted(os.listdir(out)) == ["tokenizer.json", "tokenizer.model", "tokenizer.vocab"]
+
+    build("in_memory", BEAM_ARGS)
+    build("two_workers", TWO_WORKERS)
+    with worker_pool(str(tmp_path / "pool.log")) as (port, _):
+        build("portable", portable_args(port))
+    model, figures = runs["in_memory"]
+    assert figures["sample_bytes"] == 30_000 and figures["documents_skipped"] >= 4
+    for name, (other_model, other_figures) in runs.items():
+        assert other_model == model, name
+        other_figures = dict(other_figures, training_seconds=figures["training_seconds"])
+        assert other_figures == figures, name

@@ -25,6 +25,7 @@ def upload(local_root: str, prefix: str) -> None:
                 fs.copy(path, f"{prefix}/{os.path.relpath(path, local_root)}")
 
 
+@pytest.mark.slow   # runs the data-stage Beam pipeline on S3 (fast tier: docs/benchmarks.md)
 def test_data_stage_on_s3_matches_the_local_run(tmp_path, monkeypatch):
     prefix = use_objectstore(monkeypatch)
     local_input = tmp_path / "corpus"
@@ -73,6 +74,7 @@ def test_unreachable_endpoint_is_a_named_error_and_bounded(monkeypatch):
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow   # runs the data-stage Beam pipeline on S3 (fast tier: docs/benchmarks.md)
 def test_object_deleted_between_listing_and_reading_is_quarantined(tmp_path, monkeypatch):
     """An input object deleted after the listing and before its read (another writer, a
     lifecycle rule) is a counted quarantine, not a failed stage and not a silent loss: the file

@@ -64,6 +64,7 @@ def test_sharded_weights_equal_unsharded_after_20_steps(shards):
         assert all(np.array_equal(replica_copies[0], c) for c in replica_copies[1:])
 
 
+@pytest.mark.slow   # trains two models under loss scaling (fast tier: docs/benchmarks.md)
 def test_freeze_loss_scaling_and_a_skipped_step_match_unsharded(shards):
     """mixed_float16 with dynamic loss scaling, the first step overflowing (skipped: Adam's step
     counter must not advance), the embeddings frozen (not in the sharded optimizer)."""

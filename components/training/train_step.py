@@ -192,6 +192,23 @@ def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: i
     return replica_gradients
 
 
+def _count_good_step(state: TrainState, dynamic_loss_scale: bool) -> None:
+    """An applied step: the loss scale doubles after LOSS_SCALE_GROWTH_INTERVAL good steps."""
+    state.good_steps.assign_add(1)
+    if dynamic_loss_scale:
+        grow = state.good_steps >= LOSS_SCALE_GROWTH_INTERVAL
+        state.loss_scale.assign(tf.where(grow, state.loss_scale * 2.0, state.loss_scale))
+        state.good_steps.assign(tf.where(grow, tf.constant(0, tf.int64), state.good_steps))
+
+
+def _count_skipped_step(state: TrainState, dynamic_loss_scale: bool) -> None:
+    """A non-finite gradient: no update, the loss scale halves (never below 1)."""
+    state.skipped_steps.assign_add(1)
+    state.good_steps.assign(0)
+    if dynamic_loss_scale:
+        state.loss_scale.assign(tf.maximum(state.loss_scale / 2.0, 1.0))
+
+
 def make_train_step(model, optimizer, strategy, state: TrainState, *, global_batch_size: int,
                     accumulation_steps: int, clip_norm: float | None,
                     dynamic_loss_scale: bool, seed: int = 0, xla: bool = False,
@@ -219,18 +236,11 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
             else:
                 distribution.extended.call_for_each_replica(
                     lambda g: optimizer.apply(g, variables), args=(grads,))
-            state.good_steps.assign_add(1)
-            if dynamic_loss_scale:
-                grow = state.good_steps >= LOSS_SCALE_GROWTH_INTERVAL
-                state.loss_scale.assign(tf.where(grow, state.loss_scale * 2.0, state.loss_scale))
-                state.good_steps.assign(tf.where(grow, tf.constant(0, tf.int64), state.good_steps))
+            _count_good_step(state, dynamic_loss_scale)
             return tf.constant(True)
 
         def skip():
-            state.skipped_steps.assign_add(1)
-            state.good_steps.assign(0)
-            if dynamic_loss_scale:
-                state.loss_scale.assign(tf.maximum(state.loss_scale / 2.0, 1.0))
+            _count_skipped_step(state, dynamic_loss_scale)
             return tf.constant(False)
 
         tf.cond(finite, apply, skip)

@@ -105,6 +105,12 @@ def build_training(config, strategy, prepare_model=None):
             optimizer.build(model.trainable_variables)
     if t.shard_optimizer_state:  # issue 21: AdamW moments split across replicas (zero.py)
         optimizer = zero.make_sharded_optimizer(t, lambda: schedule(state.step), model, strategy)
+    # What was built, read from the objects (not the config): the e2e test checks these lines.
+    if hasattr(model, "stage_devices"):
+        _log("model parallel: %d pipeline stages on %s", len(model.stage_devices),
+             ", ".join(model.stage_devices))
+    if hasattr(optimizer, "update_own_slice"):
+        _log("optimizer state sharded over %d replicas (ZeRO-1)", strategy.num_replicas_in_sync)
     return model, state, optimizer, schedule
 
 

@@ -1,14 +1,15 @@
-"""Issue 21, "done when": both model-parallel modes train the `small` preset's architecture
-(6 blocks x 384 wide, 6 heads, dropout 0.1: 10.8M parameters) end to end through `bigtrain run`
-on logical CPU devices, and the exported model equals the reference run's:
+"""Issue 21, "done when": both model-parallel modes train the `tiny` (4 blocks x 64, 0.2M
+parameters) and `small` preset's architectures (6 blocks x 384 wide, 6 heads, dropout 0.1: 10.8M
+parameters) end to end through `bigtrain run` on logical CPU devices, and the exported model equals
+the reference run's:
   sharded optimizer state (mirrored, 2 replicas)  vs  the unsharded mirrored run
   pipeline_stages=2 (GPipe, 2 logical devices)     vs  the unsplit one_device run
 float32, 3 steps of 8 sequences of 32 tokens (short sequences and few steps keep it affordable;
 the dimensions are small's; a checkpoint at step 2 and the last). The four runs share one home, so
 the data stages run once (TFX's cache) and each later run re-runs only the Trainer (its config
 differs). It replaces the tiny preset's "both modes train" run (same code path, no comparison):
-measured 2026-11-23 on the shared 2-core VM (load 5-6), this test 161-252 s, the tiny one it
-replaces 134 s.
+measured 2026-11-23 on the shared 2-core VM (load 5-6), the small case 161-252 s, the old tiny run
+134 s.
 
 Compared: the SavedModels' `token_logits` on fixed ids (the exported variables carry no unique
 names or stable order to pair them by; the weight-level 1e-6 / 1e-5 checks are the unit tests').
@@ -16,6 +17,9 @@ Catches what the unit tests cannot see: a mode the CLI, config or run_fn does no
 Trainer, the CPU split before TensorFlow starts, and the export of a sharded or staged model.
 The two references differ from each other (2 replicas draw other dropout masks than 1) by far
 more than the tolerance, so a wrong update or a mode exported from the wrong weights fails."""
+
+import glob
+import os
 
 import numpy as np
 import pytest
@@ -26,7 +30,7 @@ from tests.e2e.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["--preset", "small", "--set", "runtime.precision=float32", "--set", "data.seq_len=32",
+SETTINGS = ["--set", "runtime.precision=float32", "--set", "data.seq_len=32",
          "--set", "data.train_shards=1", "--set", "data.eval_shards=1",
          "--set", "data.eval_fraction=0.3", "--set", "train.train_steps=3",
          "--set", "train.warmup_steps=1", "--set", "train.global_batch_size=8",
@@ -34,6 +38,10 @@ SMALL = ["--preset", "small", "--set", "runtime.precision=float32", "--set", "da
          "--set", "train.log_every=100", "--set", "train.eval_batches=1",
          "--set", "eval.batch_size=8", "--set", "eval.max_batches=1",
          "--set", "export.quantize=[]", "--until", "Trainer"]
+# The preset's architecture, and its parameter count. tiny trains with dropout 0.1 (its default is
+# 0) so that the two references differ (other dropout masks with 2 replicas): the check that can fail.
+PRESETS = {"tiny": (["--preset", "tiny", "--set", "model.dropout=0.1"], (0.15e6, 0.5e6)),
+           "small": (["--preset", "small"], (10e6, 12e6))}
 RUNS = {
     "mirrored": ["runtime.strategy=mirrored"],
     "sharded": ["runtime.strategy=mirrored", "train.shard_optimizer_state=true"],
@@ -45,24 +53,40 @@ RUNS = {
 SHARDED_TOLERANCE, PIPELINE_TOLERANCE = 1e-5, 1e-4
 
 
-def _exported_logits(run, ids) -> np.ndarray:
+def _exported_logits(run, ids, parameter_range) -> np.ndarray:
     model_id = run.report().stage("Trainer").outputs["Model"]["id"]
     (model,) = run.store().get_artifacts_by_id([model_id])
     props = properties(model, custom_only=True)
     assert props["resumed_from_step"] == 0 and props["steps"] == 3
-    assert 10e6 < props["parameter_count"] < 12e6                  # small's dimensions
+    low, high = parameter_range                                     # the preset's dimensions
+    assert low < props["parameter_count"] < high, props["parameter_count"]
     loaded = tf.saved_model.load(f"{model.uri}/Format-Serving")
     return loaded.signatures["token_logits"](input_ids=tf.constant(ids))["logits"].numpy()
 
 
-def test_small_preset_modes_equal_their_references(corpus, tmp_path, session_capsys):
+def _assert_mode_built(run, name: str) -> None:
+    """The Trainer built the mode (its log says what the model and optimizer objects are): a mode
+    dropped on its way to the Trainer would train the reference and equal it exactly."""
+    newest = sorted(glob.glob(os.path.join(run.home, "runs", "*", "run.log")))[-1]  # timestamps
+    with open(newest, encoding="utf-8") as fh:
+        runs_log = fh.read()
+    assert "bigtrain.train INFO: model gpt:" in runs_log, newest   # the Trainer ran in this run
+    staged = "model parallel: 2 pipeline stages on" in runs_log
+    sharded = "optimizer state sharded over 2 replicas" in runs_log
+    assert (staged, sharded) == (name == "pipeline", name == "sharded"), (name, runs_log[:2000])
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_preset_modes_equal_their_references(preset, corpus, tmp_path, session_capsys):
     ids = np.random.default_rng(0).integers(1, 250, size=(2, 32), dtype=np.int32)
+    preset_args, parameter_range = PRESETS[preset]
     logits = {}
     for name, settings in RUNS.items():
         run = run_cli(session_capsys, str(tmp_path / "home"), "--set", f"data.input={corpus[0]}",
-                      *SMALL, *[arg for s in settings for arg in ("--set", s)])
+                      *preset_args, *SETTINGS, *[arg for s in settings for arg in ("--set", s)])
         assert run.exit_code == 0, name + run.stdout[-3000:] + run.stderr[-3000:]
-        logits[name] = _exported_logits(run, ids)
+        _assert_mode_built(run, name)
+        logits[name] = _exported_logits(run, ids, parameter_range)
     worst = {pair: float(np.max(np.abs(logits[pair[0]] - logits[pair[1]])))
              for pair in [("sharded", "mirrored"), ("pipeline", "one_device"),
                           ("mirrored", "one_device")]}

@@ -8,10 +8,18 @@ and access keys), then switched to enforce it from the next request on.
 
 Catches: a forbidden bucket reported as "no files" or as a generic failure (exit 1) instead of
 ObjectStoreError (exit 8) naming the URI, a push that leaves objects or a claim behind in a bucket
-it may not finish, a version visible without its graph."""
+it may not finish, a version visible without its graph.
+
+One interpreter for these tests alone: tensorflow-io makes its S3 client once per process, with
+the S3_ENDPOINT of that moment, so in a process that already used the shared server (any xdist
+worker) they would reach that one. test_in_a_fresh_process runs them in a new pytest process; in
+the suite's own processes they skip, naming that test."""
 
 import json
 import os
+import re
+import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -25,6 +33,21 @@ from tests.components.test_push_and_blessing import fake_saved_model
 from tests.support.objectstore import moto_server, use_objectstore
 
 pytestmark = pytest.mark.slow   # a server of its own, TensorFlow's S3 filesystem for the push
+FRESH_PROCESS = "BIGTRAIN_TEST_FRESH_S3_PROCESS"
+in_fresh_process = pytest.mark.skipif(os.environ.get(FRESH_PROCESS) != "1",
+                                      reason="run in a new interpreter by test_in_a_fresh_process")
+
+
+def test_in_a_fresh_process():
+    if os.environ.get(FRESH_PROCESS) == "1":
+        pytest.skip("this is the fresh process")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not fresh_process",
+         os.path.relpath(__file__, root)], cwd=root, capture_output=True, text=True,
+        env=dict(os.environ, **{FRESH_PROCESS: "1"}), timeout=900)
+    assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-3000:]
+    assert re.search(r"\b3 passed", child.stdout), child.stdout[-2000:]   # none skipped
 
 ALLOWED, DENIED = "bigtrain-allowed", "bigtrain-denied"
 REGION = "us-east-1"
@@ -91,6 +114,7 @@ def objects(store, bucket):
     return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
 
 
+@in_fresh_process
 def test_reading_a_forbidden_input_is_exit_8_naming_the_uri(enforcing_store, monkeypatch,
                                                             tmp_path, capsys):
     as_user(monkeypatch, enforcing_store, "limited")
@@ -108,6 +132,7 @@ def test_reading_a_forbidden_input_is_exit_8_naming_the_uri(enforcing_store, mon
     assert not os.path.exists(tmp_path / "s3:")
 
 
+@in_fresh_process
 def test_push_to_a_forbidden_bucket_is_a_named_error_and_publishes_nothing(
         enforcing_store, monkeypatch, tmp_path):
     fake_saved_model(tmp_path / "m", b"model")
@@ -119,6 +144,7 @@ def test_push_to_a_forbidden_bucket_is_a_named_error_and_publishes_nothing(
     assert push.push_model(str(tmp_path / "m"), f"s3://{ALLOWED}/serving/gpt").pushed  # control
 
 
+@in_fresh_process
 def test_push_refused_its_graph_is_a_named_error_and_serves_nothing(enforcing_store, monkeypatch,
                                                                    tmp_path):
     """Every object but saved_model.pb may be written: the push fails on its last object (after

@@ -37,7 +37,7 @@ run: setup
 # metadata tests, a private S3 server, for the object-storage tests, and headless Chromium, for
 # the browser tests of `bigtrain ui`.
 test: setup mariadb objectstore browser
-	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
 # its own datadir under build/mariadb/; idempotent. Outside CI, if it cannot be installed, the

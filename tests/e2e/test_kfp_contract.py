@@ -42,7 +42,9 @@ def kfp_run(tmp_path_factory):
     try:
         _tiny_corpus(f"{prefix}/corpus")
         out = work / "pipeline.json"
-        assert cli.main(["compile", "kubeflow", "--out", str(out), *s3_args(prefix)]) == 0
+        # No int8/TFLite variants: the executor contract is the point (variants: tests/e2e, export).
+        assert cli.main(["compile", "kubeflow", "--out", str(out), *s3_args(prefix),
+                         "--set", "export.quantize=[]"]) == 0
         job = kfp_local.load_pipeline_job(str(out))
         results = kfp_local.run_pipeline_job(job, str(work / "tasks"), run_id="contract")
         yield prefix, job, {r.name: r for r in results}, [r.name for r in results]

@@ -58,6 +58,7 @@ def python_greedy(model, tok, prompt: str, steps: int) -> bytes:
     return tok.decode(new)
 
 
+@pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
 def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported):
     import tensorflow_text  # noqa: F401  (TF Serving links these ops in; Python must import them)
     session = SessionModel(sp_exported)
@@ -76,6 +77,7 @@ def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported):
     assert meta["vocab_size"] == sp.vocab_size and meta["tokenizer"]["kind"] == "sentencepiece"
 
 
+@pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
 def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
     import tensorflow_text  # noqa: F401
     session = SessionModel(sp_exported)
@@ -124,6 +126,7 @@ def test_missing_or_corrupt_tokenizer_at_export_names_the_file(sp, tmp_path):
                               build_config("tiny")) is None
 
 
+@pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
 def test_warmup_replays_and_score_matches_python(sp, sp_model, sp_exported):
     """With tensorflow-text ops: every warm-up request (every signature, every padded batch size,
     sample with a stop string, score) runs under the session loader, and score equals a Python

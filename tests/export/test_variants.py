@@ -44,6 +44,7 @@ def eval_files(tmp_path_factory, corpus):
     return [str(out)]
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_manifest_lists_every_variant_with_its_size(model_dir):
     manifest = variants.read_manifest(model_dir)
     assert list(manifest) == ["float", "int8", "tflite"]
@@ -53,6 +54,7 @@ def test_manifest_lists_every_variant_with_its_size(model_dir):
     assert manifest["tflite"]["size_bytes"] < manifest["float"]["size_bytes"]
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_int8_runs_every_signature_under_the_session_loader(model_dir):
     session = SessionModel(os.path.join(model_dir, "Format-Serving-int8"))
     assert sorted(session.signatures) == ["generate", "sample", "score", "serving_default", "token_logits"]
@@ -61,6 +63,7 @@ def test_int8_runs_every_signature_under_the_session_loader(model_dir):
     assert session.run("token_logits", input_ids=IDS)["logits"].shape == (3, CONTEXT, 259)
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_int8_tied_head_reads_dequantized_embedding(model):
     """model.quantize("int8") keeps logits close to float only because the tied head goes through
     GPT.output_embedding (dequantized). Reading the raw int8 codes, as the model did before,
@@ -74,6 +77,7 @@ def test_int8_tied_head_reads_dequantized_embedding(model):
     assert np.abs(quantized(IDS).numpy() - reference).max() > 100 * error
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_tflite_runs_in_the_interpreter_close_to_float(model_dir, loaded):
     logits = variants.logits_fn(model_dir, variants.read_manifest(model_dir)["tflite"])(IDS)
     reference = loaded.signatures["token_logits"](input_ids=tf.constant(IDS))["logits"].numpy()
@@ -83,6 +87,7 @@ def test_tflite_runs_in_the_interpreter_close_to_float(model_dir, loaded):
     assert list(interpreter.get_signature_list()) == ["token_logits"]
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_variants_are_measured_on_the_first_variant_batches_paired_with_float(model_dir, eval_files):
     """The Evaluator's rule: float on every eval batch, the others on the first
     eval.variant_batches, their delta paired with float on those same batches. The reference
@@ -127,6 +132,7 @@ def test_fitness_and_serving_decision():
     assert not missing.blessed and "was not exported" in missing.reason
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_push_is_atomic_and_idempotent_per_variant(model_dir, tmp_path):
     base = str(tmp_path / "serving" / "gpt")
     float_push = push.push_model(os.path.join(model_dir, "Format-Serving"), base, record={"variant": "float"})
@@ -155,6 +161,7 @@ def test_recommend_weighs_loss_size_and_latency():
     assert variants.recommend(base, base) == (True, "fit to serve: the float model")
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_measured_variants_get_a_recommendation(model_dir, eval_files):
     config = EvalConfig(batch_size=4, max_batches=2)
     manifest = variants.read_manifest(model_dir)
@@ -167,6 +174,7 @@ def test_measured_variants_get_a_recommendation(model_dir, eval_files):
             assert not ok and "larger than float" in reason
 
 
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
 def test_tflite_checks_ids_like_the_saved_model(model_dir):
     """TFLite has no Assert op (the converter drops the SavedModel's checks): the Interpreter path
     checks ids itself with the SavedModel's words."""

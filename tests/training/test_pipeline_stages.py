@@ -70,6 +70,7 @@ def test_every_variable_of_stage_s_lives_on_device_s():
     assert sum(len(s) for s in slots.values()) == 2 * len(model.trainable_variables)
 
 
+@pytest.mark.slow   # trains and restores across three layouts (fast tier: docs/benchmarks.md)
 def test_checkpoint_restores_into_another_s_and_the_unsplit_model(shards, tmp_path):
     config, strategy, model, state, optimizer = staged(2)
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,

@@ -109,6 +109,7 @@ def parent(tmp_path_factory, shards):
     return config, result, str(out / "model")
 
 
+@pytest.mark.slow   # trains a parent model (fast tier: docs/benchmarks.md)
 def test_warm_start_loads_the_parents_weights(parent):
     config, result, model_dir = parent
     prefix = warm_start.checkpoint_prefix(model_dir)
@@ -121,6 +122,7 @@ def test_warm_start_loads_the_parents_weights(parent):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow   # trains a parent model (fast tier: docs/benchmarks.md)
 def test_shape_mismatch_names_the_variable(parent):
     config, _, model_dir = parent
     wider = tiny_config("model.d_model=48", "model.n_head=2")

@@ -48,6 +48,7 @@ def run_steps(config, shards, steps: int, prepare_model=None, overflow_first=Fal
     return model.get_weights(), copies, optimizer
 
 
+@pytest.mark.slow   # trains two models 20 steps (fast tier: docs/benchmarks.md)
 def test_sharded_weights_equal_unsharded_after_20_steps(shards):
     """Also: decay by role (embeddings not decayed here, kernels decayed) goes through."""
     overrides = SHARDED + ["train.decay_embeddings=false"]

@@ -29,7 +29,8 @@ def run_loaded(loaded, name, inputs):
     return {k: v.numpy() for k, v in out.items()}
 
 
-@pytest.mark.parametrize("which", ["exported", "pushed"])
+# The pushed copy is the same graph behind the Pusher: slow tier (7 s; fast tier: docs/benchmarks.md).
+@pytest.mark.parametrize("which", ["exported", pytest.param("pushed", marks=pytest.mark.slow)])
 def test_every_signature_runs_under_both_loaders(which, request):
     """TF Serving's loader (TF1 session) and TF2's tf.saved_model.load give the same outputs for
     every signature. The Keras-3-in-a-tf.Module export this replaces failed the session loader

@@ -115,6 +115,7 @@ def test_float32_split_matches_reference(ids, split):
     assert loss_error <= FLOAT32_TOLERANCE and grad_error <= FLOAT32_TOLERANCE
 
 
+@pytest.mark.slow   # compiles the step with XLA (fast tier: docs/benchmarks.md)
 def test_xla_matches_reference(ids):
     config = tiny_config("runtime.strategy=mirrored", "train.accumulation_steps=2")
     loss_error, grad_error = compare(config, ids, xla=True)

@@ -66,6 +66,7 @@ def test_mixed_precision_tracks_float32_loss(shards, tmp_path, float32_losses, p
     assert np.mean(np.abs(losses - float32_losses)) <= TRACKING_TOLERANCE[precision]
 
 
+@pytest.mark.slow   # trains and exports a model (fast tier: docs/benchmarks.md)
 def test_dropout_off_in_evaluation_and_export(shards, tmp_path):
     config = tiny_config("model.dropout=0.1")
     model = gpt.build_model(config.model, SEQ_LEN)

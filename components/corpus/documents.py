@@ -71,10 +71,15 @@ def split_for(key: str, eval_fraction: float, salt: str = "") -> str:
     return "eval" if unit_hash(salt + key) < eval_fraction else "train"
 
 
+def normalized(text: bytes) -> bytes:
+    """The text documents are compared by: CRLF -> LF, surrounding whitespace stripped."""
+    return text.replace(b"\r\n", b"\n").strip()
+
+
 def content_key(text: bytes) -> str:
-    """sha256 (hex) of the normalized text: CRLF -> LF, surrounding whitespace stripped. The split
-    key and the duplicate key: documents equal up to this normalization are one document."""
-    return hashlib.sha256(text.replace(b"\r\n", b"\n").strip()).hexdigest()
+    """sha256 (hex) of the normalized text. The split key and the duplicate key: documents equal
+    up to this normalization are one document."""
+    return hashlib.sha256(normalized(text)).hexdigest()
 
 
 def split_of(document: "Document", eval_fraction: float, salt: str = "") -> str:

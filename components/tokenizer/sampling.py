@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 from typing import Iterable, NamedTuple
 
-from components.corpus.documents import content_key
+from components.corpus.documents import content_key, normalized
 
 SAMPLE_SALT = "tokenizer-sample:"
 
@@ -47,9 +47,8 @@ class Candidate(NamedTuple):
 def candidate(document_id: str, text: bytes, position: tuple[int, int],
               digest: str | None = None, salt: str = SAMPLE_SALT) -> Candidate:
     digest = digest or content_key(text)
-    normalized = len(text.replace(b"\r\n", b"\n").strip())
     return Candidate(sample_key(digest, salt), digest, tuple(position), document_id,
-                     text.decode("utf-8"), len(text), normalized)
+                     text.decode("utf-8"), len(text), len(normalized(text)))
 
 
 def _order(c: Candidate):

@@ -129,11 +129,12 @@ class StepLog:
     """Every train.log_every steps (and the last): one log line and the TensorBoard scalars of the
     window since the previous line (throughput, learning rate, gradient norm, loss scale)."""
 
-    def __init__(self, config, schedule, state, model_run_dir: str, peak_flops: float = 0.0):
+    def __init__(self, config, schedule, state, model_run_dir: str, peak_flops: float = 0.0,
+                 flops_per_token: float = 0.0):
         """peak_flops: FLOP/s of all devices together (0: unknown, no MFU scalar)."""
         self.train, self.schedule, self.state = config.train, schedule, state
         self.tokens_per_step = config.train.global_batch_size * config.data.seq_len
-        self.peak_flops, self.flops_per_token = peak_flops, 0
+        self.peak_flops, self.flops_per_token = peak_flops, flops_per_token
         self.writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
         self.window_start, self.window_steps = time.perf_counter(), 0
 
@@ -279,8 +280,8 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                               seed=t.seed, xla=xla, pad_id=token_spec(data).pad_id,
                               gradient_fn=pipeline_gradient_fn(config, model, state))
     step_log = StepLog(config, schedule, state, model_run_dir,
-                       peak_flops=runtime.peak_tflops_per_device * 1e12 * replicas)
-    step_log.flops_per_token = flops
+                       peak_flops=runtime.peak_tflops_per_device * 1e12 * replicas,
+                       flops_per_token=flops)
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     started, window = time.perf_counter(), StepWindow(t, state, step_log, on_step)
     step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)

@@ -30,8 +30,7 @@ def test_mfu_scalar_follows_tokens_per_second(tmp_path, peak_tflops):
     config = build_config("tiny", overrides=["train.log_every=1",
                                              f"runtime.peak_tflops_per_device={peak_tflops}"])
     log = StepLog(config, lambda step: 1e-3, _State(),
-                  str(tmp_path), peak_flops=peak_tflops * 1e12 * 2)
-    log.flops_per_token = 1_000_000
+                  str(tmp_path), peak_flops=peak_tflops * 1e12 * 2, flops_per_token=1_000_000)
     log.step(1, 2.5, 0.1)
     log.writer.flush()
     scalars = _scalars(tmp_path)

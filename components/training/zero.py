@@ -119,7 +119,8 @@ class ShardedAdamW(tf.Module):
         def own(x):
             flat = tf.reshape(tf.cast(x, tf.float32), [-1])
             return tf.pad(flat, [[0, padded - tf.size(flat)]])[replica * size:(replica + 1) * size]
-        w, g = own(weight), own(grad)
+        old_w, g = own(weight), own(grad)
+        w = old_w
         if self.decay[i]:
             w = w - w * tf.constant(self.weight_decay, tf.float32) * lr
         m, v = self.momentums[local][i], self.velocities[local][i]
@@ -127,7 +128,7 @@ class ShardedAdamW(tf.Module):
         new_v = v + (tf.square(g) - v) * (1 - self.beta_2)
         m.assign(tf.where(finite, new_m, m))
         v.assign(tf.where(finite, new_v, v))
-        return tf.where(finite, w - (new_m * alpha) / (tf.sqrt(new_v) + self.epsilon), own(weight))
+        return tf.where(finite, w - (new_m * alpha) / (tf.sqrt(new_v) + self.epsilon), old_w)
 
     def assign_gathered(self, distribution, values, variables) -> None:
         """Cross-replica context (the step's merge_call): each local copy of every mirrored

@@ -96,6 +96,15 @@ def run_root(job: dict, run_id: str) -> str:
     return f"{root.rstrip('/')}/{job['pipelineSpec']['pipelineInfo']['name']}/{run_id}"
 
 
+def _component(spec: dict, task_name: str) -> dict:
+    """The component a task of the root DAG runs."""
+    return spec["components"][spec["root"]["dag"]["tasks"][task_name]["componentRef"]["name"]]
+
+
+def _executor(spec: dict, component: dict) -> dict:
+    return spec["deploymentSpec"]["executors"][component["executorLabel"]]
+
+
 def input_parameters(task_name: str, task: dict, component: dict) -> dict:
     """inputs.parameterValues as the driver resolves constants (resolveInputParameter), with its
     STRING conversion (handleParamTypeValidationAndConversion)."""
@@ -138,8 +147,7 @@ def output_artifacts(task_name: str, component: dict, root: str, salt: str) -> d
 
 def executor_input(task_name: str, job: dict, produced: dict, root: str, output_file: str) -> dict:
     spec = job["pipelineSpec"]
-    task = spec["root"]["dag"]["tasks"][task_name]
-    component = spec["components"][task["componentRef"]["name"]]
+    task, component = spec["root"]["dag"]["tasks"][task_name], _component(spec, task_name)
     salt = uuid.uuid4().hex[:12]  # the launcher salts output URIs with the execution (pod) id
     return {"inputs": {"parameterValues": input_parameters(task_name, task, component),
                        "artifacts": input_artifacts(task_name, task, produced)},
@@ -170,9 +178,7 @@ def merged_outputs(ex_input: dict, output_file: str) -> dict[str, list[dict]]:
 
 
 def run_container_task(task_name: str, job: dict, produced: dict, root: str, workdir: str) -> TaskResult:
-    spec = job["pipelineSpec"]
-    component = spec["components"][spec["root"]["dag"]["tasks"][task_name]["componentRef"]["name"]]
-    container = spec["deploymentSpec"]["executors"][component["executorLabel"]]["container"]
+    container = _executor(job["pipelineSpec"], _component(job["pipelineSpec"], task_name))["container"]
     task_dir = os.path.join(workdir, task_name)
     os.makedirs(os.path.join(task_dir, os.path.dirname(OUTPUT_METADATA_FILE)), exist_ok=True)
     output_file = os.path.join(task_dir, OUTPUT_METADATA_FILE)
@@ -193,9 +199,8 @@ def run_container_task(task_name: str, job: dict, produced: dict, root: str, wor
 
 def run_driver_task(task_name: str, job: dict) -> TaskResult:
     """A task with no container: what the driver resolves for it (see the module docstring)."""
-    spec = job["pipelineSpec"]
-    component = spec["components"][spec["root"]["dag"]["tasks"][task_name]["componentRef"]["name"]]
-    executor = spec["deploymentSpec"]["executors"][component["executorLabel"]]
+    component = _component(job["pipelineSpec"], task_name)
+    executor = _executor(job["pipelineSpec"], component)
     outputs = component.get("outputDefinitions", {}).get("artifacts", {})
     if "resolver" in executor:
         return TaskResult(task_name, "resolver (emulated)", 0.0, {name: [] for name in outputs})
@@ -214,13 +219,11 @@ def run_pipeline_job(job: dict, workdir: str, run_id: str | None = None, progres
     `progress(result)` is called after each task."""
     run_id = run_id or f"local-{uuid.uuid4().hex[:8]}"
     root = run_root(job, run_id)
-    executors = job["pipelineSpec"]["deploymentSpec"]["executors"]
-    components = job["pipelineSpec"]["components"]
+    spec = job["pipelineSpec"]
     produced: dict[tuple[str, str], list[dict]] = {}
     results = []
-    for name in task_order(job["pipelineSpec"]):
-        component = components[job["pipelineSpec"]["root"]["dag"]["tasks"][name]["componentRef"]["name"]]
-        if "container" in executors[component["executorLabel"]]:
+    for name in task_order(spec):
+        if "container" in _executor(spec, _component(spec, name)):
             result = run_container_task(name, job, produced, root, workdir)
         else:
             result = run_driver_task(name, job)

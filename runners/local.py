@@ -157,19 +157,22 @@ def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
                 break
     temp_dirs |= _empty_save_temp_dirs(checkpoint_root)  # TF may leave an emptied one behind
     for rel in sorted(temp_dirs):
-        fs.rmtree(fs.join(checkpoint_root, *rel.split("/")))
         removed.append(fs.join(checkpoint_root, *rel.split("/")))
-    kept = [rel for rel in files if not any(rel.startswith(d + "/") for d in temp_dirs)]
-    for folder in sorted({posixpath.dirname(rel) for rel in kept}):
+        fs.rmtree(removed[-1])
+    names_by_folder: dict[str, list[str]] = {}
+    for rel in files:
+        if not any(rel.startswith(d + "/") for d in temp_dirs):
+            names_by_folder.setdefault(posixpath.dirname(rel), []).append(posixpath.basename(rel))
+    for folder, names in sorted(names_by_folder.items()):
         base = fs.join(checkpoint_root, *folder.split("/")) if folder else checkpoint_root
         state = fs.join(base, "checkpoint")
         listed = ({posixpath.basename(m) for m in re.findall(r'"([^"]+)"', fs.read_text(state))}
                   if fs.exists(state) else set())
-        for rel in kept:
-            match = re.match(r"^(ckpt-\d+)\.(index|data-\d+-of-\d+)$", posixpath.basename(rel))
-            if posixpath.dirname(rel) == folder and match and match.group(1) not in listed:
-                fs.remove(fs.join(base, posixpath.basename(rel)))
-                removed.append(fs.join(base, posixpath.basename(rel)))
+        for name in names:
+            match = re.match(r"^(ckpt-\d+)\.(index|data-\d+-of-\d+)$", name)
+            if match and match.group(1) not in listed:
+                removed.append(fs.join(base, name))
+                fs.remove(removed[-1])
     return removed
 
 

@@ -91,11 +91,13 @@ def data_stages(data, input_fingerprint: str | None = None):
         input_fingerprint = fingerprint_input(data)
     # data.tokenizer=sentencepiece: a SentencePiece model trained on a sample of the train
     # documents (the Tokenizer artifact) that the data stage tokenizes with and export embeds.
-    tokenizer_gen = TokenizerGen(data=data, input_fingerprint=input_fingerprint) if data.tokenizer == "sentencepiece" else None
+    tokenizer_gen = (TokenizerGen(data=data, input_fingerprint=input_fingerprint)
+                     if data.tokenizer == "sentencepiece" else None)
     if data.format != "tfrecord":
         # Raw text / JSONL / Parquet -> tokenized, packed, gzip TFRecord shards (train / eval).
         return tokenizer_gen, TextExampleGen(
-            data=data, input_fingerprint=input_fingerprint, tokenizer=tokenizer_gen.outputs["tokenizer"] if tokenizer_gen else None)
+            data=data, input_fingerprint=input_fingerprint,
+            tokenizer=tokenizer_gen.outputs["tokenizer"] if tokenizer_gen else None)
     # Already tokenized shards, imported as they are (and validated like any other).
     return tokenizer_gen, ImportExampleGen(
         input_base=data.input,

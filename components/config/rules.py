@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 
 from components.config.tree import (DATA_FORMATS, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
-                                    INPUT_SHARDINGS,
                                     MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
                                     TOKENIZER_MODEL_TYPES, TOKENIZERS, XLA_MODES, Config,
@@ -158,7 +157,9 @@ def validate_runtime(config: Config) -> None:
 def validate_model_and_train(config: Config) -> None:
     m, t = config.model, config.train
     one_of("train.remat", t.remat, REMAT_MODES)
-    one_of("train.input_sharding", t.input_sharding, INPUT_SHARDINGS)
+    if t.input_streams < 0 or (t.input_streams and t.global_batch_size % t.input_streams):
+        raise ConfigError(f"train.input_streams ({t.input_streams}) must be 0 (auto) or divide "
+                          f"train.global_batch_size ({t.global_batch_size})")
     if t.max_consecutive_skipped < 1:
         raise ConfigError(f"train.max_consecutive_skipped: must be >= 1, got "
                           f"{t.max_consecutive_skipped}")

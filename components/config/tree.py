@@ -21,7 +21,6 @@ DEDUP_MODES = ("exact", "none")
 NEWLINE_MODES = ("normalize", "keep")
 REMAT_MODES = ("none", "blocks")
 XLA_MODES = ("auto", "on", "off")
-INPUT_SHARDINGS = ("record", "file")
 ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off
 TOKENIZERS = ("bytes", "sentencepiece")
 TOKENIZER_MODEL_TYPES = ("unigram", "bpe")
@@ -120,11 +119,13 @@ class TrainConfig:
     log_every: int = 20
     eval_batches: int = 20
     shuffle_buffer: int = 2048
-    # How the workers of a multi-worker run share the train files: `record` (every worker reads
-    # the whole stream and keeps its replicas' rows: exactly the one-device run's batches) or
-    # `file` (worker w of W reads only the files i with i mod W == w: 1/W of the reading, other
-    # batches than a one-device run; needs data.train_shards >= W). One worker: the same.
-    input_sharding: str = "record"
+    # Input streams S (components/training/input.py): train file i feeds stream i mod S, each
+    # stream shuffled on its own (shuffle_buffer records each), and every global batch takes
+    # B / S rows from each stream. The batches do not depend on the replica or worker count, and
+    # a worker reads only the streams under its rows (1/W of the files when W divides S).
+    # 0 = auto: the largest divisor of global_batch_size within the number of train files.
+    # Must divide global_batch_size; at most the number of non-empty train files.
+    input_streams: int = 0
     cache_dataset: bool = False
     seed: int = 1234
     # Gradient checkpointing: `blocks` recomputes each Transformer block in the backward pass

@@ -19,8 +19,8 @@ import tensorflow as tf
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.tokenizer.spec import token_spec
-from components.training import input as input_lib
 from components.training import memory, pipeline_stages, zero
+from components.training.feed import InputFeed
 from components.training.schedule import WarmupCosine
 from components.training.strategy import make_strategy
 from components.training.train_step import TrainState, make_optimizer, make_train_step
@@ -231,6 +231,34 @@ def _worker_dirs(strategy, checkpoint_dir: str, model_run_dir: str) -> tuple[str
             os.path.join(model_run_dir, f".worker-{task}"))
 
 
+def next_checkpoint_step(step: int, t) -> int:
+    """The first checkpoint step after `step`: the next multiple of train.checkpoint_every, or
+    the last step."""
+    return min((step // t.checkpoint_every + 1) * t.checkpoint_every, t.train_steps)
+
+
+def _run_steps(t, state, step_fn, feed, window, manager, resumed_from: int,
+               fault_at_step: int | None) -> float:
+    """Steps resumed_from + 1 .. train.train_steps; returns the last fetched loss."""
+    loss = _value(state.last_loss)  # a run resumed at its last step trains no step
+    step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)
+    while step < t.train_steps:
+        if step == resumed_from or step % t.checkpoint_every == 0:
+            feed.release(next_checkpoint_step(step, t) - step)  # input up to the checkpoint
+        step += 1
+        window.add(step, step_fn(feed.iterator))      # tensors: the host does not wait here
+        checkpoint_now = step % t.checkpoint_every == 0 or step == t.train_steps
+        if checkpoint_now or step % t.log_every == 0:
+            loss = window.settle()                    # the one host sync of the window
+        if checkpoint_now:
+            state.last_loss.assign(loss)
+            manager.save(checkpoint_number=step)
+            feed.save(step, manager.checkpoints)      # every released batch consumed
+        if fault_at_step is not None and step == fault_at_step:
+            raise InjectedFault(f"fault injected after step {step}")
+    return loss
+
+
 def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: str):
     """The CheckpointManager saving into checkpoint_dir, after restoring the latest checkpoint of
     shared_checkpoint_dir (the chief's, on every worker) when there is one; a worker with its own
@@ -265,15 +293,10 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
         checkpoint_dir, model_run_dir = _worker_dirs(strategy, checkpoint_dir, model_run_dir)
     n_params, flops, xla = _describe_and_check(config, model, replicas)
 
-    # The iterator's position is the checkpointed step counter: restore first, then read on
-    # from step x global batch (input.replica_batches).
+    # Restore first: the input opens at the checkpointed step (its saved state, or reading on).
     manager = _restore_or_start(tf.train.Checkpoint(model=model, optimizer=optimizer, state=state),
                                 checkpoint_dir, shared_checkpoint_dir)
     resumed_from = _value(state.step)
-    iterator = iter(input_lib.distribute(strategy, train_files, data.seq_len, t.global_batch_size,
-                                         start_step=resumed_from, shuffle_buffer=t.shuffle_buffer,
-                                         seed=t.seed, cache=t.cache_dataset,
-                                         input_sharding=t.input_sharding))
     step_fn = make_train_step(model, optimizer, strategy, state,
                               global_batch_size=t.global_batch_size,
                               accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
@@ -283,20 +306,9 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     step_log = StepLog(config, schedule, state, model_run_dir,
                        peak_flops=runtime.peak_tflops_per_device * 1e12 * replicas,
                        flops_per_token=flops)
-    loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     started, window = time.perf_counter(), StepWindow(t, state, step_log, on_step)
-    step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)
-    while step < t.train_steps:
-        step += 1
-        window.add(step, step_fn(iterator))           # tensors: the host does not wait here
-        checkpoint_now = step % t.checkpoint_every == 0 or step == t.train_steps
-        if checkpoint_now or step % t.log_every == 0:
-            loss = window.settle()                    # the one host sync of the window
-        if checkpoint_now:
-            state.last_loss.assign(loss)
-            manager.save(checkpoint_number=step)
-        if fault_at_step is not None and step == fault_at_step:
-            raise InjectedFault(f"fault injected after step {step}")
+    with InputFeed(strategy, train_files, config, checkpoint_dir, resumed_from) as feed:
+        loss = _run_steps(t, state, step_fn, feed, window, manager, resumed_from, fault_at_step)
     step_log.writer.flush()
     elapsed, tokens_per_step = time.perf_counter() - started, step_log.tokens_per_step
     return TrainResult(

@@ -1,74 +1,15 @@
-"""Per-replica input (issue 20 item 1): each replica gets only its share of the global batch,
-the contiguous rows the one-device run's global batch holds for it; resume reads on from the
-checkpointed step; the loop fetches step results from the device once per log window.
+"""The training loop fetches step results from the device once per log window (issue 20 item 1).
+Which rows each replica gets, and resume: test_input_streams.py, test_feed.py.
 
-Mutations these catch: shares dealt in another order (replicas swapped, strided rows) or a
-worker keeping another worker's batches (the rule tests); a resumed pipeline that ignores
-start_step (the resume test, and test_equivalence's crash-resume); a loop that syncs the host
-every step (the settle count; a per-step float(loss) or bool(finite): the host-read count); a
-divergence check that no longer fires within the window."""
+Mutations these catch: a loop that syncs the host every step (the settle count; a per-step
+float(loss) or bool(finite): the host-read count); a divergence check that no longer fires within
+the window."""
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from components.training import input as input_lib
 from components.training import loop, train_step
-from components.training.strategy import make_strategy
-from tests.training.conftest import SEQ_LEN, tiny_config
-
-BATCH = 16
-
-
-def global_batches(shards, count, **kwargs):
-    """The reference: the one-device run's first `count` global batches, inputs only."""
-    dataset = input_lib.make_dataset(shards["train"], SEQ_LEN, BATCH, shuffle_buffer=256, seed=7,
-                                     **kwargs)
-    return [inputs.numpy() for inputs, _ in dataset.take(count)]
-
-
-def test_mirrored_replicas_get_contiguous_shares_of_the_global_batch(shards):
-    strategy = make_strategy(tiny_config("runtime.strategy=mirrored").runtime)
-    assert strategy.num_replicas_in_sync == 2
-    iterator = iter(input_lib.distribute(strategy, shards["train"], SEQ_LEN, BATCH,
-                                         shuffle_buffer=256, seed=7))
-    for expected in global_batches(shards, 3):
-        inputs, targets = next(iterator)
-        shares = [x.numpy() for x in strategy.experimental_local_results(inputs)]
-        assert [s.shape for s in shares] == [(8, SEQ_LEN), (8, SEQ_LEN)]
-        np.testing.assert_array_equal(np.concatenate(shares), expected)
-        devices = [x.device for x in strategy.experimental_local_results(targets)]
-        assert devices[0] != devices[1]          # each share already sits on its replica's device
-
-
-def test_start_step_reads_on_where_the_run_stopped(shards):
-    strategy = make_strategy(tiny_config("runtime.strategy=mirrored").runtime)
-    iterator = iter(input_lib.distribute(strategy, shards["train"], SEQ_LEN, BATCH,
-                                         shuffle_buffer=256, seed=7, start_step=5))
-    expected = global_batches(shards, 7)[5:]
-    for reference in expected:
-        inputs, _ = next(iterator)
-        np.testing.assert_array_equal(
-            np.concatenate([x.numpy() for x in strategy.experimental_local_results(inputs)]),
-            reference)
-
-
-@pytest.mark.parametrize("workers,replicas", [(2, 2), (2, 4), (4, 4)])
-def test_each_worker_keeps_exactly_its_replicas_shares(shards, workers, replicas):
-    """Worker w's pipeline yields, per step, the shares of global replicas w L .. w L + L - 1
-    (L = replicas per worker) in order; all workers together cover each global batch once."""
-    local, share = replicas // workers, BATCH // replicas
-    expected = global_batches(shards, 3)
-    for worker in range(workers):
-        context = tf.distribute.InputContext(num_input_pipelines=workers,
-                                             input_pipeline_id=worker,
-                                             num_replicas_in_sync=replicas)
-        dataset = input_lib.replica_batches(shards["train"], SEQ_LEN, BATCH, context,
-                                            shuffle_buffer=256, seed=7)
-        got = [inputs.numpy() for inputs, _ in dataset.take(3 * local)]
-        for j, rows in enumerate(got):
-            step, replica = j // local, worker * local + j % local
-            np.testing.assert_array_equal(rows, expected[step][replica * share:(replica + 1) * share])
+from tests.training.conftest import tiny_config
 
 
 def test_losses_are_fetched_once_per_log_window(shards, tmp_path, monkeypatch):

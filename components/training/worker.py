@@ -6,11 +6,12 @@ with its own TF_CONFIG; every worker computes, only the chief writes the SavedMo
 
 from __future__ import annotations
 
-from components.common import fs
 import json
 import os
 
 import numpy as np
+
+from components.common import fs
 
 
 def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | None = None) -> dict:

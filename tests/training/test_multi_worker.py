@@ -39,18 +39,17 @@ def test_two_workers_match_single_process(shards, tmp_path):
     assert os.path.exists(tmp_path / "w0" / "serving_model" / "saved_model.pb")   # chief only
     assert not os.path.exists(tmp_path / "w1" / "serving_model")
 
-    worker_weights = [np.load(tmp_path / f"w{i}.npz") for i in range(2)]
     single = loop.train(tiny_config(*OVERRIDES), shards["train"], str(tmp_path / "single_run"),
                         str(tmp_path / "single_ckpt"))
     reference = single.model.get_weights()
-    for weights in worker_weights:
-        values = [weights[f"arr_{i}"] for i in range(len(weights.files))]
+    for values in (_weights(tmp_path / f"w{i}.npz") for i in range(2)):
         assert len(values) == len(reference)
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(values, reference)) <= 1e-5
 
 
 def _run_workers(examples, tmp_path, overrides, timeout=300):
-    """Two train-worker processes, each with its own --out folder w<i>; their summaries."""
+    """Two train-worker processes, each with its own --out folder w<i>; their summaries, each
+    with its process's output under "log"."""
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
@@ -73,7 +72,7 @@ def _run_workers(examples, tmp_path, overrides, timeout=300):
                 p.kill()
             raise
         assert proc.returncode == 0, err[-3000:]
-        outputs.append(json.loads(out.strip().splitlines()[-1]))
+        outputs.append(dict(json.loads(out.strip().splitlines()[-1]), log=out + err))
     return outputs
 
 
@@ -133,13 +132,29 @@ def _split_into_files(pattern, folder, count):
         writer.close()
 
 
-def test_file_sharded_workers_resume_to_the_uninterrupted_weights(shards, tmp_path):
-    """train.input_sharding=file on two worker processes (each reads 2 of the 4 train files):
-    a run resumed from step 2 ends with the uninterrupted run's weights. Catches a resumed worker
-    skipping its own stream by step x B (the record mode's skip) instead of step x B / W, or not
-    at all, and a file-mode run that fails to train or to checkpoint on several workers."""
+def test_stream_sharded_workers_read_their_share_and_resume_from_their_state(shards, tmp_path):
+    """train.input_streams=4 over 4 train files on two worker processes: each worker reads only
+    streams 0-1 or 2-3 (half the files), the weights equal one process training on the same
+    global batches (1e-5), and a run resumed from step 2 restores each worker's own iterator
+    state (nothing read again) and ends with the uninterrupted run's weights. Catches a worker
+    reading the other's streams or rows (weights differ from the single process), a resumed
+    worker restoring no state or another worker's (log, weights), and a state saved ahead of
+    the trained steps by prefetching (weights)."""
     examples = tmp_path / "examples"
     _split_into_files(shards["train"], examples / "Split-train", 4)
-    _resume_from_step_2_equals_uninterrupted(
-        examples, tmp_path,
-        ["train.train_steps=3", "train.checkpoint_every=2", "train.input_sharding=file"])
+    overrides = ["train.train_steps=3", "train.checkpoint_every=2", "train.input_streams=4"]
+    outputs = _resume_from_step_2_equals_uninterrupted(examples, tmp_path, overrides)
+    for index, output in enumerate(outputs):
+        first = 2 * index
+        assert f"({index + 1} of 2) reads streams {first}-{first + 1}" in output["log"]
+        assert "input: restored the iterator saved at step 2" in output["log"]
+        assert "reading forward" not in output["log"]
+    single = loop.train(tiny_config(*overrides), str(examples / "Split-train" / "*.gz"),
+                        str(tmp_path / "single_run"), str(tmp_path / "single_ckpt"))
+    for value, reference in zip(_weights(tmp_path / "w1.npz"), single.model.get_weights()):
+        np.testing.assert_allclose(value, reference, rtol=0, atol=1e-5)
+
+
+def _weights(path) -> list:
+    saved = np.load(path)
+    return [saved[f"arr_{i}"] for i in range(len(saved.files))]

@@ -15,10 +15,9 @@ model: accumulation k=4 vs k=1 at the same global batch (target time <= 1.05x), 
 none (time and peak memory), XLA on vs off (the runtime.xla=auto choice); the trace time and
 graph size of the step for k=1 and k=16 (a while loop: independent of k).
 `--input`: per-replica input (issue 20) vs the old input path, d_model 256 on 2 CPU replicas
-(`mirrored`), side by side: the old path is one host iterator of global batches (each replica
-slices its share) and a host sync (float(loss), bool(finite)) every step; the new one is the
-training loop's (input.distribute: each replica gets only its share, prefetched to its device;
-results fetched once per log window).
+(benchmarks/input_feed.py: the training loop's InputFeed, each replica given only its share,
+prefetched to its device, results fetched once per log window, against one host iterator of
+global batches and a host sync every step; blocks alternated in one process).
 `--model-parallel`: the pipeline bubble vs GPipe's (S-1)/(M+S-1) and sharded-state step time vs
 unsharded (target <= 1.10x), on logical CPU devices (benchmarks/model_parallel.py).
 Steady-state rates: the first steps (tracing, warm-up) are excluded; each comparison alternates
@@ -155,74 +154,10 @@ def bigtrain_run(config, shard: str, workdir: str, steps: int, device: str) -> R
                  peak_memory(device))
 
 
-def input_path_run(config, shard: str, steps: int, per_replica: bool) -> Run:
-    """The same step function under the same minimal loop, one input path or the other.
-    per_replica=False, the path before issue 20: one host iterator of global batches (every
-    replica receives the whole batch and slices its share) and a host sync every step
-    (float(loss), bool(finite)), as loop.train did. per_replica=True: input.distribute (each
-    replica gets its share, prefetched to its device) and one fetch per train.log_every steps,
-    as loop.train does now. Benchmark only: the old path is not a product path."""
-    import keras
-
-    from components.tokenizer.spec import token_spec
-    from components.training import input as input_lib
-    from components.training import loop, train_step
-    from components.training.strategy import make_strategy
-    t, seq_len = config.train, config.data.seq_len
-    strategy = make_strategy(config.runtime)
-    keras.utils.set_random_seed(t.seed)
-    model, state, optimizer, _ = loop.build_training(config, strategy)
-    step_fn = train_step.make_train_step(
-        model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
-        accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm, dynamic_loss_scale=False,
-        seed=t.seed, pad_id=token_spec(config.data).pad_id)
-    kwargs = dict(shuffle_buffer=t.shuffle_buffer, seed=t.seed)
-    dataset = (input_lib.distribute(strategy, shard, seq_len, t.global_batch_size, **kwargs)
-               if per_replica else input_lib.make_dataset(shard, seq_len, t.global_batch_size, **kwargs))
-    iterator, pending, last = iter(dataset), [], WARMUP_STEPS + steps
-    for step in range(1, last + 1):
-        pending.append(step_fn(iterator))
-        # The new path also syncs after the warm-up: the timed window starts there.
-        if not per_replica or step in (WARMUP_STEPS, last) or step % t.log_every == 0:
-            [(float(loss), bool(finite)) for loss, _, finite in pending]
-            pending = []
-            if step == WARMUP_STEPS:
-                warm = clock()
-    return rates([warm] * WARMUP_STEPS + [clock()], steps, t.global_batch_size * seq_len)
-
-
 def input_path_main(args) -> None:
-    """--input: old vs new input path, d_model 256, 2 CPU replicas, alternated, best of each."""
-    from components.config import build_config
-    from components.training.strategy import ensure_cpu_replicas
-    ensure_cpu_replicas(2)                 # before TensorFlow starts: 2 logical CPU devices
-    print(f"machine: {describe()}")
-    load = os.getloadavg()
-    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    config = build_config("tiny", overrides=[
-        "runtime.strategy=mirrored", "runtime.cpu_replicas=2", "runtime.precision=float32",
-        "runtime.xla=off", "train.shuffle_buffer=64", "data.seq_len=128", "model.n_layer=4",
-        "model.d_model=256", "model.n_head=4", f"train.global_batch_size={args.batch or 16}",
-        "train.warmup_steps=1"])
-    with tempfile.TemporaryDirectory() as workdir:
-        shard = write_shard(workdir, config.data.seq_len, 256)
-        new, old = side_by_side(lambda: input_path_run(config, shard, args.steps, True),
-                                lambda: input_path_run(config, shard, args.steps, False),
-                                args.repeats)
-        product = bigtrain_run(config, shard, workdir, args.steps, "CPU:0")
-    t = config.train
-    print(f"[d_model 256, mirrored x2 CPU, batch {t.global_batch_size}, T 128, log_every "
-          f"{t.log_every}, {args.steps} timed steps, best of {args.repeats} alternated]")
-    for name, run in (("per-replica input, fetch per log window (new)", new),
-                      ("global batch to every replica, sync every step (old)", old),
-                      ("loop.train (new path; logs, TensorBoard every 3 steps)", product)):
-        print(f"  {name}: {run.tokens_per_s:,.0f} tokens/s ({run.seconds_per_step * 1e3:.0f} "
-              f"ms/step), {run.tokens_per_cpu_s:,.0f} tokens per CPU-second")
-    print(f"  new / old: {new.tokens_per_s / old.tokens_per_s:.3f} wall, "
-          f"{new.tokens_per_cpu_s / old.tokens_per_cpu_s:.3f} CPU-time (target >= 1.0)")
-    replicas, row_bytes = 2, 2 * 4 * config.data.seq_len           # inputs + targets, int32
-    print(f"  bytes handed to each replica per step: new {t.global_batch_size // replicas * row_bytes:,}"
-          f", old {t.global_batch_size * row_bytes:,} (x{replicas}: every replica got the global batch)")
+    """--input: old vs new input path, alternated in one process (benchmarks/input_feed.py)."""
+    from benchmarks import input_feed
+    input_feed.main(pairs=max(args.repeats, 12), batch=args.batch or 16)
 
 
 def keras_fit_run(config, shard: str, steps: int, xla: bool) -> Run:

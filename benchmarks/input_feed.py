@@ -77,7 +77,7 @@ def main(block: int = 10, pairs: int = 12, batch: int = 16) -> None:
     ensure_cpu_replicas(2)                 # before TensorFlow starts: 2 logical CPU devices
     import keras
 
-    from benchmarks.train_throughput import write_shard
+    from benchmarks._shards import write_random_shard
     from components.config import build_config
     from components.tokenizer.spec import token_spec
     from components.training import input as input_lib
@@ -98,7 +98,7 @@ def main(block: int = 10, pairs: int = 12, batch: int = 16) -> None:
         accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm, dynamic_loss_scale=False,
         seed=t.seed, pad_id=token_spec(config.data).pad_id)
     with tempfile.TemporaryDirectory() as workdir:
-        shard = write_shard(workdir, seq_len, 256)
+        shard = write_random_shard(os.path.join(workdir, "train-0.gz"), 256, seq_len)
         old = old_path(step_fn, input_lib.make_dataset(shard, seq_len, t.global_batch_size,
                                                        shuffle_buffer=t.shuffle_buffer, seed=t.seed))
         with InputFeed(strategy, shard, config, workdir) as feed:

@@ -26,20 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
-
 from benchmarks._machine import describe  # noqa: E402
-
-
-def write_shard(path: str, records: int, seq_len: int, gzip_level: int) -> None:
-    import tensorflow as tf
-
-    from components.text_example_gen import shards as shard_files
-    rng = np.random.default_rng(0)
-    options = tf.io.TFRecordOptions(compression_type="GZIP", compression_level=gzip_level)
-    with tf.io.TFRecordWriter(path, options=options) as writer:
-        for _ in range(records):
-            writer.write(shard_files.encode_examples(rng.integers(0, 256, (1, seq_len + 1)))[0])
+from benchmarks._shards import write_random_shard  # noqa: E402
 
 
 def batches(shard: str, config, start_step: int = 0):
@@ -100,7 +88,7 @@ def main(argv=None) -> None:
     print(f"machine: {describe()}")
     with tempfile.TemporaryDirectory() as workdir:
         shard = os.path.join(workdir, "train-0.gz")
-        write_shard(shard, records, data.seq_len, data.gzip_level)
+        write_random_shard(shard, records, data.seq_len, data.gzip_level)
         size = os.path.getsize(shard)
         prefix = os.path.join(workdir, "state", f"state-{args.steps}")
         state_bytes = save_state(shard, config, args.steps, prefix)

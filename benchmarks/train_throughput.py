@@ -38,9 +38,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
+from benchmarks._shards import write_random_shard  # noqa: E402
 
 WARMUP_STEPS = 3
 
@@ -86,19 +86,8 @@ def measure_matmul_peak(dtype: str, size: int, seconds: float = 3.0) -> float:
 
 
 def write_shard(directory: str, seq_len: int, sequences: int) -> str:
-    """Random byte-token sequences (each starting with BOS) as one gzip TFRecord shard."""
-    import tensorflow as tf
-
-    from components.text_example_gen import shards as shard_files
-    from components.tokenizer.byte_level import BOS_ID
-    rng = np.random.default_rng(0)
-    path = os.path.join(directory, "train-0.gz")
-    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-        for _ in range(sequences):
-            window = rng.integers(0, 256, seq_len + 1)
-            window[0] = BOS_ID
-            writer.write(shard_files.encode_examples(np.asarray(window)[None])[0])
-    return path
+    """Random byte-token sequences as one gzip TFRecord shard, <directory>/train-0.gz."""
+    return write_random_shard(os.path.join(directory, "train-0.gz"), sequences, seq_len)
 
 
 @dataclasses.dataclass

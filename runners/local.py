@@ -126,14 +126,20 @@ def _is_save_temp(name: str) -> bool:
 
 
 def _empty_save_temp_dirs(checkpoint_root: str) -> set[str]:
-    """<key>/ckpt-N_temp folders directly under the checkpoint folders, empty ones included (a
-    failed save removes its partial file but may leave the folder)."""
-    found = set()
-    for key in (k.rstrip("/") for k in fs.listdir(checkpoint_root)):
-        folder = fs.join(checkpoint_root, key)
-        if fs.isdir(folder):
-            found |= {f"{key}/{n.rstrip('/')}" for n in fs.listdir(folder)
-                      if _is_save_temp(n.rstrip("/"))}
+    """Save-temp folders, empty ones included (a failed save removes its partial file but may
+    leave the folder): <key>/ckpt-N_temp, and one level down <key>/input-<layout>/state-N_temp
+    (the training input's state, components/training/feed.py) and a worker's own folder's."""
+    found, folders = set(), [""]
+    for depth in range(3):                       # the keys, their folders, one level below
+        below = []
+        for rel in folders:
+            for name in (n.rstrip("/") for n in fs.listdir(fs.join(checkpoint_root, rel))):
+                child = f"{rel}/{name}" if rel else name
+                if depth and _is_save_temp(name):
+                    found.add(child)
+                elif depth < 2 and fs.isdir(fs.join(checkpoint_root, child)):
+                    below.append(child)
+        folders = below
     return found
 
 

@@ -215,14 +215,19 @@ def test_disk_full_while_writing_shards(home_copy, corpus, capsys):
 def test_disk_full_while_writing_checkpoints(home_copy, corpus, capsys):
     ckpt_root = os.path.join(home_copy, "pipelines", "bigtrain", "checkpoints")
     before_served = served(home_copy)
-    with small_disk(ckpt_root, "5m"):  # one checkpoint (~3.1 MB) fits, the second does not
+    # ckpt-20 (~3.1 MB) and its input state (~2-3 MB: 4 shuffle buffers) fit, ckpt-40 does not
+    with small_disk(ckpt_root, "7m"):
         run = run_cli(capsys, home_copy, *base_args(corpus[0]), "--set", "train.checkpoint_every=20")
         assert run.exit_code == EXIT_DISK_FULL, (run.stdout[-2000:], run.stderr)
         assert "no space left on device" in run.stderr and "partial checkpoint" in run.stderr
         directory = checkpoint_dir(home_copy)
         assert complete_checkpoints(directory) == ["ckpt-20"]
-        names = os.listdir(directory)
-        assert sorted(names) == ["checkpoint", "ckpt-20.data-00000-of-00001", "ckpt-20.index"], names
+        names = sorted(os.listdir(directory))
+        inputs = [name for name in names if name.startswith("input-")]  # the input state's folder
+        assert names == ["checkpoint", "ckpt-20.data-00000-of-00001", "ckpt-20.index", *inputs]
+        assert len(inputs) == 1, names
+        states = sorted(os.listdir(os.path.join(directory, inputs[0])))
+        assert states == ["state-20.data-00000-of-00001", "state-20.index"], states
     assert run.states()["Trainer"] == "failed"
     assert served(home_copy) == before_served
 

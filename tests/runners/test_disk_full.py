@@ -56,3 +56,23 @@ def test_prune_removes_an_emptied_save_temp_folder(tmp_path):
     assert [os.path.basename(p) for p in removed] == ["ckpt-40_temp"]
     assert sorted(os.listdir(directory)) == ["checkpoint", "ckpt-20.data-00000-of-00001",
                                              "ckpt-20.index"]
+
+
+def test_prune_removes_a_failed_input_state_save(tmp_path):
+    """The training input's state is saved after its checkpoint, one folder down
+    (<key>/input-<layout>/state-N, components/training/feed.py); a save that hit the full disk
+    leaves state-N_temp/ there (seen in the e2e disk-full run). It goes; complete states stay.
+    Fails on the old search, which looked for temp folders only directly under <key>/."""
+    directory = tmp_path / "abc123"
+    inputs = directory / "input-0123456789abcdef"
+    inputs.mkdir(parents=True)
+    (directory / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n'
+                                          'all_model_checkpoint_paths: "ckpt-20"\n')
+    complete = ["state-20.index", "state-20.data-00000-of-00001"]
+    for name in complete:
+        (inputs / name).write_bytes(b"x")
+    (inputs / "state-40_temp").mkdir()
+    removed = prune_partial_checkpoints(str(tmp_path))
+    assert [os.path.relpath(p, directory) for p in removed] == [
+        "input-0123456789abcdef/state-40_temp"]
+    assert sorted(os.listdir(inputs)) == sorted(complete)

@@ -51,6 +51,23 @@ def take(strategy, feed, count):
     return steps, devices
 
 
+def run_and_save(strategy, files, cfg, folder, steps):
+    """A feed from step 0 takes `steps` steps, saves its state as checkpoint `steps`'s, closes."""
+    feed = feed_lib.InputFeed(strategy, files, cfg, str(folder))
+    take(strategy, feed, steps)
+    feed.save(steps, [str(folder / f"ckpt-{steps}")])
+    feed.close()
+
+
+def resume(strategy, files, cfg, folder, start, count, caplog):
+    """A feed resumed at `start` takes `count` steps; returns their rows (its log in caplog)."""
+    with caplog.at_level(logging.INFO, logger="bigtrain.train"):
+        resumed = feed_lib.InputFeed(strategy, files, cfg, str(folder), start_step=start)
+        steps, _ = take(strategy, resumed, count)
+    resumed.close()
+    return steps
+
+
 def test_each_replica_gets_its_share_on_its_device(files, tmp_path):
     mirrored = config("runtime.strategy=mirrored")
     strategy = make_strategy(mirrored.runtime)
@@ -69,14 +86,8 @@ def test_resume_restores_the_saved_iterator_and_reads_nothing_again(files, tmp_p
     continues with the uninterrupted run's steps 5-9, without the reading-forward path."""
     cfg = config(f"runtime.strategy={strategy_name}")
     strategy = make_strategy(cfg.runtime)
-    feed = feed_lib.InputFeed(strategy, files, cfg, str(tmp_path))
-    take(strategy, feed, 4)
-    feed.save(4, [str(tmp_path / "ckpt-4")])
-    feed.close()
-    with caplog.at_level(logging.INFO, logger="bigtrain.train"):
-        resumed = feed_lib.InputFeed(strategy, files, cfg, str(tmp_path), start_step=4)
-        steps, _ = take(strategy, resumed, 5)
-    resumed.close()
+    run_and_save(strategy, files, cfg, tmp_path, 4)
+    steps = resume(strategy, files, cfg, tmp_path, 4, 5, caplog)
     assert steps == reference(files, 9)[4:]
     assert "restored the iterator saved at step 4" in caplog.text
     assert "reading forward" not in caplog.text
@@ -87,15 +98,8 @@ def test_a_state_saved_for_another_layout_is_not_used(files, tmp_path, caplog):
     forward instead, to the same batches (the rule does not depend on the shape)."""
     mirrored, single = config("runtime.strategy=mirrored"), config()
     strategy = make_strategy(mirrored.runtime)
-    feed = feed_lib.InputFeed(strategy, files, mirrored, str(tmp_path))
-    take(strategy, feed, 3)
-    feed.save(3, [str(tmp_path / "ckpt-3")])
-    feed.close()
-    one = make_strategy(single.runtime)
-    with caplog.at_level(logging.INFO, logger="bigtrain.train"):
-        resumed = feed_lib.InputFeed(one, files, single, str(tmp_path), start_step=3)
-        steps, _ = take(one, resumed, 3)
-    resumed.close()
+    run_and_save(strategy, files, mirrored, tmp_path, 3)
+    steps = resume(make_strategy(single.runtime), files, single, tmp_path, 3, 3, caplog)
     assert steps == reference(files, 6)[3:]
     assert "no iterator state saved at step 3 for this layout: reading forward 3 steps" in caplog.text
 
@@ -103,15 +107,9 @@ def test_a_state_saved_for_another_layout_is_not_used(files, tmp_path, caplog):
 def test_cache_dataset_saves_no_state_and_resumes_by_reading_forward(files, tmp_path, caplog):
     cached = config("train.cache_dataset=true")
     strategy = make_strategy(cached.runtime)
-    feed = feed_lib.InputFeed(strategy, files, cached, str(tmp_path))
-    take(strategy, feed, 2)
-    feed.save(2, [str(tmp_path / "ckpt-2")])
-    feed.close()
+    run_and_save(strategy, files, cached, tmp_path, 2)
     assert not [name for name in os.listdir(tmp_path) if name.startswith("input-")]
-    with caplog.at_level(logging.INFO, logger="bigtrain.train"):
-        resumed = feed_lib.InputFeed(strategy, files, cached, str(tmp_path), start_step=2)
-        steps, _ = take(strategy, resumed, 3)
-    resumed.close()
+    steps = resume(strategy, files, cached, tmp_path, 2, 3, caplog)
     assert steps == reference(files, 5)[2:]
     assert "train.cache_dataset=true keeps no iterator state" in caplog.text
 

@@ -38,7 +38,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks._shards import write_random_shard  # noqa: E402
 
@@ -92,11 +91,6 @@ def measure_matmul_peak(dtype: str, size: int, seconds: float = 3.0) -> float:
         best = max(best, 2.0 * size**3 * n / (wall1 - wall))
         best_cpu = max(best_cpu, 2.0 * size**3 * n / (cpu1 - cpu))
     return best, best_cpu
-
-
-def write_shard(directory: str, seq_len: int, sequences: int) -> str:
-    """Random byte-token sequences as one gzip TFRecord shard, <directory>/train-0.gz."""
-    return write_random_shard(os.path.join(directory, "train-0.gz"), sequences, seq_len)
 
 
 @dataclasses.dataclass
@@ -296,15 +290,17 @@ def main(argv=None) -> None:
     print(f"matmul peak ({compute}, {size}x{size}, measured here): {peak / 1e9:.1f} GFLOP/s, "
           f"{peak_cpu / 1e9:.1f} GFLOP per CPU-second (measured again at the end; MFU uses the higher)")
     print(f"  peak method: a chain x <- x @ q of {size}x{size} matmuls, q a random orthogonal "
-          f"matrix (non-zero operands at every step, norm kept; no elementwise op), "
-          f"2 x {size}^3 FLOPs per matmul, the best of a few timed runs")
+          f"matrix (non-zero operands at every step; x rescaled to its starting norm every "
+          f"{RENORM} matmuls, {size}^2 elementwise ops against {RENORM} x 2 x {size}^3 FLOPs, "
+          f"not counted), 2 x {size}^3 FLOPs per matmul, the best of a few timed runs")
     print("FLOPs/token = 6 M + 4 M_frozen + 12 x n_layer x T x d_model (forward + backward; M: "
           "matmul weights, i.e. Dense kernels and the output head, no lookups/biases/LayerNorms)")
 
     configs = model_configs(args)
     lines = []
     with tempfile.TemporaryDirectory() as workdir:
-        shard = write_shard(workdir, configs[0][1].data.seq_len, 256)
+        shard = write_random_shard(os.path.join(workdir, "train-0.gz"), 256,
+                                   configs[0][1].data.seq_len)
         last = None
         for name, config in configs:
             built = build_model(config.model, config.data.seq_len)

@@ -226,6 +226,23 @@ def eval_agreement(model: dict, evaluation: dict, evaluated_model_id=None) -> st
             f"the same model, beyond {tolerance:g}: {suspect}")
 
 
+def compressor_standing(model: dict) -> str:
+    """Where the model stands against the compressors measured on its own eval sample, in plain
+    words: "beats zlib-9 by 0.312 and lzma-9 by 0.041 bits/byte", "beats zlib-9 by 0.312; behind
+    lzma-9 by 0.120 bits/byte" or "behind zlib-9 by ... and lzma-9 by ...". "" when a figure is
+    missing (an older model artifact)."""
+    figures = [model.get(k) for k in ("eval_bits_per_byte", "zlib9_bits_per_byte",
+                                      "lzma9_bits_per_byte")]
+    if not all(isinstance(f, float) for f in figures):
+        return ""
+    model_bpb, compressors = figures[0], (("zlib-9", figures[1]), ("lzma-9", figures[2]))
+    beats = [f"{name} by {bpb - model_bpb:.3f}" for name, bpb in compressors if model_bpb < bpb]
+    behind = [f"{name} by {model_bpb - bpb:.3f}" for name, bpb in compressors if model_bpb >= bpb]
+    parts = ([f"beats {' and '.join(beats)}"] if beats else []) + \
+            ([f"behind {' and '.join(behind)}"] if behind else [])
+    return "; ".join(parts) + " bits/byte (same eval sample)"
+
+
 def _section(title: str, props: dict, names) -> list[str]:
     lines = [title]
     for name in names:
@@ -283,6 +300,9 @@ def format_report(report: RunReport) -> str:
                   and "Model" in s.outputs and "steps" in s.outputs["Model"]), {})
     if model:
         lines += _section(f"training: {model['uri']}", model, TRAINING_FIGURES)
+        standing = compressor_standing(model)
+        if standing:
+            lines.append(f"  {'vs compressors':<26} {standing}")
     evaluation = report.output("ModelEvaluation")
     if evaluation:
         lines += _section(f"evaluation: {evaluation['uri']}", evaluation, EVAL_FIGURES)

@@ -301,8 +301,9 @@ def _add_lineage(sub, common: list) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch; every named error is one line on stderr and its exit code (README: exit codes),
-    with the traceback only under -v."""
+    """Dispatch; every named error (BigtrainError, ConfigError) is one line on stderr and its exit
+    code (docs/operations.md: exit codes), with the traceback only under -v. Anything else is a
+    bug: its traceback always, then one line naming it and the -v hint, exit 1."""
     args = build_parser().parse_args(argv)
     verbose = args.verbose
     try:
@@ -311,10 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         code, message, error = EXIT_CONFIG, f"config error: {err}", err
     except BigtrainError as err:
         code, message, error = err.exit_code, str(err), err
-    except LookupError as err:  # an unknown run or artifact named on the command line
-        code, message, error = EXIT_FAILED, str(err.args[0] if err.args else err), err
     except KeyboardInterrupt as err:
         code, message, error = EXIT_INTERRUPTED, "interrupted", err
+    except Exception as err:  # not a named error: the traceback is what finds the bug
+        import traceback
+        traceback.print_exception(err)
+        print(f"bigtrain: unexpected {type(err).__name__}: {err} (not a named error: the "
+              f"traceback above shows where{'' if verbose else '; -v adds the TFX and Beam logs'})",
+              file=sys.stderr)
+        return EXIT_FAILED
     if verbose:
         import traceback
         traceback.print_exception(error)

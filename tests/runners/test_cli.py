@@ -198,3 +198,42 @@ def test_lineage_reads_the_sqlite_file_named_by_metadata(tmp_path, capsys, monke
     assert cli.main(["lineage", "runs", "--home", str(tmp_path / "no-home"),
                      "--metadata", str(missing)]) == errors.EXIT_STORE
     assert f"no metadata database at {missing}" in capsys.readouterr().err
+
+
+# -- which errors are one line ----------------------------------------------------------------
+
+def _exit_code_of_documented_example(words: str) -> int:
+    """The code of the docs/operations.md exit-code table row whose examples quote `words`."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "operations.md")
+    with open(path, encoding="utf-8") as fh:
+        rows = [line.split("|") for line in fh if line.startswith("| ") and words in line]
+    assert len(rows) == 1, f"one exit-code row quotes {words!r}: {rows}"
+    return int(rows[0][1])
+
+
+def test_a_bug_inside_a_command_keeps_its_traceback(capsys, monkeypatch):
+    """A KeyError from inside a command is a bug, not a lookup the user got wrong: its traceback
+    (without -v), then one line naming it and the -v hint, exit 1. Catches `except LookupError`
+    turning every KeyError/IndexError into a bare one-line message."""
+    def broken_command(args):
+        return {}["no-such-key"]
+    monkeypatch.setattr(cli, "cmd_config", broken_command)
+    assert cli.main(["config"]) == errors.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "broken_command" in err
+    assert err.rstrip().splitlines()[-1].startswith("bigtrain: unexpected KeyError: 'no-such-key'")
+    assert "-v adds" in err
+
+
+def test_an_unknown_run_stays_one_line_with_its_documented_code(capsys, tmp_path, monkeypatch):
+    """The lineage store's named lookup error (NotFoundError): one line, no traceback, and the exit
+    code docs/operations.md gives it; with -v the traceback too."""
+    from pipeline.lineage.connection import connection_config, open_store
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    open_store(connection_config(str(tmp_path / "metadata.sqlite"), read_only=False))  # empty store
+    argv = ["lineage", "why", "no-such-run", "--home", str(tmp_path)]
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert err == "bigtrain: run 'no-such-run' not found; see `bigtrain lineage runs`\n"
+    assert code == errors.NotFoundError.exit_code == _exit_code_of_documented_example("not found")
+    assert cli.main(["-v", *argv]) == code and "Traceback" in capsys.readouterr().err

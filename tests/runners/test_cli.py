@@ -237,3 +237,40 @@ def test_an_unknown_run_stays_one_line_with_its_documented_code(capsys, tmp_path
     assert err == "bigtrain: run 'no-such-run' not found; see `bigtrain lineage runs`\n"
     assert code == errors.NotFoundError.exit_code == _exit_code_of_documented_example("not found")
     assert cli.main(["-v", *argv]) == code and "Traceback" in capsys.readouterr().err
+
+
+# -- generate reads where runs push ------------------------------------------------------------
+
+def _save_echo_model(path: str) -> None:
+    """A SavedModel with the `generate` signature's inputs and outputs: text = the prompt
+    upper-cased, so the output says which model answered."""
+    import tensorflow as tf
+
+    class Echo(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
+                                      tf.TensorSpec([None], tf.int32)])
+        def generate(self, prompt, max_new_tokens):
+            return {"text": tf.strings.upper(prompt)}
+
+    echo = Echo()
+    tf.saved_model.save(echo, path, signatures={"generate": echo.generate})
+
+
+def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypatch):
+    """orchestrator.serving_dir set to a custom folder: generate loads the newest version there,
+    the folder `bigtrain run` pushes to (LocalPaths), not <home>/serving. Catches a generate that
+    restates <home>/serving."""
+    from runners.local import LocalPaths
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    home, custom = tmp_path / "home", tmp_path / "elsewhere" / "served"
+    settings = ["--home", str(home), "--set", f"orchestrator.serving_dir={custom}"]
+    config = cli.resolve_config(cli.build_parser().parse_args(["config", *settings]))
+    assert LocalPaths.for_config(config).serving_dir == str(custom)  # where runs push
+    _save_echo_model(str(custom / "gpt" / "3"))
+    _save_echo_model(str(home / "serving" / "gpt" / "5"))  # the old guess: must not be read
+    assert cli.main(["generate", "abc", "--temperature", "0", *settings]) == 0
+    out, err = capsys.readouterr()
+    assert out == "abcABC\n" and f"[{custom / 'gpt' / '3'}]" in err
+    # Nothing pushed under the configured folder: the message names it.
+    assert cli.main(["generate", "abc", "--model", "other", *settings]) == errors.EXIT_FAILED
+    assert f"no pushed model under {custom / 'other'}" in capsys.readouterr().err

@@ -84,7 +84,7 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
         config,
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
-        metadata_connection_config=metadata_lib.connection(config),
+        metadata_connection_config=metadata_lib.connection(config, read_only=False),
         beam_pipeline_args=list(config.runtime.beam_args), until=plan.until,
         input_fingerprint=plan.input_fingerprint)
     # Our run id instead of LocalDagRunner's timestamp: the report then reads exactly this run.
@@ -246,7 +246,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
         if lock.stale:
             clean_after_dead_holder(lock, paths)
-        store = (open_store(metadata_lib.connection(config))
+        store = (open_store(metadata_lib.connection(config, read_only=False))
                  if metadata_lib.store_exists(config) else None)
         if store is not None:
             # We hold the lock: whatever is still RUNNING here was left by a dead process.
@@ -341,7 +341,7 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None) -> N
     succeeded), then its report."""
     from pipeline.lineage import record
     from pipeline.lineage.connection import open_store
-    store = open_store(metadata_lib.connection(config))
+    store = open_store(metadata_lib.connection(config, read_only=False))
     run = record.record_run(store, plan.run_id, plan.run_dir, plan.log_path,
                             config_lib.digest(config), error, inputs_key=None if error else
                             json.dumps(plan.inputs_key, sort_keys=True))

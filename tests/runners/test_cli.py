@@ -177,13 +177,13 @@ def test_mysql_password_only_from_the_environment(monkeypatch):
     config = cli.resolve_config(cli.build_parser().parse_args(
         ["config", "--metadata", "mysql://ml@db.example:33306/lineage"]))
     monkeypatch.setenv("BIGTRAIN_METADATA_PASSWORD", "s3cret")
-    connection = metadata.connection(config)
+    connection = metadata.connection(config, read_only=False)
     assert (connection.mysql.host, connection.mysql.port, connection.mysql.user,
             connection.mysql.database, connection.mysql.password) == (
         "db.example", 33306, "ml", "lineage", "s3cret")
     monkeypatch.delenv("BIGTRAIN_METADATA_PASSWORD")
     with pytest.raises(config_lib.ConfigError, match="environment variable BIGTRAIN_METADATA_PASSWORD"):
-        metadata.connection(config)
+        metadata.connection(config, read_only=False)
 
 
 def test_lineage_without_the_password_names_the_variable(capsys, monkeypatch):

@@ -24,7 +24,6 @@ from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
 from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
-from components.common.listing import fingerprint_input
 from components.config import Config
 
 
@@ -57,13 +56,12 @@ def warm_start_parent(init_from: str):
 
 
 def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
-                    metadata_connection_config=None,
+                    input_fingerprint: str, metadata_connection_config=None,
                     beam_pipeline_args: list[str] | None = None,
-                    enable_cache: bool = True, until: str | None = None,
-                    input_fingerprint: str | None = None) -> Pipeline:
+                    enable_cache: bool = True, until: str | None = None) -> Pipeline:
     """The whole DAG; with `until`, only the named stage and what it depends on (e.g.
     until="TextExampleGen" prepares data without training). `input_fingerprint`: the run's one
-    fingerprint of data.input (computed here when not given)."""
+    fingerprint of data.input, computed by the runner (components.common.listing.fingerprint_input)."""
     tokenizer_gen, example_gen = data_stages(config.data, input_fingerprint)
     examples = example_gen.outputs["examples"]
     statistics_gen, schema_gen, example_validator, gate = validation_stages(config.data, examples)
@@ -84,11 +82,8 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
         beam_pipeline_args=list(beam_pipeline_args or []))
 
 
-def data_stages(data, input_fingerprint: str | None = None):
-    """(TokenizerGen or None, the ExampleGen). The input is listed and fingerprinted once (by
-    the caller, or here) and both stages key their cache on that one fingerprint."""
-    if input_fingerprint is None:
-        input_fingerprint = fingerprint_input(data)
+def data_stages(data, input_fingerprint: str):
+    """(TokenizerGen or None, the ExampleGen): both key their cache on the run's one fingerprint."""
     # data.tokenizer=sentencepiece: a SentencePiece model trained on a sample of the train
     # documents (the Tokenizer artifact) that the data stage tokenizes with and export embeds.
     tokenizer_gen = (TokenizerGen(data=data, input_fingerprint=input_fingerprint)

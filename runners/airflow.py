@@ -25,16 +25,18 @@ DAG = build_dag(CONFIG)
 
 
 def build_dag(config: config_lib.Config):
-    from tfx.orchestration import metadata
     from tfx.orchestration.airflow.airflow_dag_runner import AirflowDagRunner, AirflowPipelineConfig
 
+    from components.common.listing import fingerprint_input
+    from pipeline.lineage.connection import connection_config
     from pipeline.pipeline import create_pipeline
 
     orchestrator = config.orchestrator
     os.makedirs(os.path.dirname(os.path.abspath(orchestrator.metadata_path)), exist_ok=True)
     pipeline = create_pipeline(
         config, pipeline_root=orchestrator.pipeline_root, serving_dir=orchestrator.serving_dir,
-        metadata_connection_config=metadata.sqlite_metadata_connection_config(orchestrator.metadata_path),
+        input_fingerprint=fingerprint_input(config.data),
+        metadata_connection_config=connection_config(orchestrator.metadata_path, read_only=False),
         beam_pipeline_args=list(config.runtime.beam_args))
     start = datetime.datetime.combine(datetime.date.fromisoformat(orchestrator.start_date),
                                       datetime.time(), tzinfo=datetime.timezone.utc)

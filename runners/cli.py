@@ -12,8 +12,8 @@ from components import config as config_lib
 from components.common.errors import (EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, BigtrainError,
                                       HomeError)
 from runners import metadata as metadata_lib
-from runners.cli_options import (beam_options, config_options, global_options, home_dir,
-                                 output_options, resolve_config)
+from runners.cli_options import (beam_options, config_options, global_options, output_options,
+                                 resolve_config)
 from runners.cli_plumbing import add_plumbing
 from runners.logs import configure_logging
 
@@ -43,9 +43,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                        until=args.until)
 
 
+def served_model_dir(config: config_lib.Config, model: str | None = None) -> str:
+    """<serving dir>/<model>: where a run of this config pushes (LocalPaths, as `bigtrain run`
+    resolves orchestrator.serving_dir: a path, s3:// or gs://; empty: <home>/serving)."""
+    from components.common import fs
+    from runners.local import LocalPaths
+    return fs.join(LocalPaths.for_config(config).serving_dir, model or config.model.name)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
+    from components.common import fs
     from components.push.push import served_versions
-    base = os.path.join(home_dir(args), "serving", args.model)
+    base = served_model_dir(resolve_config(args), args.model)
+    fs.prepare(base)  # s3:// needs tensorflow-io's filesystem before TensorFlow loads from it
     versions = served_versions(base)
     if not versions:
         print(f"bigtrain generate: no pushed model under {base} (run `bigtrain run` first; only "
@@ -57,7 +67,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     configure_logging(args.verbose)
     import tensorflow as tf
-    path = os.path.join(base, str(version))
+    path = fs.join(base, str(version))
     model = tf.saved_model.load(path)
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
         if args.temperature != 0:  # a negative temperature is the signature's error
@@ -239,11 +249,14 @@ def _add_run(sub, common: list) -> None:
 
 
 def _add_generate(sub, common: list) -> None:
-    gen = sub.add_parser("generate", parents=common, help="generate text with the newest pushed model",
+    gen = sub.add_parser("generate", parents=common + [config_options(with_preset=False)],
+                         help="generate text with the newest pushed model",
                          description="Load the newest (or --version) pushed SavedModel from "
-                                     "<home>/serving/<model>/ and continue PROMPT.")
+                                     "<serving dir>/<model>/ (where `bigtrain run` pushes: "
+                                     "orchestrator.serving_dir, else <home>/serving) and "
+                                     "continue PROMPT.")
     gen.add_argument("prompt", help="text to continue")
-    gen.add_argument("--model", default=config_lib.ModelConfig().name, help="model name (default gpt)")
+    gen.add_argument("--model", help="model name (default: the config's model.name, gpt)")
     gen.add_argument("--version", type=int, help="served version (default: the newest)")
     gen.add_argument("--max-new-tokens", type=int, default=200,
                      help="tokens to generate (default 200)")
@@ -301,8 +314,9 @@ def _add_lineage(sub, common: list) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch; every named error is one line on stderr and its exit code (README: exit codes),
-    with the traceback only under -v."""
+    """Dispatch; every named error (BigtrainError, ConfigError) is one line on stderr and its exit
+    code (docs/operations.md: exit codes), with the traceback only under -v. Anything else is a
+    bug: its traceback always, then one line naming it and the -v hint, exit 1."""
     args = build_parser().parse_args(argv)
     verbose = args.verbose
     try:
@@ -311,10 +325,15 @@ def main(argv: list[str] | None = None) -> int:
         code, message, error = EXIT_CONFIG, f"config error: {err}", err
     except BigtrainError as err:
         code, message, error = err.exit_code, str(err), err
-    except LookupError as err:  # an unknown run or artifact named on the command line
-        code, message, error = EXIT_FAILED, str(err.args[0] if err.args else err), err
     except KeyboardInterrupt as err:
         code, message, error = EXIT_INTERRUPTED, "interrupted", err
+    except Exception as err:  # not a named error: the traceback is what finds the bug
+        import traceback
+        traceback.print_exception(err)
+        print(f"bigtrain: unexpected {type(err).__name__}: {err} (not a named error: the "
+              f"traceback above shows where{'' if verbose else '; -v adds the TFX and Beam logs'})",
+              file=sys.stderr)
+        return EXIT_FAILED
     if verbose:
         import traceback
         traceback.print_exception(error)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from components import config as config_lib
 from runners import metadata as metadata_lib
@@ -64,11 +63,6 @@ def resolve_config(args: argparse.Namespace) -> config_lib.Config:
         config = config_lib.merge(config, {"runtime": {
             "beam_args": list(config.runtime.beam_args) + extra}})
     return metadata_lib.with_metadata_uri(config, args.metadata)
-
-
-def home_dir(args: argparse.Namespace) -> str:
-    """--home, else the default paths.home (commands that take no config)."""
-    return os.path.abspath(args.home or config_lib.PathsConfig().home)
 
 
 def output_options() -> argparse.ArgumentParser:

@@ -16,11 +16,13 @@ ENTRYPOINT_COMMAND = ["python", "-m", "runners.kfp_entrypoint"]
 def compile_kubeflow(config: Config, out_file: str) -> str:
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
+    from components.common.listing import fingerprint_input
     from pipeline.pipeline import create_pipeline
 
     orchestrator = config.orchestrator
     pipeline = create_pipeline(config, pipeline_root=orchestrator.pipeline_root,
                                serving_dir=orchestrator.serving_dir,
+                               input_fingerprint=fingerprint_input(config.data),
                                beam_pipeline_args=list(config.runtime.beam_args))
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(

@@ -51,10 +51,23 @@ def _resolve(path: str) -> str:
     return path if not path or fs.is_remote(path) else os.path.abspath(path)
 
 
-def run_local(config: Config, paths: LocalPaths, run_dir: str, until: str | None = None,
-              input_fingerprint: str | None = None) -> None:
-    """Run the pipeline once (up to and including stage `until`, when given) with run id = the
-    run folder's name.
+@dataclass(frozen=True)
+class RunPlan:
+    """What `bigtrain run` settled before the pipeline starts: the run's id and files, the input
+    fingerprint (computed once, at the run's start), the up-to-date key it will record, why it
+    runs, and the stage to stop after (None: the whole pipeline)."""
+    run_id: str
+    run_dir: str
+    log_path: str
+    input_fingerprint: str
+    inputs_key: dict
+    reasons: tuple[str, ...]
+    until: str | None = None
+
+
+def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
+    """Run the pipeline once (up to and including stage `plan.until`, when given) with run id =
+    the run folder's name.
 
     Raises whatever the failing component raised (after TFX has recorded it in MLMD)."""
     from tfx.dsl.compiler import constants
@@ -71,13 +84,13 @@ def run_local(config: Config, paths: LocalPaths, run_dir: str, until: str | None
         config,
         pipeline_root=paths.pipeline_root,
         serving_dir=paths.serving_dir,
-        metadata_connection_config=metadata_lib.connection(config),
-        beam_pipeline_args=list(config.runtime.beam_args), until=until,
-        input_fingerprint=input_fingerprint)
+        metadata_connection_config=metadata_lib.connection(config, read_only=False),
+        beam_pipeline_args=list(config.runtime.beam_args), until=plan.until,
+        input_fingerprint=plan.input_fingerprint)
     # Our run id instead of LocalDagRunner's timestamp: the report then reads exactly this run.
     pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
     runtime_parameter_utils.substitute_runtime_parameter(
-        pipeline_ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: os.path.basename(run_dir)})
+        pipeline_ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: os.path.basename(plan.run_dir)})
     LocalDagRunner().run_with_ir(pipeline_ir)
 
 
@@ -233,7 +246,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
         if lock.stale:
             clean_after_dead_holder(lock, paths)
-        store = (open_store(metadata_lib.connection(config))
+        store = (open_store(metadata_lib.connection(config, read_only=False))
                  if metadata_lib.store_exists(config) else None)
         if store is not None:
             # We hold the lock: whatever is still RUNNING here was left by a dead process.
@@ -266,25 +279,24 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
         save_config(config, run_dir)
         configure_logging(verbose, log_path)
         try:
-            return _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until,
-                                 input_fingerprint=fingerprint)
+            return _run_pipeline(config, paths, RunPlan(
+                run_id, run_dir, log_path, input_fingerprint=fingerprint, inputs_key=key,
+                reasons=tuple(reasons), until=until))
         finally:
             remove_file_handlers(log_path)
 
 
-def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=None,
-                  input_fingerprint=None) -> int:
+def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     from pipeline.lineage import record
-    from pipeline.lineage.connection import open_store
     from components.validation.anomalies import AnomaliesFoundError
 
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
     if cpu_devices_needed(config.runtime):
         # Before any TensorFlow op: on a machine without GPUs, split the CPU into logical devices.
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
-    print(f"bigtrain run: preset {config.preset}, home {paths.home}, run {run_id}\n"
-          f"why it runs: {'; '.join(reasons)}\n"
-          f"resolved config: {os.path.join(run_dir, 'config.yaml')}, log: {log_path}"
+    print(f"bigtrain run: preset {config.preset}, home {paths.home}, run {plan.run_id}\n"
+          f"why it runs: {'; '.join(plan.reasons)}\n"
+          f"resolved config: {os.path.join(plan.run_dir, 'config.yaml')}, log: {plan.log_path}"
           + "".join(f"\n{label}: {path}" for label, path in (("pipeline root", paths.pipeline_root),
                     ("serving folder", paths.serving_dir)) if not path.startswith(paths.home)),
           flush=True)
@@ -294,7 +306,7 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
         # verbosity flag), so they must not see bigtrain's own command line.
         command_line, sys.argv = sys.argv, sys.argv[:1]
         try:
-            run_local(config, paths, run_dir, until=until, input_fingerprint=input_fingerprint)
+            run_local(config, paths, plan)
         finally:
             sys.argv = command_line
     except AnomaliesFoundError as err:
@@ -307,16 +319,7 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
         name, message = record.error_message(err)
         failure, error = (EXIT_FAILED, f"{name}: {message}"), err
     if metadata_lib.store_exists(config):
-        store = open_store(metadata_lib.connection(config))
-        run = record.record_run(store, run_id, run_dir, log_path, config_lib.digest(config), error,
-                                inputs_key=None if error else json.dumps(key, sort_keys=True))
-        if run is not None:
-            run.custom_properties[record.RUN_WHY].string_value = "; ".join(reasons)
-            if until:  # a partial run says so in MLMD (and the report)
-                run.custom_properties["until"].string_value = until
-                print(f"partial run: stages up to {until} (--until)")
-            store.put_contexts([run])
-            _print_report(store, run_id)
+        _record_run(config, plan, error)
     if error is not None and is_disk_full(error):
         removed = prune_partial_checkpoints(fs.join(paths.pipeline_root, "checkpoints"))
         raise DiskFullError(
@@ -328,5 +331,24 @@ def _run_pipeline(config, paths, run_id, run_dir, log_path, key, reasons, until=
         print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
               file=sys.stderr)
         return failure[0]
-    print("\nrun COMPLETE" + (f" (stopped after {until}, as asked by --until)" if until else ""))
+    print("\nrun COMPLETE" + (f" (stopped after {plan.until}, as asked by --until)"
+                              if plan.until else ""))
     return EXIT_OK
+
+
+def _record_run(config: Config, plan: RunPlan, error: BaseException | None) -> None:
+    """The run's context in MLMD (its outcome, why it ran, its up-to-date key when it
+    succeeded), then its report."""
+    from pipeline.lineage import record
+    from pipeline.lineage.connection import open_store
+    store = open_store(metadata_lib.connection(config, read_only=False))
+    run = record.record_run(store, plan.run_id, plan.run_dir, plan.log_path,
+                            config_lib.digest(config), error, inputs_key=None if error else
+                            json.dumps(plan.inputs_key, sort_keys=True))
+    if run is not None:
+        run.custom_properties[record.RUN_WHY].string_value = "; ".join(plan.reasons)
+        if plan.until:  # a partial run says so in MLMD (and the report)
+            run.custom_properties["until"].string_value = plan.until
+            print(f"partial run: stages up to {plan.until} (--until)")
+        store.put_contexts([run])
+        _print_report(store, plan.run_id)

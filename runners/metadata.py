@@ -78,8 +78,9 @@ def mysql_password(metadata: config_lib.MetadataConfig) -> str:
     return password
 
 
-def connection(config: Config, read_only: bool = False):
-    """MLMD ConnectionConfig of the config's store."""
+def connection(config: Config, *, read_only: bool):
+    """MLMD ConnectionConfig of the config's store; read_only as connection_config (no default:
+    `run` writes, `lineage` and `ui` read)."""
     from pipeline.lineage.connection import connection_config
     m = config.metadata
     if m.backend == "mysql":

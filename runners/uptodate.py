@@ -32,9 +32,9 @@ def code_digests() -> dict[str, str]:
     return out
 
 
-def inputs_key(config: config_lib.Config, input_fingerprint: str | None = None) -> dict:
+def inputs_key(config: config_lib.Config, input_fingerprint: str) -> dict:
     """What a run depends on. `input_fingerprint`: the run's one fingerprint of data.input (the
-    same value the data stages key their cache on); computed here when not given."""
+    same value the data stages key their cache on)."""
     settings = config_lib.to_dict(config)
     settings["paths"].pop("home", None)  # the home is where we look, not an input
     return {"config": settings, "input": input_signature(config.data, input_fingerprint),

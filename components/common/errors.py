@@ -1,7 +1,8 @@
 """Named errors and the exit codes `bigtrain` returns for them (the README lists them).
 
 Each error's message names what is wrong (the file, the setting, the process) and what to do; the
-CLI prints it on one line with no traceback unless -v."""
+CLI prints it on one line with no traceback unless -v. Only these (and ConfigError) are one-liners:
+any other exception is a bug and keeps its traceback (runners/cli.py main)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 
 class BigtrainError(Exception):
     """An error the user can act on: printed as `bigtrain: <message>`, exit `exit_code`."""
+    exit_code = EXIT_FAILED
+
+
+class NotFoundError(BigtrainError):
+    """A run, artifact or execution named on the command line (or in a UI address) that the
+    metadata store does not hold."""
     exit_code = EXIT_FAILED
 
 

@@ -152,8 +152,10 @@ def input_fingerprint(files: list[tuple[str, str]]) -> str:
 def fingerprint_input(data) -> str:
     """The fingerprint of a DataConfig's input, or UNRESOLVED when the input is not visible where
     the pipeline is built (a volume mounted only in the cluster): the executor then records the
-    real fingerprint, but the cache cannot notice edited input (docs/operations.md). A run
-    computes it once (runners/local.py) and hands it to the stages and the up-to-date check."""
+    real fingerprint, but the cache cannot notice edited input (docs/operations.md). The one
+    place a pipeline's fingerprint is computed: each runner calls it once, where it starts
+    (runners/local.py, kubeflow.py, airflow.py), and hands the value to create_pipeline and the
+    up-to-date check; nothing below recomputes it."""
     try:
         _, files = list_input_files(data.input, data.exclude)
     except FileNotFoundError:
@@ -161,10 +163,8 @@ def fingerprint_input(data) -> str:
     return input_fingerprint(files)
 
 
-def input_signature(data, fingerprint: str | None = None) -> str:
-    """What the up-to-date check compares: the expanded input spec and its fingerprint (the given
-    one, computed once per run, else computed here)."""
-    if fingerprint is None:
-        fingerprint = fingerprint_input(data)
+def input_signature(data, fingerprint: str) -> str:
+    """What the up-to-date check compares: the expanded input spec and its fingerprint (the run's
+    one value, fingerprint_input)."""
     return hashlib.sha256(f"{expand_input(data.input)}\0{fingerprint}".encode(
         "utf-8", "surrogateescape")).hexdigest()

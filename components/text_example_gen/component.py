@@ -21,8 +21,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.components.util import examples_utils
 
 from components.common.digest import code_digest
-from components.common.listing import (UNRESOLVED, fingerprint_input, input_fingerprint,
-                                       list_input_files)
+from components.common.listing import UNRESOLVED, input_fingerprint, list_input_files
 from components.corpus import documents
 from components.corpus.split_documents import reader_config
 from components.text_example_gen import shards, transforms
@@ -73,7 +72,7 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
 def run_fingerprint(exec_properties: dict, files: list[tuple[str, str]]) -> str:
     """The fingerprint the run computed once when it built the pipeline (the cache key); from
     this listing's metadata only when the input was not visible there (UNRESOLVED)."""
-    fingerprint = exec_properties.get("input_fingerprint") or UNRESOLVED
+    fingerprint = exec_properties["input_fingerprint"]
     return input_fingerprint(files) if fingerprint == UNRESOLVED else fingerprint
 
 
@@ -157,8 +156,8 @@ class TextExampleGenSpec(ComponentSpec):
     PARAMETERS = {
         # The `data` section of the config as canonical JSON (the cache key of this stage).
         "data_config": ExecutionParameter(type=str),
-        # Content digest of the input files, computed when the pipeline is built, so that edited
-        # input files invalidate the cache even when the config is unchanged.
+        # The input's fingerprint, computed once by the runner when it builds the pipeline, so
+        # that edited input files invalidate the cache even when the config is unchanged.
         "input_fingerprint": ExecutionParameter(type=str),
         # Digest of the data stage's and the tokenizer's code: editing them re-runs this stage.
         "code_digest": ExecutionParameter(type=str, optional=True),
@@ -172,10 +171,8 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = TextExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TextExampleGenExecutor)
 
-    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None,
+    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str,
                  tokenizer: types.BaseChannel | None = None):
-        if input_fingerprint is None:
-            input_fingerprint = fingerprint_input(data)
         super().__init__(spec=TextExampleGenSpec(
             data_config=config_lib.section_json(data),
             input_fingerprint=input_fingerprint,

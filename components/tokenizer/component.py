@@ -19,7 +19,6 @@ from tfx.types import artifact, artifact_utils
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.common.digest import code_digest as digest_of
-from components.common.listing import fingerprint_input
 from components.tokenizer import base as tokenizer_base
 from components.tokenizer import stage
 from components import config as config_lib
@@ -107,7 +106,7 @@ class TokenizerGenSpec(ComponentSpec):
     PARAMETERS = {
         # The tokenizer's data settings as canonical JSON (TOKENIZER_SETTINGS only).
         "tokenizer_config": ExecutionParameter(type=str),
-        # Content digest of the raw input, so edited files retrain the tokenizer.
+        # The input's fingerprint (computed once by the runner), so edited files retrain the tokenizer.
         "input_fingerprint": ExecutionParameter(type=str),
         # Digest of the code that decides the output (TOKENIZER_CODE).
         "code_digest": ExecutionParameter(type=str),
@@ -120,10 +119,8 @@ class TokenizerGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = TokenizerGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TokenizerGenExecutor)
 
-    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str | None = None,
+    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str,
                  code_digest: str | None = None):
-        if input_fingerprint is None:
-            input_fingerprint = fingerprint_input(data)
         super().__init__(spec=TokenizerGenSpec(
             tokenizer_config=tokenizer_settings_json(data),
             input_fingerprint=input_fingerprint,

@@ -1,5 +1,7 @@
-"""Opening an MLMD store: the connection config (sqlite read-only unless asked, or MySQL), and the
-named errors of a store that is missing, empty, truncated, not a database, damaged or locked."""
+"""Opening an MLMD store: the connection config (sqlite or MySQL, read-only or not as each caller
+says), the one opener (open_store), and the named errors of a store that is missing, empty,
+truncated, not a database, damaged or locked. runners/metadata.py builds the config of a
+bigtrain config's store through connection_config."""
 
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ from components.common.errors import MetadataStoreError
 MLMD_MARKER_TABLE = "MLMDEnv"
 
 
-def connection_config(sqlite_path: str | None = None, *, read_only: bool = True,
+def connection_config(sqlite_path: str | None = None, *, read_only: bool,
                       mysql_host: str | None = None, mysql_port: int = 3306,
                       mysql_database: str | None = None, mysql_user: str | None = None,
                       mysql_password: str | None = None) -> metadata_store_pb2.ConnectionConfig:
-    """MLMD's connection to a sqlite file (read-only unless asked) or to a MySQL/MariaDB server."""
+    """MLMD's connection to a sqlite file or to a MySQL/MariaDB server. read_only, no default:
+    every caller says whether it writes (a run) or only reads (lineage, ui), since a reader must
+    never create a store and a writer must be able to."""
     config = metadata_store_pb2.ConnectionConfig()
     if mysql_host:
         config.mysql.host, config.mysql.port = mysql_host, mysql_port
@@ -141,13 +145,3 @@ def diagnose(config: metadata_store_pb2.ConnectionConfig) -> None:
     """After MLMD failed on a sqlite store: the named error of a damaged one (quick_check)."""
     if config.HasField("sqlite"):
         check_sqlite(config.sqlite.filename_uri, thorough=True)
-
-
-def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
-            mysql_port: int = 3306, mysql_database: str | None = None,
-            mysql_user: str | None = None,
-            mysql_password: str | None = None) -> metadata_store.MetadataStore:
-    """An existing sqlite store (read-only unless asked), or a MySQL one (shared deployments)."""
-    return open_store(connection_config(
-        sqlite_path, read_only=read_only, mysql_host=mysql_host, mysql_port=mysql_port,
-        mysql_database=mysql_database, mysql_user=mysql_user, mysql_password=mysql_password))

@@ -12,6 +12,7 @@ from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
 from components.common import fs
+from components.common.errors import NotFoundError
 from pipeline.lineage import record
 
 Event = metadata_store_pb2.Event
@@ -155,8 +156,8 @@ class Lineage:
             runs = self.runs_page(back, 1)
             if not runs:
                 total = len(self.runs_page(0, back))
-                raise LookupError("no pipeline runs recorded in this metadata store" if not total
-                                  else f"{ref}: only {total} runs recorded")
+                raise NotFoundError("no pipeline runs recorded in this metadata store" if not total
+                                    else f"{ref}: only {total} runs recorded")
             return runs[0]
         for type_name in ("pipeline_run", "run"):  # the exact id: one indexed lookup
             found = self.store.get_context_by_type_and_name(type_name, ref)
@@ -164,8 +165,8 @@ class Lineage:
                 return found
         matches = [r for r in self.runs() if r.name.startswith(ref)]  # a prefix: lists the names
         if len(matches) != 1:
-            raise LookupError(f"run {ref!r} {'is ambiguous' if matches else 'not found'}; "
-                              f"see `bigtrain lineage runs`")
+            raise NotFoundError(f"run {ref!r} {'is ambiguous' if matches else 'not found'}; "
+                                f"see `bigtrain lineage runs`")
         return matches[0]
 
     @functools.lru_cache(maxsize=None)
@@ -207,7 +208,7 @@ class Lineage:
         if artifact_id not in self._artifacts:
             found = self.store.get_artifacts_by_id([artifact_id])
             if not found:
-                raise LookupError(f"no artifact with id {artifact_id}")
+                raise NotFoundError(f"no artifact with id {artifact_id}")
             self._artifacts[artifact_id] = found[0]
         return self._artifacts[artifact_id]
 
@@ -215,7 +216,7 @@ class Lineage:
         if execution_id not in self._executions:
             found = self.store.get_executions_by_id([execution_id])
             if not found:
-                raise LookupError(f"no execution with id {execution_id}")
+                raise NotFoundError(f"no execution with id {execution_id}")
             self._executions[execution_id] = found[0]
         return self._executions[execution_id]
 
@@ -311,8 +312,8 @@ class Lineage:
             destination = properties(pushed).get("pushed_destination", "")
             if destination and _same_location(destination, path):
                 return pushed
-        raise LookupError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "
-                          "directory known to this metadata store")
+        raise NotFoundError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "
+                            "directory known to this metadata store")
 
 
 class _NodeNames:

@@ -123,6 +123,7 @@ def test_tokenizer_gen_in_a_pipeline_records_the_artifact_and_caches(corpus, tmp
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
     from tfx.orchestration.pipeline import Pipeline
 
+    from components.common.listing import fingerprint_input
     from components.tokenizer.component import TokenizerGen
 
     db = str(tmp_path / "metadata.sqlite")
@@ -132,13 +133,14 @@ def test_tokenizer_gen_in_a_pipeline_records_the_artifact_and_caches(corpus, tmp
                            tokenizer_sample_bytes=40_000)
         LocalDagRunner().run(Pipeline(
             pipeline_name="tok", pipeline_root=str(tmp_path / "root"),
-            components=[TokenizerGen(data=data)], enable_cache=True,
+            components=[TokenizerGen(data=data, input_fingerprint=fingerprint_input(data))],
+            enable_cache=True,
             metadata_connection_config=metadata.sqlite_metadata_connection_config(db)))
 
     run(400)
     run(400)
     run(450)
-    from pipeline.lineage.connection import connect
+    from tests.support.mlmd import connect
     store = connect(db)
     artifacts = store.get_artifacts_by_type("Tokenizer")
     assert sorted(a.properties["vocab_size"].int_value for a in artifacts) == [400, 450]

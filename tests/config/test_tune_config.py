@@ -51,7 +51,8 @@ def test_search_space_is_the_tuners_cache_key_not_the_trainers(tmp_path):
 
     def build(*overrides):
         return create_pipeline(build_config("tiny", overrides=[*tuned, *overrides]),
-                               pipeline_root=str(tmp_path / "root"), serving_dir=str(tmp_path / "s"))
+                               pipeline_root=str(tmp_path / "root"), serving_dir=str(tmp_path / "s"),
+                               input_fingerprint="f" * 64)
     base, space, warm = build(), build("tune.space.warmup_steps=[2, 4]"), build("train.init_from=latest_blessed")
     assert _custom_config(base, "Tuner") != _custom_config(space, "Tuner")
     assert _custom_config(base, "Trainer") == _custom_config(space, "Trainer")
@@ -60,4 +61,5 @@ def test_search_space_is_the_tuners_cache_key_not_the_trainers(tmp_path):
     trainer = next(c for c in warm.components if c.id == "Trainer")
     assert set(trainer.inputs) >= {"hyperparameters", "base_model"}
     assert "Tuner" not in [c.id for c in create_pipeline(
-        build_config("tiny"), pipeline_root=str(tmp_path / "r"), serving_dir=str(tmp_path / "s")).components]
+        build_config("tiny"), pipeline_root=str(tmp_path / "r"), serving_dir=str(tmp_path / "s"),
+        input_fingerprint="f" * 64).components]

@@ -22,7 +22,8 @@ def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
 
     def build(*overrides):
         return create_pipeline(build_config("tiny", overrides=list(overrides)),
-                               pipeline_root=str(tmp_path / "root"), serving_dir=str(tmp_path / "s"))
+                               pipeline_root=str(tmp_path / "root"), serving_dir=str(tmp_path / "s"),
+                               input_fingerprint="f" * 64)
     sp = ["data.tokenizer=sentencepiece", "data.vocab_size=2000"]
     default, base = build(), build(*sp)
     ids = [c.id for c in base.components]
@@ -109,9 +110,9 @@ def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
 
 def test_input_is_fingerprinted_once_per_pipeline_build(tmp_path, monkeypatch):
     """The run's one fingerprint reaches both data stages' cache keys (TokenizerGen and
-    TextExampleGen) and nothing lists the input again; built without one, the input is listed
-    once, not once per stage. Catches: each component calling fingerprint_input itself (the
-    issue's "twice while the pipeline is built")."""
+    TextExampleGen) and nothing lists the input again; built without one, the pipeline and each
+    data stage refuse (the runner computes it, nothing below falls back to listing the input).
+    Catches: a component or create_pipeline calling fingerprint_input itself."""
     from components.common import listing
     from pipeline import pipeline as pipeline_lib
     config = build_config("tiny", overrides=["data.tokenizer=sentencepiece", "data.vocab_size=2000"])
@@ -123,7 +124,12 @@ def test_input_is_fingerprinted_once_per_pipeline_build(tmp_path, monkeypatch):
     props = _properties(built)
     assert props["TokenizerGen"]["input_fingerprint"] == props["TextExampleGen"]["input_fingerprint"] == "f" * 64
     assert calls == []
-    built = pipeline_lib.create_pipeline(config, pipeline_root=str(tmp_path / "root"),
-                                         serving_dir=str(tmp_path / "s"))
-    assert len(calls) == 1
-    assert _properties(built)["TextExampleGen"]["input_fingerprint"] == listing.fingerprint_input(config.data)
+    from components.text_example_gen.component import TextExampleGen
+    from components.tokenizer.component import TokenizerGen
+    with pytest.raises(TypeError, match="input_fingerprint"):
+        pipeline_lib.create_pipeline(config, pipeline_root=str(tmp_path / "root"),
+                                     serving_dir=str(tmp_path / "s"))
+    for stage in (TextExampleGen, TokenizerGen):
+        with pytest.raises(TypeError, match="input_fingerprint"):
+            stage(data=config.data)
+    assert calls == []

@@ -177,13 +177,13 @@ def test_mysql_password_only_from_the_environment(monkeypatch):
     config = cli.resolve_config(cli.build_parser().parse_args(
         ["config", "--metadata", "mysql://ml@db.example:33306/lineage"]))
     monkeypatch.setenv("BIGTRAIN_METADATA_PASSWORD", "s3cret")
-    connection = metadata.connection(config)
+    connection = metadata.connection(config, read_only=False)
     assert (connection.mysql.host, connection.mysql.port, connection.mysql.user,
             connection.mysql.database, connection.mysql.password) == (
         "db.example", 33306, "ml", "lineage", "s3cret")
     monkeypatch.delenv("BIGTRAIN_METADATA_PASSWORD")
     with pytest.raises(config_lib.ConfigError, match="environment variable BIGTRAIN_METADATA_PASSWORD"):
-        metadata.connection(config)
+        metadata.connection(config, read_only=False)
 
 
 def test_lineage_without_the_password_names_the_variable(capsys, monkeypatch):
@@ -198,3 +198,79 @@ def test_lineage_reads_the_sqlite_file_named_by_metadata(tmp_path, capsys, monke
     assert cli.main(["lineage", "runs", "--home", str(tmp_path / "no-home"),
                      "--metadata", str(missing)]) == errors.EXIT_STORE
     assert f"no metadata database at {missing}" in capsys.readouterr().err
+
+
+# -- which errors are one line ----------------------------------------------------------------
+
+def _exit_code_of_documented_example(words: str) -> int:
+    """The code of the docs/operations.md exit-code table row whose examples quote `words`."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "operations.md")
+    with open(path, encoding="utf-8") as fh:
+        rows = [line.split("|") for line in fh if line.startswith("| ") and words in line]
+    assert len(rows) == 1, f"one exit-code row quotes {words!r}: {rows}"
+    return int(rows[0][1])
+
+
+def test_a_bug_inside_a_command_keeps_its_traceback(capsys, monkeypatch):
+    """A KeyError from inside a command is a bug, not a lookup the user got wrong: its traceback
+    (without -v), then one line naming it and the -v hint, exit 1. Catches `except LookupError`
+    turning every KeyError/IndexError into a bare one-line message."""
+    def broken_command(args):
+        return {}["no-such-key"]
+    monkeypatch.setattr(cli, "cmd_config", broken_command)
+    assert cli.main(["config"]) == errors.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "broken_command" in err
+    assert err.rstrip().splitlines()[-1].startswith("bigtrain: unexpected KeyError: 'no-such-key'")
+    assert "-v adds" in err
+
+
+def test_an_unknown_run_stays_one_line_with_its_documented_code(capsys, tmp_path, monkeypatch):
+    """The lineage store's named lookup error (NotFoundError): one line, no traceback, and the exit
+    code docs/operations.md gives it; with -v the traceback too."""
+    from pipeline.lineage.connection import connection_config, open_store
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    open_store(connection_config(str(tmp_path / "metadata.sqlite"), read_only=False))  # empty store
+    argv = ["lineage", "why", "no-such-run", "--home", str(tmp_path)]
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert err == "bigtrain: run 'no-such-run' not found; see `bigtrain lineage runs`\n"
+    assert code == errors.NotFoundError.exit_code == _exit_code_of_documented_example("not found")
+    assert cli.main(["-v", *argv]) == code and "Traceback" in capsys.readouterr().err
+
+
+# -- generate reads where runs push ------------------------------------------------------------
+
+def _save_echo_model(path: str) -> None:
+    """A SavedModel with the `generate` signature's inputs and outputs: text = the prompt
+    upper-cased, so the output says which model answered."""
+    import tensorflow as tf
+
+    class Echo(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
+                                      tf.TensorSpec([None], tf.int32)])
+        def generate(self, prompt, max_new_tokens):
+            return {"text": tf.strings.upper(prompt)}
+
+    echo = Echo()
+    tf.saved_model.save(echo, path, signatures={"generate": echo.generate})
+
+
+def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypatch):
+    """orchestrator.serving_dir set to a custom folder: generate loads the newest version there,
+    the folder `bigtrain run` pushes to (LocalPaths), not <home>/serving. Catches a generate that
+    restates <home>/serving."""
+    from runners.local import LocalPaths
+    monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
+    home, custom = tmp_path / "home", tmp_path / "elsewhere" / "served"
+    settings = ["--home", str(home), "--set", f"orchestrator.serving_dir={custom}"]
+    config = cli.resolve_config(cli.build_parser().parse_args(["config", *settings]))
+    assert LocalPaths.for_config(config).serving_dir == str(custom)  # where runs push
+    _save_echo_model(str(custom / "gpt" / "3"))
+    _save_echo_model(str(home / "serving" / "gpt" / "5"))  # the old guess: must not be read
+    assert cli.main(["generate", "abc", "--temperature", "0", *settings]) == 0
+    out, err = capsys.readouterr()
+    assert out == "abcABC\n" and f"[{custom / 'gpt' / '3'}]" in err
+    # Nothing pushed under the configured folder: the message names it.
+    assert cli.main(["generate", "abc", "--model", "other", *settings]) == errors.EXIT_FAILED
+    assert f"no pushed model under {custom / 'other'}" in capsys.readouterr().err

@@ -55,7 +55,7 @@ def test_an_empty_file_or_a_database_without_mlmd_is_refused_untouched(tmp_path,
 
 def test_a_reader_connection_to_mysql_never_creates_the_database():
     """MLMD's skip_db_creation on readers' MySQL connections; writers (the pipeline) keep it off."""
-    reader = connection.connection_config(mysql_host="db", mysql_database="lineage")
+    reader = connection.connection_config(mysql_host="db", mysql_database="lineage", read_only=True)
     writer = connection.connection_config(mysql_host="db", mysql_database="lineage", read_only=False)
     assert reader.mysql.skip_db_creation and not writer.mysql.skip_db_creation
 
@@ -90,7 +90,7 @@ def test_a_mysql_database_without_mlmd_tables_is_refused_before_mlmd_connects(mo
     monkeypatch.setattr(pymysql, "connect", lambda **kw: Connection())
     monkeypatch.setattr(connection.metadata_store, "MetadataStore",
                         lambda config: pytest.fail("MLMD connected to a database with no store"))
-    config = connection.connection_config(mysql_host="db", mysql_database="lineage")
+    config = connection.connection_config(mysql_host="db", mysql_database="lineage", read_only=True)
     with pytest.raises(errors.MetadataStoreError, match="holds no MLMD store"):
         connection.open_store(config)
     assert queries == [(queries[0][0], ("lineage", connection.MLMD_MARKER_TABLE))]

@@ -101,11 +101,21 @@ def test_unknown_ids_are_404_pages(client):
         assert response.status_code == 404 and "<h1>" in _text(response), url
 
 
+def test_a_key_error_in_a_page_is_a_500_not_a_404(open_lineage, ui_home, monkeypatch):
+    """Only the store's named NotFoundError is a 'not found' page: a KeyError from a query is a
+    bug and answers 500. Catches an errorhandler(LookupError) that shows bugs as 404s."""
+    def broken_page(lin, **kwargs):
+        return {}["no-such-key"]
+    monkeypatch.setattr(queries, "runs_page", broken_page)
+    response = create_app(open_lineage, str(ui_home)).test_client().get("/")
+    assert response.status_code == 500
+
+
 def test_no_route_reads_outside_the_home(tmp_path, ui_home):
     """A run whose recorded log points outside the home (or climbs out with ..) is not served;
     traversal in the URL finds no route. Catches a log route that trusts MLMD's path."""
     from pipeline.lineage.store import Lineage
-    from pipeline.lineage.connection import connect
+    from tests.support.mlmd import connect
     home = tmp_path / "home"
     shutil.copytree(ui_home, home)
     secret = tmp_path / "secret.txt"
@@ -125,7 +135,7 @@ def test_no_route_reads_outside_the_home(tmp_path, ui_home):
 
 def test_damaged_store_is_a_named_error_page(tmp_path):
     from pipeline.lineage.store import Lineage
-    from pipeline.lineage.connection import connect
+    from tests.support.mlmd import connect
     damaged = tmp_path / "metadata.sqlite"
     damaged.write_bytes(b"this is not sqlite" * 100)
     app = create_app(lambda: Lineage(connect(str(damaged))), str(tmp_path))

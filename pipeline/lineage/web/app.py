@@ -14,7 +14,7 @@ from typing import Callable
 import flask
 from werkzeug.exceptions import HTTPException, NotFound
 
-from components.common.errors import MetadataStoreError
+from components.common.errors import MetadataStoreError, NotFoundError
 from pipeline.lineage import explore, queries, record, report
 from pipeline.lineage.store import Lineage, properties
 from pipeline.lineage.web import curves, layout
@@ -69,10 +69,9 @@ def create_app(open_lineage: Callable[[], Lineage], home: str | None,
             return _store_error(named)
         raise err
 
-    @app.errorhandler(LookupError)
+    @app.errorhandler(NotFoundError)  # an unknown run or id in the address; a KeyError is a bug (500)
     def _not_found_lookup(err):
-        return flask.render_template("error.html", title="not found",
-                                     message=str(err.args[0] if err.args else err)), 404
+        return flask.render_template("error.html", title="not found", message=str(err)), 404
 
     @app.errorhandler(HTTPException)
     def _http(err):

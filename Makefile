@@ -74,8 +74,8 @@ objectstore-lock:
 browser:
 	bash tests/support/browser.sh
 
-# Inner loop (at most 2 minutes on the 2-core dev VM): every package's unit tests, none of the
-# pipeline runs or trainings marked slow.
+# Inner loop (target: at most 2 minutes on the 2-core dev VM; latest figures in docs/operations.md):
+# every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 

@@ -223,6 +223,19 @@ def test_named_make_targets_exist(page):
     assert make_problems(read(page)) == []
 
 
+def test_ci_runs_the_first_command_on_a_valid_budget():
+    """.ci/run runs the suite and `make run` (the README's first command); its --set budget is a
+    valid config that keeps the default input."""
+    script = read(os.path.join(REPO, ".ci", "run"))
+    assert re.search(r"^\s*make test\b", script, re.M) and re.search(r"^if make run ARGS=", script, re.M)
+    budget = re.findall(r"--set (\S+?)\"?$|--set (\S+?)[ \"]", script, re.M)
+    overrides = ["".join(groups) for groups in budget]
+    assert len(overrides) >= 3, overrides
+    config = config_lib.build_config(overrides=overrides)
+    assert config.data.input == config_lib.DataConfig().input == "<stdlib>/**/*.py"
+    assert config.train.train_steps < config_lib.TrainConfig().train_steps
+
+
 # ----------------------------------------------------------------------------------------------
 # The layout page: one row per package, every module named in its package's row.
 

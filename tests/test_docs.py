@@ -79,20 +79,25 @@ def test_named_presets_exist(page):
 # Config options.
 
 
+def is_section(field: dataclasses.Field) -> bool:
+    """A field holding a dataclass of its own (`data`, `tune.space`), not a value."""
+    factory = field.default_factory
+    return isinstance(factory, type) and dataclasses.is_dataclass(factory)
+
+
 def option_paths(cls=config_lib.Config, prefix: str = "") -> set[str]:
     """Every dotted path of the config tree, sections and sub-sections included."""
     paths = set()
     for field in dataclasses.fields(cls):
         path = prefix + field.name
         paths.add(path)
-        if dataclasses.is_dataclass(field.type) or isinstance(field.default_factory, type):
+        if is_section(field):
             paths |= option_paths(field.default_factory, path + ".")
     return paths
 
 
 def sections() -> list[str]:
-    return [f.name for f in dataclasses.fields(config_lib.Config)
-            if isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)]
+    return [f.name for f in dataclasses.fields(config_lib.Config) if is_section(f)]
 
 
 FILE_SUFFIX = re.compile(r"\.(py|md|sqlite|tflite|yaml|json|pbtxt|txt|html)$")

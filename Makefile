@@ -13,7 +13,8 @@ PYTEST_ARGS ?=
 # One process instead: make test XDIST=
 XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
 
-.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop browser
+.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
+        objectstore-lock browser
 
 setup: $(STAMP)
 
@@ -50,8 +51,8 @@ mariadb-stop:
 	bash tests/support/mariadb.sh stop
 
 # An S3-protocol server (moto's standalone server, in its own venv under build/objectstore/: it
-# needs Flask 3, which is not in the lock) on 127.0.0.1:$(OBJECTSTORE_PORT) with one bucket;
-# idempotent. Writes build/objectstore/env.sh (source it for a shell). Outside CI, if it cannot be
+# needs Flask 3, which is not in the lock; that venv is installed from its own hashed lock,
+# tests/support/objectstore.lock) on 127.0.0.1:$(OBJECTSTORE_PORT) with one bucket; idempotent. Writes build/objectstore/env.sh (source it for a shell). Outside CI, if it cannot be
 # installed, the S3 tests skip naming the reason (build/objectstore/unavailable); in CI: an error.
 OBJECTSTORE_PORT ?= 39000
 objectstore:
@@ -60,14 +61,21 @@ objectstore:
 objectstore-stop:
 	bash tests/support/objectstore.sh stop
 
+# Re-resolve the S3 server's lock after changing tests/support/objectstore.in; commit both.
+objectstore-lock:
+	test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); }
+	$(BIN)/uv pip compile tests/support/objectstore.in --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_36 --index-url https://pypi.org/simple --generate-hashes \
+	  -o tests/support/objectstore.lock
+
 # Headless Chromium and chromedriver from Debian's packages (apt-get, if absent) for the browser
 # tests of `bigtrain ui` (tests/ui/test_browser.py); idempotent. Outside CI, if they cannot be
 # installed, those tests skip naming the reason (build/browser/unavailable); in CI that is an error.
 browser:
 	bash tests/support/browser.sh
 
-# Inner loop (at most 2 minutes on the 2-core dev VM): every package's unit tests, none of the
-# pipeline runs or trainings marked slow.
+# Inner loop (target: at most 2 minutes on the 2-core dev VM; latest figures in docs/operations.md):
+# every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 

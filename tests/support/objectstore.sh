@@ -2,6 +2,9 @@
 # A private S3-protocol object store for the object-storage tests: moto's standalone server
 # (`moto[server]`, S3 spoken over HTTP) in its own venv under $DIR (it needs Flask 3, which the
 # product's lock does not carry), started on loopback with a pid file, one bucket, idempotent.
+# The venv is installed from its own lock, tests/support/objectstore.lock (every package pinned
+# with its hashes, installed with --no-deps: nothing is resolved at install time), and rebuilt
+# when that lock changes; `make objectstore-lock` re-resolves it from tests/support/objectstore.in.
 # Writes $DIR/env.sh (export lines: endpoint, credentials, region, BIGTRAIN_S3_BUCKET) for the
 # tests and for a shell (`. build/objectstore/env.sh`); when it cannot be installed outside CI it
 # writes $DIR/unavailable with the reason instead (the S3 tests then skip, naming it).
@@ -11,7 +14,7 @@ DIR=${BIGTRAIN_OBJECTSTORE_DIR:-$(pwd)/build/objectstore}
 PORT=${BIGTRAIN_OBJECTSTORE_PORT:-39000}
 BUCKET=${BIGTRAIN_S3_BUCKET:-bigtrain-test}
 PYTHON=${PYTHON:-python3.11}
-MOTO_VERSION=5.1.18
+LOCK=$(cd "$(dirname "$0")" && pwd)/objectstore.lock
 VENV=$DIR/venv PIDFILE=$DIR/moto.pid LOG=$DIR/moto.log
 ENDPOINT=http://127.0.0.1:$PORT
 mkdir -p "$DIR"
@@ -22,17 +25,18 @@ unavailable() {  # outside CI the S3 tests skip with this reason; in CI it is an
   echo "$1" > "$DIR/unavailable"; rm -f "$DIR/env.sh"; exit 0
 }
 
-if [ "${1:-start}" = stop ]; then
-  [ -f "$PIDFILE" ] && kill "$(cat "$PIDFILE")" 2>/dev/null || true
-  rm -f "$PIDFILE"; exit 0
-fi
+stop() { [ -f "$PIDFILE" ] && kill "$(cat "$PIDFILE")" 2>/dev/null || true; rm -f "$PIDFILE"; }
+if [ "${1:-start}" = stop ]; then stop; exit 0; fi
 rm -f "$DIR/unavailable"
 
-if [ ! -x "$VENV/bin/moto_server" ]; then
-  echo "objectstore: installing moto[server]==$MOTO_VERSION into $VENV"
+# The venv records the lock it was installed from; another lock (or a half-done install) rebuilds it.
+if ! cmp -s "$LOCK" "$VENV/installed.lock" || [ ! -x "$VENV/bin/moto_server" ]; then
+  echo "objectstore: installing $LOCK into $VENV"
+  stop; rm -rf "$VENV"  # a server still running from the old venv would outlive its files
   "$PYTHON" -m venv "$VENV" || unavailable "could not create a venv with $PYTHON"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" \
-      >"$DIR/install.log" 2>&1 || unavailable "pip install moto[server]==$MOTO_VERSION failed (see $DIR/install.log)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+      -r "$LOCK" >"$DIR/install.log" 2>&1 || unavailable "pip install -r $LOCK failed (see $DIR/install.log)"
+  cp "$LOCK" "$VENV/installed.lock"
 fi
 
 up() { "$VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen('$ENDPOINT/moto-api/', timeout=2)" >/dev/null 2>&1; }

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -59,6 +60,13 @@ def parse_report(report: str) -> dict:
     return out
 
 
+def _children_cpu_seconds() -> float:
+    """User + system CPU of finished child processes: on a shared machine the CPU a trial used
+    is a fairer cost than its wall time, which grows with everyone else's load."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_trial(root: str, name: str, overrides: tuple[str, ...], extra: list[str]) -> dict:
     tokenizer = next((o.split("=", 1)[1] for o in overrides if o.startswith("data.tokenizer=")),
                      "default")
@@ -66,13 +74,14 @@ def run_trial(root: str, name: str, overrides: tuple[str, ...], extra: list[str]
     bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
     command = [bigtrain, "run", "--home", home, "--until", "Trainer", "--set", "export.quantize=[]",
                *[a for o in (*overrides, *extra) for a in ("--set", o)]]
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu_seconds()
     proc = subprocess.run(command, capture_output=True, text=True)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, _children_cpu_seconds() - cpu_before
     if proc.returncode:
         sys.exit(f"trial {name} failed ({proc.returncode}): {' '.join(command)}\n"
                  f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return {"name": name, "overrides": list(overrides) + extra, "wall_seconds": round(wall, 1),
+            "cpu_seconds": round(cpu, 1),
             **parse_report(proc.stdout)}
 
 
@@ -81,7 +90,8 @@ def row(result: dict) -> str:
                        ("eval_bits_per_byte", "zlib9_bits_per_byte", "lzma9_bits_per_byte"))
     return (f"| {result['name']} | {result.get('parameter_count', 0):,.0f} | "
             f"{result.get('steps', 0):.0f} | {result.get('tokens_seen', 0):,.0f} | "
-            f"{result.get('trainer_seconds', 0):.1f} | {result.get('tokens_per_second', 0):,.0f} | "
+            f"{result.get('trainer_seconds', 0):.1f} | {result['cpu_seconds']:.0f} | "
+            f"{result.get('tokens_per_second', 0):,.0f} | "
             f"{bpb:.3f} | {zlib:.3f} | {lzma:.3f} | {bpb - zlib:+.3f} | {bpb - lzma:+.3f} |")
 
 
@@ -98,8 +108,8 @@ def main() -> int:
     trials = {n: o for n, o in TRIALS.items() if not args.only or n in args.only}
     trials.update({t[0]: tuple(t[1:]) for t in args.trial})
     print(f"machine: {describe()}; {time.strftime('%Y-%m-%d')}", flush=True)
-    print("| trial | params | steps | tokens | Trainer s | tokens/s | bits/byte | zlib-9 | lzma-9 "
-          "| vs zlib | vs lzma |\n|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("| trial | params | steps | tokens | Trainer s | run CPU s | tokens/s | bits/byte | zlib-9 "
+          "| lzma-9 | vs zlib | vs lzma |\n|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for name, overrides in trials.items():
         result = run_trial(args.root, name, overrides, args.common)
         print(row(result), flush=True)

@@ -18,8 +18,8 @@ from components import config as config_lib
 from components.common import fs
 from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
-                                           examples_tokenizer, measure_variants,
-                                           memoized_metrics)
+                                           measure_variants, memoized_metrics)
+from components.tokenizer.artifact import examples_tokenizer
 
 METRICS_FILE = "metrics.json"
 LOGGER = logging.getLogger("bigtrain.eval")

@@ -16,17 +16,6 @@ from components.common import fs
 LOGGER = logging.getLogger("bigtrain.eval")
 
 
-def examples_tokenizer(examples_uri: str):
-    """The Tokenizer the examples were encoded with: the one TextExampleGen copied into the
-    Examples artifact, or the byte tokenizer when there is none (byte-level examples)."""
-    from components.tokenizer import artifact as tokenizer_artifact
-    from components.tokenizer.byte_level import ByteTokenizer
-    directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
-    if not fs.isdir(directory):
-        return ByteTokenizer()
-    return tokenizer_artifact.load(directory)
-
-
 def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenizer) -> dict:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed

@@ -20,7 +20,7 @@ issue 19, still computed every step.
     .venv/bin/python benchmarks/generate_speed.py --staggered [--batch 8] [--new-tokens 128]
     .venv/bin/python benchmarks/generate_speed.py --batch-sweep --presets tiny [--new-tokens 32]
 
-Batch sweep (the figures behind components/training/batching.py): greedy decoding of the same
+Batch sweep (the figures behind components/serving/batching.py): greedy decoding of the same
 number of new tokens (EOS masked) at batch 1, 4, 16 and 32 -- the batch sizes TF Serving's batcher
 pads to -- per-request latency (best of 3) and rows per second, side by side in one process.
 """

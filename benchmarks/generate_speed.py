@@ -20,7 +20,7 @@ issue 19, still computed every step.
     .venv/bin/python benchmarks/generate_speed.py --staggered [--batch 8] [--new-tokens 128]
     .venv/bin/python benchmarks/generate_speed.py --batch-sweep --presets tiny [--new-tokens 32]
 
-Batch sweep (the figures behind components/training/batching.py): greedy decoding of the same
+Batch sweep (the figures behind components/serving/batching.py): greedy decoding of the same
 number of new tokens (EOS masked) at batch 1, 4, 16 and 32 -- the batch sizes TF Serving's batcher
 pads to -- per-request latency (best of 3) and rows per second, side by side in one process.
 """
@@ -41,14 +41,15 @@ TARGET = 5.0
 def measure(preset: str, new_tokens: int, batch: int) -> dict:
     import tensorflow as tf
     from components.model.gpt import build_model, parameter_count
-    from components.tokenizer.byte_level import EOS_ID, PAD_ID, VOCAB_SIZE
-    from components.training.export import LanguageModelServer
+    from components.tokenizer.byte_level import EOS_ID, PAD_ID, VOCAB_SIZE, ByteTokenizer
+    from components.serving.server import LanguageModelServer
     from components.config import build_config
 
     config = build_config(preset)
     context = config.data.seq_len
     model = build_model(config.model, context, "float32")
-    server = LanguageModelServer(model, context, max_new_tokens_limit=max(new_tokens, 1))
+    server = LanguageModelServer(model, context, max_new_tokens_limit=max(new_tokens, 1),
+                                 tokenizer=ByteTokenizer())
     banned = tf.logical_or(tf.equal(tf.range(VOCAB_SIZE), PAD_ID), tf.equal(tf.range(VOCAB_SIZE), EOS_ID))
 
     def choose(logits, i):
@@ -76,14 +77,14 @@ def greedy_server(preset: str, new_tokens: int):
     import tensorflow as tf
     from components.model import decoding
     from components.model.gpt import build_model
-    from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
-    from components.training.export import LanguageModelServer
+    from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, ByteTokenizer
+    from components.serving.server import LanguageModelServer
     from components.config import build_config
 
     config = build_config(preset)
     context = config.data.seq_len
     server = LanguageModelServer(build_model(config.model, context, "float32"), context,
-                                 max_new_tokens_limit=new_tokens)
+                                 max_new_tokens_limit=new_tokens, tokenizer=ByteTokenizer())
     banned = tf.constant([PAD_ID, BOS_ID, EOS_ID])
     choose = lambda logits, i: tf.argmax(decoding.ban(logits, banned), axis=-1, output_type=tf.int32)
     return server, choose, context

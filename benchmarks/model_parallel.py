@@ -43,6 +43,7 @@ def _step(config):
     from components.training import loop
     from components.training.strategy import make_strategy
     from components.training.train_step import make_train_step
+    from components.tokenizer.spec import token_spec
     t, T = config.train, config.data.seq_len
     strategy = make_strategy(config.runtime)
     keras.utils.set_random_seed(t.seed)
@@ -50,6 +51,7 @@ def _step(config):
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
                            accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
                            dynamic_loss_scale=False, seed=t.seed,
+                           pad_id=token_spec(config.data).pad_id,
                            gradient_fn=loop.pipeline_gradient_fn(config, model, state))
     ids = tf.random.uniform([t.global_batch_size, T + 1], 1, 250, tf.int32, seed=1)
     iterator = iter(tf.data.Dataset.from_tensors((ids[:, :-1], ids[:, 1:])).repeat())

@@ -188,6 +188,7 @@ def trace_cost(config, shard: str, k: int) -> tuple[float, int]:
 
     from components.training import input as input_lib
     from components.training import loop, train_step
+    from components.tokenizer.spec import token_spec
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     config = dataclasses.replace(config, train=dataclasses.replace(
         config.train, accumulation_steps=k, global_batch_size=16 * k))
@@ -195,7 +196,8 @@ def trace_cost(config, shard: str, k: int) -> tuple[float, int]:
     step = train_step.make_train_step(model, optimizer, strategy, state,
                                       global_batch_size=config.train.global_batch_size,
                                       accumulation_steps=k,
-                                      clip_norm=1.0, dynamic_loss_scale=False)
+                                      clip_norm=1.0, dynamic_loss_scale=False,
+                                      pad_id=token_spec(config.data).pad_id)
     iterator = iter(input_lib.make_dataset(shard, config.data.seq_len,
                                            config.train.global_batch_size))
     start = time.perf_counter()

@@ -170,7 +170,7 @@ class EvalConfig:
     max_quantization_loss_delta: float = 0.05
     # ... and one larger on disk than max_variant_size_ratio x the float model's, or slower
     # (token_logits, one eval batch) than max_variant_latency_ratio x float's, is not recommended
-    # either (components/training/variants.py recommend; the latency allowance absorbs timer noise).
+    # either (components/serving/variants.py recommend; the latency allowance absorbs timer noise).
     max_variant_size_ratio: float = 1.0
     max_variant_latency_ratio: float = 1.1
     # Tokenizer-independent gates in bits per byte (total nats over the raw UTF-8 bytes of the

@@ -18,8 +18,8 @@ from components import config as config_lib
 from components.common import fs
 from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
-                                           examples_tokenization, measure_variants,
-                                           memoized_metrics)
+                                           measure_variants, memoized_metrics)
+from components.tokenizer.artifact import examples_tokenizer
 
 METRICS_FILE = "metrics.json"
 LOGGER = logging.getLogger("bigtrain.eval")
@@ -74,7 +74,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         from tfx.utils import path_utils
         from components.common.heap import heap_frozen
-        from components.training import variants
+        from components.serving import variants
         eval_config = config_lib.from_dict(config_lib.EvalConfig,
                                            json.loads(exec_properties["eval_config"]))
         serve = config_lib.from_dict(config_lib.ExportConfig, json.loads(
@@ -83,8 +83,8 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         model = artifact_utils.get_single_instance(input_dict["model"])
         baseline = comparable_baseline(next(iter(input_dict.get("baseline_model") or []), None), model)
         eval_files = [os.path.join(examples.uri, "Split-eval", "*")]
-        tokenization = examples_tokenization(examples.uri)
-        per_token = not tokenization   # byte-level examples: the nats/token gates apply
+        tokenizer = examples_tokenizer(examples.uri)
+        per_token = tokenizer.kind == "bytes"   # byte-level examples: the nats/token gates apply
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         cache_dir = os.path.join(os.path.dirname(os.path.dirname(evaluation.uri)), ".metrics_cache")
 
@@ -94,10 +94,10 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         manifest = variants.read_manifest(model.uri)
         with heap_frozen():   # no full passes over the TF/TFX heap while the eval loops allocate
             variant_metrics = measure_variants(model.uri, manifest, eval_files, eval_config,
-                                               tokenization, memoize)
+                                               tokenizer, memoize)
             baseline_metrics = None if baseline is None else memoize(
                 baseline.uri, lambda: evaluate_saved_model(path_utils.serving_model_path(baseline.uri),
-                                                           eval_files, eval_config, tokenization))
+                                                           eval_files, eval_config, tokenizer))
         candidate = variant_metrics["float"]
         fitness = {n: Decision(*fit) for n, fit in variants.recommend_all(variant_metrics, eval_config).items()}
         decision = decide_serving(serve, variant_metrics, fitness, baseline_metrics, eval_config,

@@ -1,5 +1,6 @@
 """The Evaluator's decisions as plain functions: blessing (absolute thresholds and the baseline
-gate), a quantized variant's fitness to serve, and the blessing of the variant export.serve names."""
+gate) and the blessing of the variant export.serve names. A variant's fitness to serve is
+decided by components/serving/variants.py (`recommend`), handed in as a Decision per variant."""
 
 from __future__ import annotations
 
@@ -60,17 +61,6 @@ def decide_blessing(candidate: dict, baseline: dict | None, eval_config,
     return Decision(True, f"blessed: loss {candidate['loss']:.4f} <= eval.max_loss "
                           f"{eval_config.max_loss:.4f}, accuracy {candidate['accuracy']:.4f} >= "
                           f"{eval_config.min_accuracy:.4f}, {versus}")
-
-
-def variant_fitness(float_loss: float, variant_loss: float, max_delta: float) -> Decision:
-    """A quantized variant is fit to serve iff its loss exceeds the float model's (same
-    sequences) by at most eval.max_quantization_loss_delta."""
-    delta = variant_loss - float_loss
-    if delta > max_delta:
-        return Decision(False, f"not fit to serve: loss {variant_loss:.4f} is float {float_loss:.4f} "
-                               f"{delta:+.4f} > eval.max_quantization_loss_delta {max_delta:.4f}")
-    return Decision(True, f"fit to serve: loss delta {delta:+.4f} <= eval.max_quantization_loss_delta "
-                          f"{max_delta:.4f}")
 
 
 def decide_serving(serve: str, variant_metrics: dict, fitness: dict, baseline: dict | None,

@@ -16,46 +16,34 @@ from components.common import fs
 LOGGER = logging.getLogger("bigtrain.eval")
 
 
-def examples_tokenization(examples_uri: str) -> dict:
-    """pad_id and token_bytes of the tokenizer the examples were encoded with (bytes if none)."""
-    from components.tokenizer import artifact as tokenizer_artifact
-    directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
-    if not fs.isdir(directory):
-        return {}
-    tokenizer = tokenizer_artifact.load(directory)
-    return {"pad_id": tokenizer.pad_id, "token_bytes": tokenizer.token_byte_lengths()}
-
-
-def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenization=None) -> dict:
+def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenizer) -> dict:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
-    from components.training.metrics import evaluate_logits_fn
+    from components.serving.export import MODEL_INFO
+    from components.serving.metrics import evaluate_logits_fn
     loaded = tf.saved_model.load(serving_dir)
-    with tf.io.gfile.GFile(os.path.join(serving_dir, "assets.extra", "bigtrain_model.json")) as fh:
-        seq_len = json.load(fh)["context_length"]
+    seq_len = json.loads(fs.read_text(fs.join(serving_dir, MODEL_INFO)))["context_length"]
     signature = loaded.signatures["token_logits"]
     return evaluate_logits_fn(lambda ids: signature(input_ids=ids)["logits"], eval_files, seq_len,
-                              eval_config.batch_size, eval_config.max_batches,
-                              **(tokenization or {}))
+                              eval_config.batch_size, eval_config.max_batches, tokenizer=tokenizer)
 
 
-def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config,
-                     tokenization=None, max_batches: int | None = None) -> dict:
+def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config, tokenizer,
+                     max_batches: int | None = None) -> dict:
     """Metrics of one exported variant (SavedModel or TFLite) on the first max_batches
     (default eval.max_batches) eval batches, the float model's sequences, plus its size on disk
-    and the median latency of token_logits on one eval batch."""
-    import tensorflow as tf
-    from components.training.metrics import evaluate_logits_fn, latency_ms
-    from components.training import variants
-    with tf.io.gfile.GFile(os.path.join(model_dir, variants.DIRS["float"], "assets.extra",
-                                        "bigtrain_model.json")) as fh:
-        seq_len = json.load(fh)["context_length"]
+    and the median latency of token_logits on one eval batch (the sample's first)."""
+    from components.serving import variants
+    from components.serving.metrics import eval_sample, evaluate_logits_fn, latency_ms
+    seq_len = variants.float_model_info(model_dir)["context_length"]
     logits_fn = variants.logits_fn(model_dir, entry)
-    in_graph = entry["format"] == "saved_model"
-    metrics = evaluate_logits_fn(logits_fn, eval_files, seq_len, eval_config.batch_size,
-                                 max_batches or eval_config.max_batches, in_graph=in_graph,
-                                 **(tokenization or {}))
-    metrics["latency_ms"] = latency_ms(logits_fn, eval_files, seq_len, eval_config.batch_size)
+    batches = max_batches or eval_config.max_batches
+    metrics = evaluate_logits_fn(logits_fn, eval_files, seq_len, eval_config.batch_size, batches,
+                                 tokenizer=tokenizer, in_graph=entry["format"] == "saved_model")
+    # The sample evaluate_logits_fn just drew (cached per process), so no second read.
+    first_batch = eval_sample(eval_files, seq_len, eval_config.batch_size * max(batches, 0))[
+        :eval_config.batch_size, :-1]
+    metrics["latency_ms"] = latency_ms(logits_fn, first_batch)
     metrics["size_bytes"] = variants.size_bytes(os.path.join(model_dir, entry["path"]))
     return metrics
 
@@ -129,9 +117,10 @@ def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_con
 def same_vocabulary(baseline_uri: str, model_uri: str) -> bool:
     """Whether two Model artifacts were trained on the same tokenizer (assets.extra metadata)."""
     from tfx.utils import path_utils
+    from components.serving.export import MODEL_INFO
 
     def tokenizer_of(uri):
-        path = fs.join(path_utils.serving_model_path(uri), "assets.extra", "bigtrain_model.json")
+        path = fs.join(path_utils.serving_model_path(uri), MODEL_INFO)
         if not fs.exists(path):
             return None
         meta = json.loads(fs.read_text(path))
@@ -148,7 +137,7 @@ def comparable_baseline(baseline, model):
     return baseline
 
 
-def measure_variants(model_uri: str, manifest: dict, eval_files, eval_config, tokenization,
+def measure_variants(model_uri: str, manifest: dict, eval_files, eval_config, tokenizer,
                      memoize) -> dict:
     """Every exported variant on the float model's eval sequences: the float model on every eval
     batch (what the blessing gates read), each other variant on the first variant_batch_count
@@ -158,7 +147,7 @@ def measure_variants(model_uri: str, manifest: dict, eval_files, eval_config, to
         started = time.perf_counter()
         metrics = memoize(model_uri if name == "float" else f"{model_uri}#{name}",
                           lambda: evaluate_variant(model_uri, manifest[name], eval_files,
-                                                   eval_config, tokenization, max_batches=batches))
+                                                   eval_config, tokenizer, max_batches=batches))
         LOGGER.info("%s variant: loss %.4f on %d eval batches (%.1f s)", name, metrics["loss"],
                     len(metrics["batches"]), time.perf_counter() - started)
         return metrics

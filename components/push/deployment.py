@@ -3,7 +3,7 @@
   models.config        TF Serving's --model_config_file (a ModelServerConfig text proto): the
                        model's name and base path, its version policy (`specific`: the labelled
                        versions; `latest`: the newest one) and the labels `stable` and `canary`
-  batching_parameters  TF Serving's --batching_parameters_file (components/training/batching.py)
+  batching_parameters  TF Serving's --batching_parameters_file (components/serving/batching.py)
 
 Labels, moved by every push that publishes a new version: the new version becomes `canary`; the
 version that was `canary` becomes `stable` (the first version is both). A rollback is an edit of
@@ -21,7 +21,7 @@ import logging
 import os
 
 from components.common import fs
-from components.training.batching import BATCHING
+from components.serving.batching import BATCHING
 
 MODELS_CONFIG = "models.config"
 BATCHING_FILE = "batching_parameters"

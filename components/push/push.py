@@ -177,7 +177,7 @@ def check_warmup_file(saved_model_dir: str) -> None:
     """TF Serving (--enable_model_warmup) refuses to load a version whose warm-up file is
     unreadable: read it back before publishing, so the push fails naming the file instead
     (WarmupFileError). A model without one loads without warm-up, as TF Serving does."""
-    from components.training import warmup   # TensorFlow: imported only when a push runs
+    from components.serving import warmup   # TensorFlow: imported only when a push runs
     if fs.exists(fs.join(saved_model_dir, warmup.WARMUP_FILE)):
         warmup.read_warmup_requests(saved_model_dir)
 

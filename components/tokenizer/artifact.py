@@ -42,3 +42,18 @@ def read_figures(directory: str) -> dict[str, Any]:
 def examples_tokenizer_dir(examples_uri: str) -> str:
     """Where an Examples artifact keeps the tokenizer its ids come from (absent: UTF-8 bytes)."""
     return os.path.join(examples_uri, TOKENIZER_SUBDIR)
+
+
+def examples_tokenizer(examples_uri: str, data=None, where: str = "") -> Tokenizer:
+    """The Tokenizer an Examples artifact's ids come from: the one TextExampleGen copied beside
+    the shards, else the byte tokenizer (byte-level examples carry none). With the run's
+    DataConfig, checked against it: data.tokenizer=sentencepiece needs the files (a missing or
+    corrupt one is a TokenizerFileError naming it), and the vocabulary must be the config's."""
+    from components.tokenizer import spec as spec_lib
+    directory = examples_tokenizer_dir(examples_uri)
+    if not fs.isdir(directory) and (data is None or data.tokenizer == "bytes"):
+        return ByteTokenizer()
+    tokenizer = load(directory)
+    if data is not None:
+        spec_lib.check(tokenizer, spec_lib.token_spec(data), f"{where} (tokenizer {directory})")
+    return tokenizer

@@ -1,2 +1,2 @@
-"""Training as plain functions (input, strategy, precision, train step, loop, export); run_fn.py
+"""Training as plain functions (input, strategy, precision, train step, loop, warm start); run_fn.py
 is the thin TFX wrapper."""

@@ -17,7 +17,6 @@ import numpy as np
 import tensorflow as tf
 
 from components.model.gpt import build_model, flops_per_token, parameter_count
-from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.tokenizer.spec import token_spec
 from components.training import memory, pipeline_stages, zero
 from components.training.feed import InputFeed
@@ -321,16 +320,16 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
 
 
 def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,
-             max_batches: int, pad_id: int = PAD_ID, token_bytes=None) -> dict:
-    """Metrics of the in-memory model (the Evaluator measures the exported SavedModel)."""
-    from components.training.metrics import evaluate_logits_fn
+             max_batches: int, *, tokenizer) -> dict:
+    """Metrics of the in-memory model (the Evaluator measures the exported SavedModel), on
+    examples encoded with tokenizer."""
+    from components.serving.metrics import evaluate_logits_fn
     return evaluate_logits_fn(lambda ids: model(ids, training=False), eval_files, seq_len,
-                              batch_size, max_batches, pad_id=pad_id, token_bytes=token_bytes)
+                              batch_size, max_batches, tokenizer=tokenizer)
 
 
-def unigram_baseline(train_files, eval_files, seq_len: int, eval_sequences: int,
-                     train_sequences: int = 20000, vocab_size: int = VOCAB_SIZE,
-                     pad_id: int = PAD_ID) -> float:
+def unigram_baseline(train_files, eval_files, seq_len: int, eval_sequences: int, *,
+                     vocab_size: int, pad_id: int, train_sequences: int = 20000) -> float:
     """Cross-entropy (nats/token) of a byte-unigram model fit on train (add-one smoothed), scored
     on the evaluation sample (metrics.eval_sample, eval_sequences = eval.batch_size x
     eval.max_batches, 0 = all): the sequences the Trainer's eval, the Evaluator and the variants
@@ -338,7 +337,7 @@ def unigram_baseline(train_files, eval_files, seq_len: int, eval_sequences: int,
     it. The fit reads the first train_sequences train sequences (a fit, not a measurement: any
     large enough slice of train will do, and a spread sample would cost a pass over train)."""
     from schemas import FEATURE
-    from components.training.metrics import eval_sample
+    from components.serving.metrics import eval_sample
 
     def bincount(targets) -> np.ndarray:
         counts = np.bincount(np.asarray(targets).ravel(), minlength=vocab_size)[:vocab_size]

@@ -32,7 +32,6 @@ import tensorflow as tf
 
 from components.config import ConfigError
 from components.model.gpt import GPT
-from components.tokenizer.byte_level import PAD_ID
 from components.training.memory import stage_blocks
 from components.training.strategy import ensure_cpu_replicas
 from components.training.train_step import (dropout_seed, masked_token_loss_sum, target_count,
@@ -114,7 +113,7 @@ def build_staged_model(model_config, context_length: int, precision: str, remat:
 
 def make_pipeline_gradient_fn(model: StagedGPT, state, *, global_batch_size: int,
                               accumulation_steps: int, dynamic_loss_scale: bool, seed: int = 0,
-                              pad_id: int = PAD_ID):
+                              pad_id: int):
     """Same contract as train_step.make_gradient_fn (one replica): (inputs, targets) ->
     (loss, unscaled gradients of model.trainable_variables, loss)."""
     micro, size = accumulation_steps, global_batch_size // accumulation_steps

@@ -16,8 +16,6 @@ from tfx.types import artifact_utils
 from components.common.digest import code_digest
 from components.config import hyperparameters as hyperparameters_lib
 from components.tokenizer import artifact as tokenizer_artifact
-from components.tokenizer import spec as spec_lib
-from components.tokenizer.spec import token_spec
 from components import config as config_lib
 
 SUMMARY_FILE = "training_summary.json"
@@ -36,7 +34,7 @@ def training_view(config: config_lib.Config) -> dict:
 
 
 # The code that decides the trained model: an edit to it re-runs the Trainer (cache key).
-TRAINING_CODE = ("components.model", "components.training")
+TRAINING_CODE = ("components.model", "components.serving", "components.training")
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
@@ -79,19 +77,18 @@ def checkpoint_dir_for(config: config_lib.Config, checkpoint_root: str, base_mod
 
 def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer) -> tuple[dict, float]:
     """(metrics of the in-memory model on the eval split, the unigram baseline loss)."""
+    from components.serving import metrics as metrics_lib
     from components.training import loop
-    from components.training import metrics as metrics_lib
-    seq_len, spec = config.data.seq_len, token_spec(config.data)
+    seq_len = config.data.seq_len
     # eval.batch_size micro-batches (the global batch in one piece does not fit at scale), on
     # the Evaluator's sample (eval.max_batches x eval.batch_size sequences: metrics.eval_sample),
     # so the Trainer's and the Evaluator's eval loss are measured on the same sequences.
     metrics = loop.evaluate(model, fn_args.eval_files, seq_len, config.eval.batch_size,
-                            config.eval.max_batches, pad_id=spec.pad_id,
-                            token_bytes=tokenizer.token_byte_lengths() if tokenizer else None)
+                            config.eval.max_batches, tokenizer=tokenizer)
     metrics.update(compressor_figures(fn_args.eval_files, seq_len, config, tokenizer))
     baseline = loop.unigram_baseline(fn_args.train_files, fn_args.eval_files, seq_len,
-                                     metrics_lib.sample_size(config.eval), vocab_size=spec.vocab_size,
-                                     pad_id=spec.pad_id)
+                                     metrics_lib.sample_size(config.eval),
+                                     vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
     logging.getLogger("bigtrain.train").info(
         "eval loss %.4f nats/token, %.4f bits/byte (perplexity %.2f, accuracy %.3f) vs unigram "
         "baseline %.4f nats/token", metrics["loss"], metrics["bits_per_byte"],
@@ -101,9 +98,9 @@ def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer) -> tu
 
 def compressor_figures(eval_files, seq_len: int, config, tokenizer) -> dict:
     """zlib-9 / lzma-9 bits per byte of the eval sample's text (the raw bytes under its targets)."""
-    from components.training import metrics as metrics_lib
+    from components.serving import metrics as metrics_lib
     sample = metrics_lib.eval_sample(eval_files, seq_len, metrics_lib.sample_size(config.eval))
-    if tokenizer is None:
+    if tokenizer.kind == "bytes":
         text = metrics_lib.sample_text_bytes(sample)
     else:
         specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id}
@@ -134,7 +131,7 @@ def training_summary(config: config_lib.Config, result, metrics: dict, baseline:
 def run_fn(fn_args) -> None:
     from components.training import loop
     from components.training import warm_start
-    from components.training.variants import export_variants
+    from components.serving.variants import export_variants
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
 
     custom = fn_args.custom_config
@@ -162,10 +159,9 @@ def run_fn(fn_args) -> None:
         summary.update(init_from=config.train.init_from, **warm)
     manifest = export_variants(result.model, config.model, config.data.seq_len,
                                os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
-                               quantize=config.export.quantize,
+                               tokenizer=tokenizer, quantize=config.export.quantize,
                                max_new_tokens_limit=config.export.max_new_tokens,
-                               metadata={"config": training_view(config), "training": summary},
-                               tokenizer=tokenizer)
+                               metadata={"config": training_view(config), "training": summary})
     summary["variants"] = ",".join(manifest)
     fs.write_text(os.path.join(fn_args.model_run_dir, SUMMARY_FILE),
                   json.dumps(summary, indent=2, sort_keys=True))
@@ -173,15 +169,10 @@ def run_fn(fn_args) -> None:
 
 def examples_tokenizer(train_files, config):
     """The Tokenizer the examples were encoded with (copied into the Examples artifact by
-    TextExampleGen), checked against the config; None for byte-level examples."""
+    TextExampleGen; the byte tokenizer for byte-level examples), checked against the config."""
     pattern = train_files[0] if train_files else ""
     examples_uri = os.path.dirname(os.path.dirname(pattern))   # <uri>/Split-train/*
-    directory = tokenizer_artifact.examples_tokenizer_dir(examples_uri)
-    if config.data.tokenizer == "bytes" and not fs.isdir(directory):
-        return None
-    tokenizer = tokenizer_artifact.load(directory)   # TokenizerFileError naming a missing/corrupt file
-    spec_lib.check(tokenizer, token_spec(config.data), f"Trainer (tokenizer {directory})")
-    return tokenizer
+    return tokenizer_artifact.examples_tokenizer(examples_uri, config.data, "Trainer")
 
 
 class TrainerExecutor(GenericExecutor):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from components.tokenizer.byte_level import PAD_ID
 
 LOSS_SCALE_INITIAL = 2.0**15
 LOSS_SCALE_GROWTH_INTERVAL = 2000  # finite steps in a row before the loss scale doubles
@@ -96,13 +95,13 @@ class TrainState(tf.Module):
                                      aggregation=agg, name="last_loss")
 
 
-def masked_token_loss_sum(targets, logits, pad_id: int = PAD_ID):
+def masked_token_loss_sum(targets, logits, pad_id: int):
     """Sum of next-token cross-entropy over non-pad targets. targets (B, T) int, logits (B, T, V)."""
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)  # (B, T)
     return tf.reduce_sum(ce * tf.cast(tf.not_equal(targets, pad_id), ce.dtype))
 
 
-def target_count(targets, pad_id: int = PAD_ID):
+def target_count(targets, pad_id: int):
     """Non-pad targets: the loss's denominator (float32, >= 1 so an all-pad batch gives 0 loss)."""
     return tf.maximum(tf.reduce_sum(tf.cast(tf.not_equal(targets, pad_id), tf.float32)), 1.0)
 
@@ -135,7 +134,7 @@ def _share(inputs, targets, replica, share: int, global_batch_size: int):
 
 def make_gradient_fn(model, strategy, state: TrainState, *, global_batch_size: int,
                      accumulation_steps: int, dynamic_loss_scale: bool, seed: int = 0,
-                     xla: bool = False, pad_id: int = PAD_ID):
+                     xla: bool = False, pad_id: int):
     """replica_gradients(inputs, targets) in replica context -> (loss, grads, replica_loss):
     the all-reduced, unscaled gradient of the global mean token loss, before clipping; the loss;
     this replica's own (un-reduced) share of it. The train step and the tests share this code."""
@@ -212,7 +211,7 @@ def _count_skipped_step(state: TrainState, dynamic_loss_scale: bool) -> None:
 def make_train_step(model, optimizer, strategy, state: TrainState, *, global_batch_size: int,
                     accumulation_steps: int, clip_norm: float | None,
                     dynamic_loss_scale: bool, seed: int = 0, xla: bool = False,
-                    pad_id: int = PAD_ID, gradient_fn=None):
+                    pad_id: int, gradient_fn=None):
     """Returns a tf.function(iterator) -> (global loss, gradient norm, finite) for one step.
     clip_norm=None: no clipping (the SGD reference check). gradient_fn: a replacement for
     make_gradient_fn's (issue 21: pipeline_stages.make_pipeline_gradient_fn)."""

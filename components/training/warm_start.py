@@ -1,6 +1,6 @@
 """Warm start (fine-tuning): a parent model's weights into a freshly built model, then optional
 freezing. Sources are TF checkpoints only: a Model artifact's named weights (Format-Weights/weights, written
-by `save_weights` at export), the variables of a SavedModel saved with the model under `model`
+by components/model/weights.py at export), the variables of a SavedModel saved with the model under `model`
 (bigtrain's exports before ExportArchive), or a tf.train checkpoint whose root holds the model as
 `model`. Never pickles, HDF5 or .keras files. (The serving SavedModel itself, written through
 Keras' ExportArchive, stores its variables unnamed as `_all_variables/<n>`: no use for matching.)
@@ -18,11 +18,10 @@ import os
 import keras
 import tensorflow as tf
 
-FORMAT_SERVING = "Format-Serving"
-FORMAT_WEIGHTS = "Format-Weights"
-WEIGHTS_PREFIX = os.path.join(FORMAT_WEIGHTS, "weights")
-ROOT = "model"
-SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+from components.model.weights import ROOT, SUFFIX, WEIGHTS_PREFIX, variable_paths
+from components.serving.variants import DIRS
+
+FORMAT_SERVING = DIRS["float"]
 REFUSED_SUFFIXES = (".h5", ".hdf5", ".keras", ".pkl", ".pickle", ".npz")
 
 
@@ -65,42 +64,6 @@ def checkpoint_prefix(path: str) -> str:
         return path
     raise WarmStartError(f"train.init_from: {path} is not a Model artifact, a SavedModel or a TF "
                          "checkpoint (no variables index found)")
-
-
-def variable_paths(model: keras.Model) -> dict[str, keras.Variable]:
-    """Object-graph path -> variable, walked the way tf.saved_model.save walks it."""
-    out: dict[str, keras.Variable] = {}
-    seen: set[int] = set()
-
-    def walk(obj, prefix):
-        if id(obj) in seen:
-            return
-        seen.add(id(obj))
-        if isinstance(obj, (keras.Variable, tf.Variable)):
-            out[prefix] = obj
-            return
-        for name, child in tf.train.TrackableView.children(obj, save_type="savedmodel").items():
-            walk(child, f"{prefix}/{name}")
-
-    walk(model, ROOT)
-    return out
-
-
-def save_weights(model: keras.Model, prefix: str) -> str:
-    """A TF checkpoint of the model's weights keyed by their object-graph paths (as
-    `variable_paths` names them), for warm starts. Written by hand because neither serving
-    format keeps the names: ExportArchive stores `_all_variables/<n>`, and tf.train.Checkpoint
-    (model=...) does not see Keras 3's list of blocks."""
-    root = tf.Module()
-    for path, variable in variable_paths(model).items():
-        node = root
-        *parents, leaf = path.split("/")[1:]          # drop ROOT: the checkpoint adds it back
-        for name in parents:
-            if not hasattr(node, name):
-                setattr(node, name, tf.Module())
-            node = getattr(node, name)
-        setattr(node, leaf, variable)
-    return tf.train.Checkpoint(**{ROOT: root}).write(prefix)
 
 
 def load_weights(model: keras.Model, prefix: str) -> int:

@@ -15,8 +15,9 @@ from components.common import fs
 
 
 def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | None = None) -> dict:
+    from components.serving.export import export_saved_model
+    from components.tokenizer.artifact import examples_tokenizer
     from components.training import loop
-    from components.training.export import export_saved_model
     from components.training.strategy import make_strategy
 
     strategy = make_strategy(config.runtime)  # first: collectives must start before other TF ops
@@ -30,6 +31,7 @@ def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | Non
         np.savez(weights_out, *result.model.get_weights())
     if result.is_chief:
         export_saved_model(result.model, config.model, config.data.seq_len,
-                           os.path.join(out_dir, "serving_model"), metadata={"training": summary})
+                           os.path.join(out_dir, "serving_model"), metadata={"training": summary},
+                           tokenizer=examples_tokenizer(examples_dir, config.data, "train-worker"))
         fs.write_text(os.path.join(out_dir, "training_summary.json"), json.dumps(summary, indent=2))
     return summary

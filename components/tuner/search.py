@@ -65,6 +65,12 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
             return max(2, round(self.steps_per_trial * values["tuner/epochs"] / HYPERBAND_MAX_EPOCHS))
         return self.steps_per_trial
 
+    def tokenizer(self, config: config_lib.Config):
+        """The Tokenizer the examples were encoded with (their artifact is <uri>/Split-train/*)."""
+        from components.tokenizer.artifact import examples_tokenizer
+        examples_uri = os.path.dirname(os.path.dirname(self.train_files[0]))
+        return examples_tokenizer(examples_uri, config.data, "Tuner")
+
     def checkpoint_dir(self, trial_id: str) -> str:
         return os.path.join(self.work_dir, "trials", trial_id, "checkpoints")
 
@@ -86,10 +92,9 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
         run_dir = os.path.join(self.log_dir, f"trial_{trial.trial_id}")
         result = loop.train(config, self.train_files, run_dir, checkpoint_dir)
         t = config.train
-        from components.tokenizer.spec import token_spec
         metrics = loop.evaluate(result.model, self.eval_files, config.data.seq_len,
                                 t.global_batch_size, self.eval_batches,
-                                pad_id=token_spec(config.data).pad_id)
+                                tokenizer=self.tokenizer(config))
         objective = space_lib.objective_value(metrics)
         self.trial_figures[trial.trial_id] = {
             "steps": result.steps, "seconds": round(time.perf_counter() - started, 1),

@@ -11,7 +11,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from components.push import deployment
 from components.push.push import push_model, served_versions
-from components.training.batching import BATCHING
+from components.serving.batching import BATCHING
 
 
 def fake_model(tmp_path, index: int) -> str:

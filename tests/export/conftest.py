@@ -44,9 +44,11 @@ def model():
 
 @pytest.fixture(scope="session")
 def exported(model, tmp_path_factory):
-    from components.training.export import write_serving_model
+    from components.serving.export import write_serving_model
+    from components.tokenizer.byte_level import ByteTokenizer
     path = str(tmp_path_factory.mktemp("export") / "Format-Serving")
-    return write_serving_model(model, CONTEXT, path, max_new_tokens_limit=64)
+    return write_serving_model(model, CONTEXT, path, tokenizer=ByteTokenizer(),
+                               max_new_tokens_limit=64)
 
 
 @pytest.fixture(scope="session")

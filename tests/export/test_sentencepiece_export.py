@@ -39,7 +39,7 @@ def sp_model(sp):
 
 @pytest.fixture(scope="module")
 def sp_exported(sp, sp_model, tmp_path_factory):
-    from components.training.export import write_serving_model
+    from components.serving.export import write_serving_model
     path = str(tmp_path_factory.mktemp("sp_export") / "Format-Serving")
     return write_serving_model(sp_model, CONTEXT, path, max_new_tokens_limit=32, tokenizer=sp)
 
@@ -95,7 +95,7 @@ def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
 
 @pytest.mark.slow   # exports every variant (30 s); tests/export/test_variants.py is the fast one
 def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_path):
-    from components.training import variants
+    from components.serving import variants
     from components.config import ModelConfig
     manifest = variants.export_variants(sp_model, ModelConfig(n_layer=2, n_head=2, d_model=32),
                                         CONTEXT, str(tmp_path), quantize=("int8", "tflite"),
@@ -129,7 +129,7 @@ def test_missing_or_corrupt_tokenizer_at_export_names_the_file(sp, tmp_path):
         examples_tokenizer(train_files, other)
     # Byte-level examples carry no tokenizer: the byte default needs no file.
     assert examples_tokenizer([str(tmp_path / "bytes" / "Split-train" / "*")],
-                              build_config("tiny")) is None
+                              build_config("tiny")).kind == "bytes"
 
 
 @pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
@@ -138,7 +138,7 @@ def test_warmup_replays_and_score_matches_python(sp, sp_model, sp_exported):
     sample with a stop string, score) runs under the session loader, and score equals a Python
     reference built from the Python tokenizer's ids and the Keras model."""
     import tensorflow_text  # noqa: F401
-    from components.training.warmup import read_warmup_requests
+    from components.serving.warmup import read_warmup_requests
     session = SessionModel(sp_exported)
     for name, inputs in read_warmup_requests(sp_exported):
         out = session.run(name, **inputs)
@@ -163,7 +163,7 @@ def test_stop_string_ends_the_row_at_the_piece_that_completes_it(sp, sp_model, s
     string. Caught: matching only at the text's very end (the stop string ends mid-piece), or
     cutting the piece that completes it."""
     import tensorflow_text  # noqa: F401
-    from components.training.export import piece_bytes
+    from components.serving.stops import piece_bytes
     session = SessionModel(sp_exported)
     pieces = piece_bytes(sp)
     prompt = "import os\n"

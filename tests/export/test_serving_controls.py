@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.tokenizer.byte_level import BOS_ID, PAD_ID
+from components.tokenizer.byte_level import BOS_ID, PAD_ID, ByteTokenizer
 from tests.export.conftest import CONTEXT, SessionModel, tiny_model
 from tests.export.test_serving_signatures import generate, sample, sample_request
 
@@ -38,9 +38,10 @@ def session(exported):
 
 @pytest.fixture(scope="module")
 def invalid_utf8_export(tmp_path_factory):
-    from components.training.export import write_serving_model
+    from components.serving.export import write_serving_model
     return write_serving_model(biased_model(0xFF), CONTEXT, str(tmp_path_factory.mktemp("ff")),
-                               max_new_tokens_limit=8, signatures=("generate", "sample"))
+                               tokenizer=ByteTokenizer(), max_new_tokens_limit=8,
+                               signatures=("generate", "sample"))
 
 
 def test_text_is_valid_utf8_and_text_bytes_is_raw(invalid_utf8_export):
@@ -130,8 +131,9 @@ def test_pad_and_bos_are_never_chosen():
     """A model whose best ids are PAD and BOS: greedy and sampling at any temperature still produce
     max_new_tokens real tokens. Caught: leaving PAD or BOS unmasked (greedy and temperature 1 pick
     them). A finite -1e9 mask divided by temperature 1e9 (-1) is only sometimes sampled here."""
-    from components.training.export import LanguageModelServer
-    server = LanguageModelServer(biased_model(PAD_ID, BOS_ID), CONTEXT, 64)
+    from components.serving.server import LanguageModelServer
+    server = LanguageModelServer(biased_model(PAD_ID, BOS_ID), CONTEXT, 64,
+                                 tokenizer=ByteTokenizer())
     fn = tf.function(lambda **kw: server.sample(**kw), autograph=False)
     for temperature in (0.0, 1.0, 1e9):
         request = sample_request(["a", "b", "c", "d"], 12, temperature, [1, 2, 3, 4])
@@ -180,7 +182,7 @@ def test_huge_prompt_is_cut_before_it_is_split(loaded):
 
 
 def test_warmup_requests_replay_under_the_session_loader(exported, session):
-    from components.training import warmup
+    from components.serving import warmup
     requests = warmup.read_warmup_requests(exported)
     covered = {(name, next(iter(inputs.values())).shape[0]) for name, inputs in requests}
     assert covered == {(name, batch) for name in session.signatures
@@ -193,7 +195,7 @@ def test_warmup_requests_replay_under_the_session_loader(exported, session):
 
 def test_unreadable_warmup_file_is_a_named_error(exported, tmp_path):
     import shutil
-    from components.training import warmup
+    from components.serving import warmup
     copy = str(tmp_path / "model")
     shutil.copytree(exported, copy)
     path = tmp_path / "model" / warmup.WARMUP_FILE
@@ -211,7 +213,7 @@ def test_push_of_a_model_with_an_unreadable_warmup_file_fails_naming_it(exported
     nothing (no version, no models.config). Caught: a Pusher that copies without reading it."""
     import shutil
     from components.push import deployment, push
-    from components.training import warmup
+    from components.serving import warmup
     copy = str(tmp_path / "model")
     shutil.copytree(exported, copy)
     path = tmp_path / "model" / warmup.WARMUP_FILE

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.training.batching import BATCHING
+from components.serving.batching import BATCHING
 from tests.export.conftest import SessionModel
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "serving.md")
@@ -137,7 +137,7 @@ def test_the_tensorflow_model_server_line_names_the_pushers_files():
     warm-up. Caught: a deployment file renamed in components/push/deployment.py (or in the doc)
     while the other keeps the old name -- the operator's server then starts without it."""
     from components.push import deployment
-    from components.training import warmup
+    from components.serving import warmup
     with open(DOC, encoding="utf-8") as fh:
         [command] = [b for b in re.findall(r"```\n(.*?)```", fh.read(), re.S) if "tensorflow_model_server" in b]
     flags = dict(re.findall(r"--([\w]+)=(\S+)", command))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
+from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, ByteTokenizer
 from tests.export.conftest import CONTEXT, SessionModel
 
 PROMPTS = np.array([b"def main(", b"import os\n", b""], dtype=object)
@@ -118,8 +118,8 @@ def reference_greedy(model, prompt: bytes, max_new_tokens: int, context: int = C
 
 @pytest.fixture(scope="module")
 def uncached_generate(model):
-    from components.training.export import LanguageModelServer
-    server = LanguageModelServer(model, CONTEXT)
+    from components.serving.server import LanguageModelServer
+    server = LanguageModelServer(model, CONTEXT, tokenizer=ByteTokenizer())
     return tf.function(lambda p, n: server.generate(p, n, cached=False), autograph=False)
 
 

@@ -9,13 +9,13 @@ import pytest
 import tensorflow as tf
 
 from components.push import push
-from components.evaluation.decision import decide_serving, variant_fitness
+from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.measure import evaluate_variant, measure_variants
 from components.common import listing
 from tests.support import sequences
 from components.text_example_gen import shards as shard_files
-from components.tokenizer.byte_level import BOS_ID
-from components.training import variants
+from components.tokenizer.byte_level import BOS_ID, ByteTokenizer
+from components.serving import variants
 from components.config import EvalConfig, ModelConfig
 from tests.export.conftest import CONTEXT, SessionModel
 
@@ -27,7 +27,8 @@ IDS[:, 0] = BOS_ID
 def model_dir(model, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("model"))
     variants.export_variants(model, ModelConfig(n_layer=2, n_head=2, d_model=32), CONTEXT, path,
-                             quantize=("int8", "tflite"), max_new_tokens_limit=64)
+                             tokenizer=ByteTokenizer(), quantize=("int8", "tflite"),
+                             max_new_tokens_limit=64)
     return path
 
 
@@ -100,8 +101,9 @@ def test_variants_are_measured_on_the_first_variant_batches_paired_with_float(mo
     def memoize(key, compute):
         keys.append(key)
         return compute()
-    measured = measure_variants(model_dir, manifest, eval_files, config, None, memoize)
-    float_on_2 = evaluate_variant(model_dir, manifest["float"], eval_files, config, max_batches=2)
+    measured = measure_variants(model_dir, manifest, eval_files, config, ByteTokenizer(), memoize)
+    float_on_2 = evaluate_variant(model_dir, manifest["float"], eval_files, config, ByteTokenizer(),
+                                  max_batches=2)
     assert measured["float"]["batches"] == 3 and measured["float"]["loss_delta"] == 0.0
     for name in ("int8", "tflite"):
         m = measured[name]
@@ -114,17 +116,25 @@ def test_variants_are_measured_on_the_first_variant_batches_paired_with_float(mo
     assert keys[0] == model_dir and f"{model_dir}#int8" in keys
 
 
+def fitness_of(variant_loss: float, float_loss: float = 2.0, max_delta: float = 0.05) -> Decision:
+    """variants.recommend on losses alone (same size and latency as the float model)."""
+    same = {"size_bytes": 1_000, "latency_ms": 10.0}
+    return Decision(*variants.recommend(dict(same, loss=variant_loss), dict(same, loss=float_loss),
+                                        max_delta))
+
+
 def test_fitness_and_serving_decision():
     config = EvalConfig(max_loss=3.0, max_quantization_loss_delta=0.05)
-    assert variant_fitness(2.0, 2.04, 0.05).blessed
-    unfit = variant_fitness(2.0, 2.2, 0.05)
+    assert fitness_of(2.04).blessed
+    unfit = fitness_of(2.2)
     assert not unfit.blessed and "+0.2000 > eval.max_quantization_loss_delta 0.0500" in unfit.reason
     metrics = {"float": {"loss": 2.0, "accuracy": 0.4}, "int8": {"loss": 2.2, "accuracy": 0.4}}
-    fitness = {"float": variant_fitness(2.0, 2.0, 0.05), "int8": unfit}
+    float_figures = {"loss": 2.0, "size_bytes": 1_000, "latency_ms": 10.0}
+    fitness = {"float": Decision(*variants.recommend(float_figures, float_figures)), "int8": unfit}
     assert decide_serving("float", metrics, fitness, None, config).blessed
     refused = decide_serving("int8", metrics, fitness, None, config)
     assert not refused.blessed and "int8 variant not fit to serve" in refused.reason
-    fitness["int8"] = variant_fitness(2.0, 2.01, 0.05)
+    fitness["int8"] = fitness_of(2.01)
     metrics["int8"]["loss"] = 2.01
     served = decide_serving("int8", metrics, fitness, None, config)
     assert served.blessed and "int8 variant served" in served.reason
@@ -169,7 +179,7 @@ def test_measured_variants_get_a_recommendation(model_dir, eval_files):
     docs/benchmarks.md quotes."""
     config = EvalConfig(batch_size=4, max_batches=2)
     manifest = variants.read_manifest(model_dir)
-    measured = {name: evaluate_variant(model_dir, entry, eval_files, config) for name, entry in manifest.items()}
+    measured = {name: evaluate_variant(model_dir, entry, eval_files, config, ByteTokenizer()) for name, entry in manifest.items()}
     verdicts = {}
     for name, figures in measured.items():
         verdicts[name] = variants.recommend(figures, measured["float"])

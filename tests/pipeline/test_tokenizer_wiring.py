@@ -85,11 +85,12 @@ def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
     specials (0 bytes) in the nats but not the bytes. Catches bytes counted per token instead of
     per id, or pad targets counted."""
     import math
+    import types
 
     import numpy as np
     import tensorflow as tf
 
-    from components.training.metrics import evaluate_logits_fn
+    from components.serving.metrics import evaluate_logits_fn
     from components.text_example_gen import shards as shard_files
 
     vocab, pad, seq_len = 8, 0, 4
@@ -100,7 +101,8 @@ def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
         for record in shard_files.encode_examples(windows):
             writer.write(record)
     metrics = evaluate_logits_fn(lambda ids: tf.zeros(tf.concat([tf.shape(ids), [vocab]], 0)),
-                                 [path], seq_len, 2, 0, pad_id=pad, token_bytes=token_bytes)
+                                 [path], seq_len, 2, 0, tokenizer=types.SimpleNamespace(
+                                     pad_id=pad, token_byte_lengths=lambda: token_bytes))
     targets = [3, 4, 7, 2, 5, 2]                               # pads dropped
     raw_bytes = sum(int(token_bytes[t]) for t in targets)      # 1 + 2 + 5 + 0 + 3 + 0 = 11
     assert metrics["tokens"] == len(targets) and metrics["eval_bytes"] == raw_bytes

@@ -8,6 +8,7 @@ import numpy as np
 
 
 def main(in_path: str, out_path: str) -> None:
+    from components.tokenizer.byte_level import PAD_ID
     from components.training.strategy import make_strategy
     from tests.training.conftest import tiny_config
     config = tiny_config("runtime.strategy=multi_worker_mirrored", "train.accumulation_steps=2")
@@ -19,7 +20,8 @@ def main(in_path: str, out_path: str) -> None:
     model, state, _, _ = loop.build_training(config, strategy)
     model.set_weights([data[f"arr_{i}"] for i in range(len(model.get_weights()))])
     fn = train_step.make_gradient_fn(model, strategy, state, global_batch_size=16,
-                                     accumulation_steps=2, dynamic_loss_scale=False)
+                                     accumulation_steps=2, dynamic_loss_scale=False,
+                                     pad_id=PAD_ID)
 
     @tf.function
     def run(inputs, targets):

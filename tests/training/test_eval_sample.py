@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.training import metrics
+from components.tokenizer.byte_level import ByteTokenizer
+from components.serving import metrics
 from schemas import FEATURE
 
 SEQ_LEN = 8
@@ -44,7 +45,8 @@ def test_metrics_report_the_sample_size_and_standard_error(tmp_path):
     paths = _write_shards(tmp_path)
     vocab = 259
     result = metrics.evaluate_logits_fn(
-        lambda ids: tf.zeros(tf.concat([tf.shape(ids), [vocab]], 0)), paths, SEQ_LEN, 4, 5)
+        lambda ids: tf.zeros(tf.concat([tf.shape(ids), [vocab]], 0)), paths, SEQ_LEN, 4, 5,
+        tokenizer=ByteTokenizer())
     assert result["sample_sequences"] == result["examples"] == 20
     assert result["loss"] == pytest.approx(np.log(vocab), rel=1e-6)
     assert result["loss_standard_error"] == pytest.approx(0.0, abs=1e-6)

@@ -27,10 +27,10 @@ import portpicker
 import pytest
 import tensorflow as tf
 
-from components.training.metrics import evaluate_logits_fn
+from components.serving.metrics import evaluate_logits_fn
 from components.model.gpt import build_model
 from components.text_example_gen import shards as shard_files
-from components.tokenizer.byte_level import PAD_ID
+from components.tokenizer.byte_level import PAD_ID, ByteTokenizer
 from components.training import input as input_lib
 from components.training import loop, train_step
 from components.training.strategy import make_strategy
@@ -76,7 +76,7 @@ def step_gradients(config, ids, *, xla=False, weights=None):
         model, strategy, state, global_batch_size=config.train.global_batch_size,
         accumulation_steps=config.train.accumulation_steps,
         dynamic_loss_scale=config.runtime.precision == "mixed_float16", seed=config.train.seed,
-        xla=xla)
+        xla=xla, pad_id=PAD_ID)
 
     @tf.function
     def run(inputs, targets):
@@ -157,7 +157,8 @@ def test_half_padded_batch_train_loss_equals_metrics_loss(ids, tmp_path):
             writer.write(shard_files.encode_examples(np.asarray(row)[None])[0])
     model = build_model(config.model, SEQ_LEN)
     model.set_weights(weights)
-    metrics = evaluate_logits_fn(lambda x: model(x, training=False), path, SEQ_LEN, 4, 0)
+    metrics = evaluate_logits_fn(lambda x: model(x, training=False), path, SEQ_LEN, 4, 0,
+                               tokenizer=ByteTokenizer())
     assert metrics["tokens"] == int(np.sum(ids[:, 1:] != PAD_ID))
     assert loss == pytest.approx(metrics["loss"], rel=1e-6)
     # The split is uneven: replica 0 carries most of the real targets, hence most of the loss.
@@ -176,7 +177,7 @@ def test_sgd_without_clipping_moves_weights_by_lr_times_reference_gradient(ids):
     w0 = model.get_weights()
     step = train_step.make_train_step(model, sgd, strategy, state, global_batch_size=16,
                                       accumulation_steps=4, clip_norm=None,
-                                      dynamic_loss_scale=False)
+                                      dynamic_loss_scale=False, pad_id=PAD_ID)
     data = tf.data.Dataset.from_tensors((ids[:, :-1], ids[:, 1:])).repeat()
     step(iter(data))
     _, ref_grads = reference(config, w0, ids)
@@ -221,7 +222,7 @@ def test_accumulation_graph_does_not_grow_with_k(shards):
         model, state, optimizer, _ = loop.build_training(config, strategy)
         step = train_step.make_train_step(model, optimizer, strategy, state, global_batch_size=16,
                                           accumulation_steps=k, clip_norm=1.0,
-                                          dynamic_loss_scale=False)
+                                          dynamic_loss_scale=False, pad_id=PAD_ID)
         iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16))
         sizes.append(graph_size(step.get_concrete_function(iterator)))
     assert sizes[0] == sizes[1]

@@ -10,8 +10,9 @@ import pytest
 import tensorflow as tf
 
 from components.model import gpt
+from components.tokenizer.byte_level import PAD_ID, ByteTokenizer
 from components.training import loop, train_step
-from components.training.export import export_saved_model
+from components.serving.export import export_saved_model
 from components.training.schedule import learning_rate_at
 from components.training.strategy import make_strategy
 from tests.training.conftest import SEQ_LEN, tiny_config
@@ -75,8 +76,10 @@ def test_dropout_off_in_evaluation_and_export(shards, tmp_path):
     ids = tf.constant(np.arange(2 * SEQ_LEN).reshape(2, SEQ_LEN) % 256, tf.int32)
     assert not np.allclose(model(ids, training=True), plain(ids, training=True))  # dropout is live
     np.testing.assert_array_equal(model(ids, training=False), plain(ids, training=False))
-    assert loop.evaluate(model, shards["eval"], SEQ_LEN, 8, 2) == loop.evaluate(plain, shards["eval"], SEQ_LEN, 8, 2)
-    export_saved_model(model, config.model, SEQ_LEN, str(tmp_path / "export"))
+    byte = ByteTokenizer()
+    assert (loop.evaluate(model, shards["eval"], SEQ_LEN, 8, 2, tokenizer=byte)
+            == loop.evaluate(plain, shards["eval"], SEQ_LEN, 8, 2, tokenizer=byte))
+    export_saved_model(model, config.model, SEQ_LEN, str(tmp_path / "export"), tokenizer=byte)
     served = tf.saved_model.load(str(tmp_path / "export")).signatures["token_logits"]
     first, second = (served(input_ids=ids)["logits"].numpy() for _ in range(2))
     np.testing.assert_array_equal(first, second)
@@ -122,7 +125,7 @@ def test_schedule_follows_the_step_counter_through_a_skipped_step(shards):
     from components.training import input as input_lib
     step = train_step.make_train_step(model, optimizer, strategy, state, global_batch_size=16,
                                       accumulation_steps=1, clip_norm=1.0,
-                                      dynamic_loss_scale=True)
+                                      dynamic_loss_scale=True, pad_id=PAD_ID)
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16))
     state.loss_scale.assign(3e38)                 # float16 gradients overflow: skipped
     assert not bool(step(iterator)[2])

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from components.config import ConfigError
 from components.model.gpt import build_model
+from components.tokenizer.byte_level import PAD_ID
 from components.training import input as input_lib
 from components.training import loop, pipeline_stages
 from components.training.strategy import make_strategy
@@ -74,7 +75,7 @@ def test_every_variable_of_stage_s_lives_on_device_s():
 def test_checkpoint_restores_into_another_s_and_the_unsplit_model(shards, tmp_path):
     config, strategy, model, state, optimizer = staged(2)
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,
-                           accumulation_steps=4, clip_norm=1.0, dynamic_loss_scale=False,
+                           accumulation_steps=4, clip_norm=1.0, dynamic_loss_scale=False, pad_id=PAD_ID,
                            gradient_fn=loop.pipeline_gradient_fn(config, model, state))
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16, shuffle_buffer=0))
     initial = model.get_weights()

@@ -12,7 +12,9 @@ import json
 import types
 
 from components import config as config_lib
-from components.training import loop, run_fn as run_fn_lib, variants
+from components.serving import variants
+from components.tokenizer.byte_level import ByteTokenizer
+from components.training import loop, run_fn as run_fn_lib
 
 
 def _fake_fn_args(tmp_path, custom_config):
@@ -39,7 +41,7 @@ def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
         num_replicas=1)
     monkeypatch.setattr(loop, "train", lambda *a, **k: result)
     monkeypatch.setattr(loop, "unigram_baseline", lambda *a, **k: 5.0)
-    monkeypatch.setattr(run_fn_lib, "examples_tokenizer", lambda *a, **k: None)
+    monkeypatch.setattr(run_fn_lib, "examples_tokenizer", lambda *a, **k: ByteTokenizer())
 
     def fake_evaluate(model, eval_files, seq_len, batch_size, max_batches, **kwargs):
         calls["batch_size"], calls["max_batches"] = batch_size, max_batches

@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from components.model.gpt import build_model
-from components.tokenizer.byte_level import BOS_ID
+from components.tokenizer.byte_level import BOS_ID, PAD_ID
 from components.training import input as input_lib
 from components.training.schedule import learning_rate_at
 from components.training.train_step import TrainState, make_optimizer, make_train_step
@@ -35,7 +35,8 @@ def test_non_finite_step_is_skipped_counted_and_scale_halved(shards):
         optimizer.build(model.trainable_variables)
         state = TrainState()
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,
-                           accumulation_steps=2, clip_norm=1.0, dynamic_loss_scale=True)
+                           accumulation_steps=2, clip_norm=1.0, dynamic_loss_scale=True,
+                           pad_id=PAD_ID)
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16))
     before = [w.copy() for w in model.get_weights()]
     state.loss_scale.assign(3e38)             # float16 gradients overflow: inf

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from components.tokenizer.byte_level import ByteTokenizer
 from components.model.gpt import build_model
 from components.training import loop, warm_start
-from components.training.export import export_saved_model
-from components.training.variants import export_variants
+from components.serving.export import export_saved_model
+from components.serving.variants import export_variants
 from components.config import hyperparameters
 from components.tuner import search, space
 from components.config import ConfigError
@@ -79,7 +80,7 @@ def test_trials_run_the_training_loop_and_report_eval_loss(searched, shards, tmp
     config = space.with_step_budget(hyperparameters.apply_hyperparameters(base, best["values"]), 4)
     again = loop.train(config, [shards["train"]], str(tmp_path / "run"), str(tmp_path / "ckpt"))
     loss = loop.evaluate(again.model, [shards["eval"]], config.data.seq_len,
-                         config.train.global_batch_size, 2)["loss"]
+                         config.train.global_batch_size, 2, tokenizer=ByteTokenizer())["loss"]
     assert loss == pytest.approx(best["eval_loss"], rel=1e-5)
     assert tuner.get_best_hyperparameters()[0].values["train.learning_rate"] == best["values"]["train.learning_rate"]
 
@@ -105,7 +106,8 @@ def parent(tmp_path_factory, shards):
     out = tmp_path_factory.mktemp("parent")
     config = tiny_config("train.train_steps=15", "train.learning_rate=1e-2", "train.min_learning_rate=1e-3")
     result = loop.train(config, [shards["train"]], str(out / "run"), str(out / "ckpt"))
-    export_variants(result.model, config.model, config.data.seq_len, str(out / "model"), quantize=())
+    export_variants(result.model, config.model, config.data.seq_len, str(out / "model"),
+                    tokenizer=ByteTokenizer(), quantize=())
     return config, result, str(out / "model")
 
 
@@ -159,7 +161,8 @@ def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, 
                        prepare_model=prepare, on_step=lambda s, loss: losses.append(loss))
     scratch = loop.train(tiny_config("train.train_steps=1", "train.warmup_steps=0"), [shards["train"]],
                          str(tmp_path / "r2"), str(tmp_path / "c2"))
-    parent_eval = loop.evaluate(result.model, [shards["eval"]], config.data.seq_len, 16, 4)["loss"]
+    parent_eval = loop.evaluate(result.model, [shards["eval"]], config.data.seq_len, 16, 4,
+                                tokenizer=ByteTokenizer())["loss"]
     # The first step of the fine-tune already has the parent's loss, far below a random start.
     assert abs(losses[0] - parent_eval) < 0.25, (losses[0], parent_eval)
     assert losses[0] < scratch.final_loss - 0.5, (losses[0], scratch.final_loss)
@@ -170,7 +173,8 @@ def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, 
         unchanged = np.array_equal(variable.numpy(), parent_weights[variable.path])
         assert unchanged == (variable.path.split("/")[1] in frozen), variable.path
     # The export of a model with frozen layers serves the same logits as the trained model.
-    export_saved_model(child.model, child_config.model, child_config.data.seq_len, str(tmp_path / "sm"))
+    export_saved_model(child.model, child_config.model, child_config.data.seq_len, str(tmp_path / "sm"),
+                       tokenizer=ByteTokenizer())
     ids = tf.constant([[257, 100, 101, 102]], tf.int32)
     served = tf.saved_model.load(str(tmp_path / "sm")).signatures["token_logits"](input_ids=ids)["logits"]
     np.testing.assert_allclose(served.numpy(), child.model(ids).numpy(), atol=1e-5)

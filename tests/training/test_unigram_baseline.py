@@ -10,7 +10,7 @@ import tensorflow as tf
 from tensorflow.core.example import example_pb2
 
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
-from components.training.metrics import EVAL_SAMPLE_SEED
+from components.serving.metrics import EVAL_SAMPLE_SEED
 from components.training.loop import unigram_baseline
 
 SEQ_LEN = 16
@@ -31,7 +31,8 @@ def test_tiny_eval_split_gives_the_reference_cross_entropy(tmp_path):
     eval_[-1, -4:] = PAD_ID                             # padding is never a target
     write(str(tmp_path / "train.gz"), train.tolist())
     write(str(tmp_path / "eval.gz"), eval_.tolist())
-    got = unigram_baseline([str(tmp_path / "train.gz")], [str(tmp_path / "eval.gz")], SEQ_LEN, 0)
+    got = unigram_baseline([str(tmp_path / "train.gz")], [str(tmp_path / "eval.gz")], SEQ_LEN, 0,
+                           vocab_size=VOCAB_SIZE, pad_id=PAD_ID)
     # Independent reference: add-one smoothed unigram over train targets, scored on eval targets.
     train_counts = np.bincount(train[:, 1:].ravel(), minlength=VOCAB_SIZE).astype(float)
     probs = (train_counts + 1) / (train_counts.sum() + VOCAB_SIZE)
@@ -70,7 +71,7 @@ def test_baseline_is_scored_on_the_evaluation_sample(tmp_path):
         write(str(tmp_path / f"eval-{i}.gz"), rows.tolist())
     size = 12
     got = unigram_baseline([str(tmp_path / "train.gz")], [str(tmp_path / "eval-*.gz")], SEQ_LEN,
-                           size)
+                           size, vocab_size=VOCAB_SIZE, pad_id=PAD_ID)
     sample = reference_sample([s.tolist() for s in shards], size)
     assert 0 < (sample[:, 0] >= 100).sum() < size     # the sample spans both shards
     train_counts = np.bincount(train[:, 1:].ravel(), minlength=VOCAB_SIZE).astype(float)

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from components.config import ConfigError
+from components.tokenizer.byte_level import PAD_ID
 from components.training import input as input_lib
 from components.training import loop, zero
 from components.training.strategy import make_strategy
@@ -35,7 +36,8 @@ def run_steps(config, shards, steps: int, prepare_model=None, overflow_first=Fal
     dynamic = config.runtime.precision == "mixed_float16"
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
                            accumulation_steps=t.accumulation_steps,
-                           clip_norm=t.clip_norm, dynamic_loss_scale=dynamic, seed=t.seed)
+                           clip_norm=t.clip_norm, dynamic_loss_scale=dynamic, seed=t.seed,
+                           pad_id=PAD_ID)
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, t.global_batch_size,
                                            shuffle_buffer=0))
     for index in range(steps):

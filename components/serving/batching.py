@@ -1,7 +1,7 @@
 """TF Serving's request batching for the exported model (--enable_batching
 --batching_parameters_file): the Pusher writes these as `batching_parameters` next to the pushed
 versions (components/push/deployment.py) and the warm-up records cover every allowed batch size
-(components/training/warmup.py). No TensorFlow import: the Pusher reads it too.
+(components/serving/warmup.py). No TensorFlow import: the Pusher reads it too.
 
 Batches are padded up to the next allowed size. Sized from `benchmarks/generate_speed.py
 --batch-sweep` (tiny, greedy, 32 new tokens per row; 2026-11-23, the 2-core dev VM shared by 4

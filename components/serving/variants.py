@@ -3,15 +3,16 @@
   <model uri>/Format-Serving/        float32 SavedModel, every signature (TFX's serving path)
   <model uri>/Format-Serving-int8/   the same signatures with Keras model.quantize("int8") weights
   <model uri>/Format-TFLite/model.tflite   token_logits, dynamic-range quantized (TFLiteConverter)
+  <model uri>/Format-Weights/weights  the float weights by name, for warm starts (model/weights.py)
   <model uri>/variants.json          {variant: {"path": relative path, "format": ...}}
 
-The Evaluator measures every variant listed in variants.json on the same eval sequences; the
-Pusher pushes the one export.serve names, when it is blessed.
+The Evaluator measures every variant listed in variants.json on the same eval sequences and
+asks `recommend` (the one rule of a variant's fitness to serve); the Pusher pushes the one
+export.serve names, when it is blessed.
 """
 
 from __future__ import annotations
 
-from components.common import fs
 import json
 import logging
 import os
@@ -20,10 +21,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from components.common import fs
 from components.common.heap import heap_frozen
+from components.model import weights
 from components.model.gpt import build_model
-from components.training import warm_start
-from components.training.export import serving_copy, write_serving_model
+from components.serving.export import MODEL_INFO, serving_copy, write_serving_model
+from components.serving.server import DEFAULT_MAX_NEW_TOKENS_LIMIT
 
 MANIFEST = "variants.json"
 DIRS = {"float": "Format-Serving", "int8": "Format-Serving-int8", "tflite": "Format-TFLite"}
@@ -55,11 +58,12 @@ def write_tflite(float_saved_model: str, out_dir: str) -> str:
     return path
 
 
-def export_variants(trained_model, model_config, context_length: int, model_dir: str,
-                    quantize=("int8", "tflite"), max_new_tokens_limit: int = 4096,
-                    metadata: dict | None = None, tokenizer=None) -> dict:
+def export_variants(trained_model, model_config, context_length: int, model_dir: str, *,
+                    tokenizer, quantize=("int8", "tflite"),
+                    max_new_tokens_limit: int = DEFAULT_MAX_NEW_TOKENS_LIMIT,
+                    metadata: dict | None = None) -> dict:
     """Write the float SavedModel and each requested variant under model_dir; returns the
-    manifest (also written to model_dir/variants.json)."""
+    manifest (also written to model_dir/variants.json). tokenizer: the model's Tokenizer."""
     with heap_frozen():   # tracing the signatures allocates heavily: no full-heap passes meanwhile
         manifest = _export_each(trained_model, model_config, context_length, model_dir, quantize,
                                 max_new_tokens_limit, metadata, tokenizer)
@@ -80,7 +84,7 @@ def _export_each(trained_model, model_config, context_length, model_dir, quantiz
             write_serving_model(float_model, context_length, path, metadata=meta,
                                 max_new_tokens_limit=max_new_tokens_limit, tokenizer=tokenizer)
             # Named weights beside it: what a fine-tune (train.init_from) starts from.
-            warm_start.save_weights(float_model, os.path.join(model_dir, warm_start.WEIGHTS_PREFIX))
+            weights.save_weights(float_model, os.path.join(model_dir, weights.WEIGHTS_PREFIX))
             manifest[variant] = {"path": DIRS[variant], "format": "saved_model"}
         elif variant == "int8":
             write_serving_model(int8_copy(float_model, model_config, context_length), context_length,
@@ -184,4 +188,4 @@ def logits_fn(model_dir: str, entry: dict):
 def float_model_info(model_dir: str) -> dict:
     """The float SavedModel's assets.extra/bigtrain_model.json (context_length, vocab_size, ...):
     always exported, it describes the TFLite flatbuffer converted from it too."""
-    return json.loads(fs.read_text(fs.join(model_dir, DIRS["float"], "assets.extra", "bigtrain_model.json")))
+    return json.loads(fs.read_text(fs.join(model_dir, DIRS["float"], MODEL_INFO)))

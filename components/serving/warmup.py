@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.common.errors import BigtrainError
-from components.training.batching import BATCHING
+from components.serving.batching import BATCHING
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 class WarmupFileError(BigtrainError):

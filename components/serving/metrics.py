@@ -23,26 +23,20 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from components.tokenizer.byte_level import PAD_ID
-from components.training import input as input_lib
-
 
 def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size: int,
-                       max_batches: int, in_graph: bool = True, pad_id: int = PAD_ID,
-                       token_bytes=None) -> dict:
+                       max_batches: int, *, tokenizer, in_graph: bool = True) -> dict:
     """Loss (nats/token), perplexity and next-token accuracy over non-pad targets, plus example
     and token counts, on the evaluation sample, max_batches x batch_size sequences (eval_sample: every
     model is measured on the same sequences). in_graph=False: logits_fn is plain Python (the
     TFLite Interpreter) and runs outside the tf.function. "batches" holds each batch's
     [loss sum, correct, tokens, bytes] in order: two models' rows pair up batch by batch (the
-    Evaluator's paired variant deltas)."""
-    # Raw UTF-8 bytes each id stands for (Tokenizer.token_byte_lengths; default: the byte
-    # tokenizer's), so bits per byte = total nats / bytes under the targets / ln 2 compares
-    # models with different tokenizers.
-    if token_bytes is None:
-        from components.tokenizer.byte_level import ByteTokenizer
-        token_bytes = ByteTokenizer().token_byte_lengths()
-    byte_table = tf.constant(np.asarray(token_bytes, np.float32))
+    Evaluator's paired variant deltas). tokenizer: the one the examples were encoded with (its
+    pad_id is never a target)."""
+    # Raw UTF-8 bytes each id stands for, so bits per byte = total nats / bytes under the
+    # targets / ln 2 compares models with different tokenizers.
+    pad_id = tokenizer.pad_id
+    byte_table = tf.constant(np.asarray(tokenizer.token_byte_lengths(), np.float32))
     sample = eval_sample(eval_files, seq_len, batch_size * max_batches if max_batches > 0 else 0)
     dataset = tf.data.Dataset.from_tensor_slices((sample[:, :-1], sample[:, 1:])).batch(batch_size)
 
@@ -144,12 +138,10 @@ def sample_text_bytes(sample: np.ndarray, byte_ids: int = 256) -> bytes:
     return b"".join(row[1:][row[1:] < byte_ids].astype(np.uint8).tobytes() for row in sample)
 
 
-def latency_ms(logits_fn: Callable, eval_files, seq_len: int, batch_size: int, repeats: int = 5) -> float:
-    """Median wall time (ms) of logits_fn on the first eval batch (batch_size x seq_len), after
+def latency_ms(logits_fn: Callable, ids: np.ndarray, repeats: int = 5) -> float:
+    """Median wall time (ms) of logits_fn on ids (one eval batch, batch_size x seq_len), after
     one warm-up call."""
     import time
-    inputs, _ = next(iter(input_lib.make_dataset(eval_files, seq_len, batch_size, repeat=False)))
-    ids = inputs.numpy()
     np_logits = logits_fn(ids)                                          # warm-up
     del np_logits
     times = []

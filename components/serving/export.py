@@ -1,0 +1,136 @@
+"""Export: a self-contained SavedModel that TF Serving, KServe and `saved_model_cli run` load.
+
+Written through keras.export.ExportArchive: a Keras 3 model held by a plain tf.Module and saved
+with tf.saved_model.save restores in TF2's tf.saved_model.load but not in the TF1 session loader
+that model servers use ("Could not find variable ..."). Tokenization and decoding live in the
+graph: serving needs no code of ours, no Keras custom objects, no pickles.
+
+Signatures. B = batch: every input has dimension 0 = B (one value per prompt), so TF Serving's
+request batching (--enable_batching) can concatenate requests; the prompt input is `prompt`
+everywhere. docs/serving.md holds the request bodies (tests/export/test_serving_docs.py runs them).
+  serving_default(prompt string[B])    -> logits float32[B, V] (next token), prompt_tokens int32[B]
+  generate(prompt, max_new_tokens int32[B])
+                                        -> text string[B], text_bytes string[B], new_tokens int32[B]
+  sample(prompt, max_new_tokens, temperature float32[B], top_k int32[B], top_p float32[B],
+         seed int32[B], stop string[B])  -> text, text_bytes, new_tokens
+  score(prompt string[B], continuation string[B]) -> log_prob float32[B], tokens int32[B]
+  token_logits(input_ids int32[B, T<=context])    -> logits float32[B, T, V] (evaluation)
+
+Text outputs: `text_bytes` is the decoded bytes as generated (TF Serving's REST base64-encodes
+outputs whose name ends in `_bytes`); `text` is the same bytes made valid UTF-8 by
+tf.strings.unicode_transcode(errors="replace"): each invalid byte sequence becomes U+FFFD, so
+the REST response is always valid JSON text.
+
+Sampling: PAD and BOS are never chosen (set to -inf, see decoding.ban); temperature 0 = greedy;
+top_k 0 = off; top_p in (0, 1]; a negative seed = a random seed for the row (signatures have no
+optional inputs: -1 spells "no seed"), else the row's own stateless
+stream (a row's text depends on its prompt and seed only, not on its batch); a row ends after the
+token that completes any of its `stop` strings (the text ends with the stop string). `stop` is one
+string per row: the row's stop strings joined by U+001F, "" = none (components/serving/stops.py).
+
+The graph functions are components/serving/server.py's. Context rule, cached and uncached
+alike: the model sees the last `context` ids of the prompt (the prompt is cut before it is
+densified; byte prompts are cut to their last `context` bytes before they are split); when a row's
+window is full, it is cut to its last `context // 2` ids (positions restart at 0; only that row's
+cache is re-filled) and decoding continues. Cost bound: the batch decodes until every row has
+ended (EOS, stop, or its own max_new_tokens): the request returns when its longest row ends.
+Bad input is an InvalidArgument error naming the input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from components.model.gpt import build_model
+from components.serving import warmup
+from components.serving.server import DEFAULT_MAX_NEW_TOKENS_LIMIT, LanguageModelServer
+
+SIGNATURES = ("serving_default", "generate", "sample", "score", "token_logits")
+MODEL_INFO = os.path.join("assets.extra", "bigtrain_model.json")
+# How a byte model names its tokenizer in MODEL_INFO: kept as exported so far, because the
+# Evaluator compares it with the baseline's (same_vocabulary) to decide whether it can compare.
+BYTE_TOKENIZER_INFO = "utf-8 bytes 0-255, pad 256, bos 257, eos 258"
+
+
+def input_signatures() -> dict:
+    """Every input has dimension 0 = batch (TF Serving's batcher concatenates along it)."""
+    def row(dtype, name, shape=(None,)):
+        return tf.TensorSpec(list(shape), dtype, name=name)
+    prompt = row(tf.string, "prompt")
+    return {
+        "serving_default": [prompt],
+        "generate": [prompt, row(tf.int32, "max_new_tokens")],
+        "sample": [prompt, row(tf.int32, "max_new_tokens"), row(tf.float32, "temperature"),
+                   row(tf.int32, "top_k"), row(tf.float32, "top_p"), row(tf.int32, "seed"),
+                   row(tf.string, "stop")],
+        "score": [prompt, row(tf.string, "continuation")],
+        "token_logits": [row(tf.int32, "input_ids", (None, None))],
+    }
+
+
+def write_serving_model(model, context_length: int, export_dir: str, *, tokenizer,
+                        max_new_tokens_limit: int = DEFAULT_MAX_NEW_TOKENS_LIMIT,
+                        signatures=SIGNATURES, metadata: dict | None = None) -> str:
+    """Write `model` (a built Keras GPT, float or quantized) with the signatures through Keras'
+    ExportArchive, plus MODEL_INFO and the warm-up requests TF Serving replays at load
+    (assets.extra/tf_serving_warmup_requests). tokenizer: the Tokenizer the model was trained
+    with; a SentencePiece model is embedded in the graph."""
+    server = LanguageModelServer(model, context_length, max_new_tokens_limit, tokenizer=tokenizer)
+    archive = keras.export.ExportArchive()
+    if server.graph_tokenizer is not None:  # its SentencePiece resource must be saved and restored
+        archive.track(server.graph_tokenizer)
+    # No archive.track(model): the endpoints' own variables are what the session loader restores,
+    # and tracking the model as well stores every weight twice (Keras' variable wrappers and the
+    # tf.Variables under them are separate checkpoint entries: 2x on disk; test_weights_are_stored_once).
+    functions, specs = signature_functions(server), input_signatures()
+    for name in signatures:
+        archive.add_endpoint(name, functions[name], input_signature=specs[name])
+    archive.write_out(export_dir, verbose=False)
+    write_model_info(export_dir, dict(
+        metadata or {}, context_length=context_length, vocab_size=server.vocab_size,
+        max_new_tokens_limit=max_new_tokens_limit, signatures=list(signatures),
+        tokenizer=BYTE_TOKENIZER_INFO if tokenizer.kind == "bytes" else tokenizer.describe()))
+    warmup.write_warmup_requests(export_dir, signatures, context_length)
+    return export_dir
+
+
+def signature_functions(server: LanguageModelServer) -> dict:
+    """Each signature's function. Named arguments: the signature's input keys are the
+    function's argument names."""
+    return {
+        "serving_default": lambda prompt: server.serving_default(prompt),
+        "generate": lambda prompt, max_new_tokens: server.generate(prompt, max_new_tokens),
+        "sample": lambda prompt, max_new_tokens, temperature, top_k, top_p, seed, stop: server.sample(
+            prompt, max_new_tokens, temperature, top_k, top_p, seed, stop),
+        "score": lambda prompt, continuation: server.score(prompt, continuation),
+        "token_logits": lambda input_ids: server.token_logits(input_ids),
+    }
+
+
+def write_model_info(export_dir: str, info: dict) -> str:
+    path = os.path.join(export_dir, MODEL_INFO)
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as fh:
+        json.dump(info, fh, indent=2)
+    return path
+
+
+def serving_copy(trained_model, model_config, context_length: int):
+    """The trained weights in a float32, single-device model (what every variant starts from)."""
+    serving_model = build_model(model_config, context_length, "float32",
+                                vocab_size=trained_model.vocab_size)
+    serving_model.set_weights(trained_model.get_weights())
+    return serving_model
+
+
+def export_saved_model(trained_model, model_config, context_length: int, export_dir: str, *,
+                       tokenizer, metadata: dict | None = None,
+                       max_new_tokens_limit: int = DEFAULT_MAX_NEW_TOKENS_LIMIT) -> str:
+    """Copy the trained weights into a float32, single-device model and write it with signatures."""
+    return write_serving_model(serving_copy(trained_model, model_config, context_length),
+                               context_length, export_dir, tokenizer=tokenizer, metadata=metadata,
+                               max_new_tokens_limit=max_new_tokens_limit)

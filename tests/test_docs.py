@@ -327,8 +327,8 @@ def test_layout_mutations_fail():
     assert layout_problems(renamed, tree) == ["components/common/heaps.py: not in the tree",
                                               "components/common/heap.py: not named in the row of "
                                               "components/common/"]
-    new_package = tree | {"components/serving/", "components/serving/export.py"}
-    assert layout_problems(text, new_package) == ["components/serving/: no row for its package",
-                                                  "components/serving/export.py: no row for its package"]
-    assert layout_problems(text.replace("| 8 | `components/push/`", "| 7 | `components/push/`"), tree) \
-        == ["components/push/: rank 8 in tests/test_layers.py, 7 on the page"]
+    new_package = tree | {"components/newroom/", "components/newroom/thing.py"}
+    assert layout_problems(text, new_package) == ["components/newroom/: no row for its package",
+                                                  "components/newroom/thing.py: no row for its package"]
+    assert layout_problems(text.replace("| 7 | `components/push/`", "| 8 | `components/push/`"), tree) \
+        == ["components/push/: rank 7 in tests/test_layers.py, 8 on the page"]

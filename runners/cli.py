@@ -44,8 +44,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from components.push.push import served_versions
-    base = os.path.join(home_dir(args), "serving", args.model)
+    from components.push.layout import model_base, served_versions, version_dir
+    from runners.home import default_serving_dir
+    base = model_base(default_serving_dir(home_dir(args)), args.model)
     versions = served_versions(base)
     if not versions:
         print(f"bigtrain generate: no pushed model under {base} (run `bigtrain run` first; only "
@@ -57,7 +58,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     configure_logging(args.verbose)
     import tensorflow as tf
-    path = os.path.join(base, str(version))
+    path = version_dir(base, version)
     model = tf.saved_model.load(path)
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
         if args.temperature != 0:  # a negative temperature is the signature's error
@@ -166,7 +167,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import diagnose, open_store
     from pipeline.lineage.web.app import serve
-    from runners.local import LocalPaths
+    from runners.home import LocalPaths, readable_folders
     from runners.lock import live_writer
     try:
         loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
@@ -191,9 +192,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
               "authentication", file=sys.stderr)
     print(f"bigtrain ui: http://{args.host}:{args.port}/")
     pipeline_root = LocalPaths.for_config(config).pipeline_root
-    serve(fresh_lineage, home if os.path.isdir(home) else None, args.host, args.port,
-          diagnose_store=lambda: diagnose(connection),
-          pipeline_root=None if fs.is_remote(pipeline_root) else pipeline_root)
+    serve(fresh_lineage, readable_folders(home if os.path.isdir(home) else None,
+                                          None if fs.is_remote(pipeline_root) else pipeline_root),
+          args.host, args.port, diagnose_store=lambda: diagnose(connection))
     return 0
 
 

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from components.common import checkpoints
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.tokenizer.spec import token_spec
@@ -227,8 +228,7 @@ def _worker_dirs(strategy, checkpoint_dir: str, model_run_dir: str) -> tuple[str
     """A non-chief worker's own folders: every worker must take part in saving (collectives),
     but only the chief's files count."""
     task = strategy.cluster_resolver.task_id
-    return (os.path.join(checkpoint_dir, f".worker-{task}"),
-            os.path.join(model_run_dir, f".worker-{task}"))
+    return checkpoints.worker_dir(checkpoint_dir, task), checkpoints.worker_dir(model_run_dir, task)
 
 
 def next_checkpoint_step(step: int, t) -> int:
@@ -263,8 +263,9 @@ def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: st
     """The CheckpointManager saving into checkpoint_dir, after restoring the latest checkpoint of
     shared_checkpoint_dir (the chief's, on every worker) when there is one; a worker with its own
     --out folder (no shared file system) finds its own copy in checkpoint_dir (every worker writes
-    each checkpoint; before, such a worker started at step 0 while the chief resumed)."""
-    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
+    each checkpoint, so such a worker resumes at the chief's step instead of step 0)."""
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3,
+                                         checkpoint_name=checkpoints.CHECKPOINT_NAME)
     latest = (tf.train.latest_checkpoint(shared_checkpoint_dir)
               or (checkpoint_dir != shared_checkpoint_dir
                   and tf.train.latest_checkpoint(checkpoint_dir)) or None)

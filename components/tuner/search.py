@@ -9,7 +9,7 @@ trial is also written for TensorBoard's HParams view (one run folder per trial).
 
 from __future__ import annotations
 
-from components.common import fs
+from components.common import checkpoints, fs
 import json
 import logging
 import math
@@ -66,7 +66,7 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
         return self.steps_per_trial
 
     def checkpoint_dir(self, trial_id: str) -> str:
-        return os.path.join(self.work_dir, "trials", trial_id, "checkpoints")
+        return checkpoints.root(os.path.join(self.work_dir, "trials", trial_id))
 
     def run_trial(self, trial, *args, **kwargs):
         from components.training import loop

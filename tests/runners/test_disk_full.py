@@ -7,7 +7,8 @@ a tmpfs."""
 import errno
 import os
 
-from runners.local import is_disk_full, prune_partial_checkpoints
+from components.common.checkpoints import prune_partial_checkpoints
+from runners.local import is_disk_full
 
 
 def test_enospc_is_recognised_through_wrappers():

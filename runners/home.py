@@ -1,8 +1,8 @@
 """The home of local runs, the one place that knows its layout (config paths.home):
 
   <home>/.bigtrain.lock             LOCK_FILE: one writer per home (runners/lock.py)
-  <home>/metadata.sqlite            SQLITE_FILE: the MLMD store unless the metadata section says
-                                    otherwise (runners/metadata.py)
+  <home>/metadata.sqlite            the MLMD store unless the metadata section says otherwise
+                                    (runners/metadata.py; its name: config SQLITE_FILE)
   <home>/runs/<run id>/run.log      RUNS_FOLDER, RUN_LOG: one folder per `bigtrain run`, with its
   <home>/runs/<run id>/config.yaml  log and its resolved config (components/config save_config)
   <home>/pipelines/<pipeline name>/ PIPELINES_FOLDER: the pipeline root, unless
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from components.common import fs
 from components.common.errors import HomeError
 from components.config import Config
+from components.config.tree import SQLITE_FILE
 
 LOCK_FILE = ".bigtrain.lock"
-SQLITE_FILE = "metadata.sqlite"
 RUNS_FOLDER, RUN_LOG = "runs", "run.log"
 PIPELINES_FOLDER, SERVING_FOLDER = "pipelines", "serving"
 

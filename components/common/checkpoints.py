@@ -27,8 +27,8 @@ from components.common import fs
 FOLDER = "checkpoints"
 CHECKPOINT_NAME = "ckpt"        # tf.train.CheckpointManager(checkpoint_name=...)
 STATE_FILE = "checkpoint"       # TF's list of the complete checkpoints of a folder
-INPUT_STATE_NAME = "state"
-_SAVED_FILE = r"^{name}-(\d+)\.(index|data-\d+-of-\d+)$"   # the files of one tf.train save
+INPUT_STATE_PREFIX = "state-"  # <input-state folder>/state-<step>.*
+_SAVED_FILE = r"^{prefix}(\d+)\.(index|data-\d+-of-\d+)$"   # the files of one tf.train save
 
 
 def root(parent: str) -> str:
@@ -63,14 +63,14 @@ def input_state_folder(checkpoint_dir: str, layout: str) -> str:
 
 
 def input_state_prefix(checkpoint_dir: str, layout: str, step: int) -> str:
-    return fs.join(input_state_folder(checkpoint_dir, layout), f"{INPUT_STATE_NAME}-{step}")
+    return fs.join(input_state_folder(checkpoint_dir, layout), f"{INPUT_STATE_PREFIX}{step}")
 
 
 def prune_input_states(checkpoint_dir: str, layout: str, kept_steps: set[int]) -> None:
     """Remove the input states of steps whose checkpoints are no longer kept."""
     folder = input_state_folder(checkpoint_dir, layout)
     for name in fs.listdir(folder):
-        match = re.match(_SAVED_FILE.format(name=INPUT_STATE_NAME), name)
+        match = re.match(_SAVED_FILE.format(prefix=INPUT_STATE_PREFIX), name)
         if match and int(match.group(1)) not in kept_steps:
             fs.remove(fs.join(folder, name))
 
@@ -126,7 +126,7 @@ def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
         listed = ({posixpath.basename(m) for m in re.findall(r'"([^"]+)"', fs.read_text(state))}
                   if fs.exists(state) else set())
         for name in names:
-            match = re.match(_SAVED_FILE.format(name=CHECKPOINT_NAME), name)
+            match = re.match(_SAVED_FILE.format(prefix=CHECKPOINT_NAME + "-"), name)
             if match and f"{CHECKPOINT_NAME}-{match.group(1)}" not in listed:
                 removed.append(fs.join(base, name))
                 fs.remove(removed[-1])

@@ -128,7 +128,7 @@ def _best(fn, repeat: int = 3) -> float:
 def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) -> dict[str, float]:
     from pipeline.lineage import explore, queries, report
     from pipeline.lineage.store import Lineage
-    from pipeline.lineage.connection import connect
+    from tests.support.lineage_store import connect
     from pipeline.lineage.web.app import create_app
     from runners.home import readable_folders
     fresh = lambda: Lineage(connect(sqlite_path))  # noqa: E731
@@ -175,7 +175,7 @@ def main() -> int:
             run_name = "run-b"  # the fine-tuned, tuned, pushed one
         from pipeline.lineage import explore, queries
         from pipeline.lineage.store import Lineage
-        from pipeline.lineage.connection import connect
+        from tests.support.lineage_store import connect
         oldest = [r for r in reversed(queries.list_runs(Lineage(connect(
             os.path.join(home, "metadata.sqlite"))), limit=None)) if r["pushed_version"]][0]
         pushed = explore.pushed_model(Lineage(connect(os.path.join(home, "metadata.sqlite"))),

@@ -29,7 +29,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     import yaml
     config = resolve_config(args)
     yaml.safe_dump(config_lib.to_dict(config), sys.stdout, sort_keys=False)
-    if args.fit:  # issue 21: which layouts of this model fit N devices of G GiB (YAML comments)
+    if args.fit:  # which layouts of this model fit N devices of G GiB (YAML comments)
         from components.training.memory import fit_table
         devices, _, gib = args.fit.partition("x")
         for line in fit_table(config, int(devices), float(gib or 80)):

@@ -88,7 +88,7 @@ def build_training(config, strategy, prepare_model=None):
     `prepare_model(model)` (warm start, freezing) runs before the optimizer exists."""
     t = config.train
     with strategy.scope():
-        if config.runtime.pipeline_stages > 1:  # issue 21: stages on their devices
+        if config.runtime.pipeline_stages > 1:  # each stage builds its blocks on its device
             model = pipeline_stages.build_staged_model(
                 config.model, config.data.seq_len, config.runtime.precision, t.remat,
                 token_spec(config.data).vocab_size, config.runtime.pipeline_stages)
@@ -104,7 +104,8 @@ def build_training(config, strategy, prepare_model=None):
         if not t.shard_optimizer_state:
             optimizer = make_optimizer(t, lambda: schedule(state.step), model)
             optimizer.build(model.trainable_variables)
-    if t.shard_optimizer_state:  # issue 21: AdamW moments split across replicas (zero.py)
+    if t.shard_optimizer_state:  # AdamW moments split across replicas: zero.py places each slice
+        # on its replica's device itself, outside the scope (which would mirror every variable)
         optimizer = zero.make_sharded_optimizer(t, lambda: schedule(state.step), model, strategy)
     # What was built, read from the objects (not the config): the e2e test checks these lines.
     if hasattr(model, "stage_devices"):
@@ -116,7 +117,7 @@ def build_training(config, strategy, prepare_model=None):
 
 
 def pipeline_gradient_fn(config, model, state):
-    """Issue 21: the GPipe gradient function with runtime.pipeline_stages > 1, else None."""
+    """The GPipe gradient function with runtime.pipeline_stages > 1, else None (train_step's)."""
     if config.runtime.pipeline_stages == 1:
         return None
     return pipeline_stages.make_pipeline_gradient_fn(

@@ -154,7 +154,7 @@ def tuner_fn(fn_args):
     config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
     tune = config_lib.from_dict(config_lib.TuneConfig, json.loads(custom["tune"]))
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
-    if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages (issue 21)
+    if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     hyperparameters = space_lib.declare(tune.space)
     log_dir = custom["log_dir"]

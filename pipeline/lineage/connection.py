@@ -142,12 +142,3 @@ def diagnose(config: metadata_store_pb2.ConnectionConfig) -> None:
     if config.HasField("sqlite"):
         check_sqlite(config.sqlite.filename_uri, thorough=True)
 
-
-def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
-            mysql_port: int = 3306, mysql_database: str | None = None,
-            mysql_user: str | None = None,
-            mysql_password: str | None = None) -> metadata_store.MetadataStore:
-    """An existing sqlite store (read-only unless asked), or a MySQL one (shared deployments)."""
-    return open_store(connection_config(
-        sqlite_path, read_only=read_only, mysql_host=mysql_host, mysql_port=mysql_port,
-        mysql_database=mysql_database, mysql_user=mysql_user, mysql_password=mysql_password))

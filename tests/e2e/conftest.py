@@ -23,7 +23,7 @@ class PipelineRun:
         return os.path.join(self.home, "metadata.sqlite")
 
     def store(self):
-        from pipeline.lineage.connection import connect
+        from tests.support.lineage_store import connect
         if self.mysql:
             m = self.mysql
             return connect(mysql_host=m["host"], mysql_port=int(m["port"]), mysql_user=m["user"],

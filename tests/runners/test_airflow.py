@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
-from pipeline.lineage.connection import connect
+from tests.support.lineage_store import connect
 from components.push.layout import served_versions
 from runners import cli
 

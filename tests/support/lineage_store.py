@@ -18,6 +18,7 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage import record
+from pipeline.lineage.connection import connection_config, open_store
 
 PIPELINE = "bigtrain"
 Execution, Event = pb.Execution, pb.Event
@@ -196,3 +197,14 @@ def _one_run(b: Builder, run_id: str, version, base_model, tuner=False, fail=Fal
         "pushed_model": b.artifact("PushedModel", "pushed", {
             "pushed": 1, "pushed_version": str(version), "pushed_destination": dest}, run_id)})
     return trained["model"]
+
+
+def connect(sqlite_path: str | None = None, *, read_only: bool = True, mysql_host: str | None = None,
+            mysql_port: int = 3306, mysql_database: str | None = None,
+            mysql_user: str | None = None,
+            mysql_password: str | None = None) -> metadata_store.MetadataStore:
+    """An existing sqlite store (read-only unless asked), or a MySQL one: the tests' and
+    benchmarks' shortcut (bigtrain itself connects through runners/metadata.py's config)."""
+    return open_store(connection_config(
+        sqlite_path, read_only=read_only, mysql_host=mysql_host, mysql_port=mysql_port,
+        mysql_database=mysql_database, mysql_user=mysql_user, mysql_password=mysql_password))

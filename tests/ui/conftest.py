@@ -18,7 +18,7 @@ def ui_home(tmp_path_factory):
 @pytest.fixture(scope="session")
 def open_lineage(ui_home):
     from pipeline.lineage.store import Lineage
-    from pipeline.lineage.connection import connect
+    from tests.support.lineage_store import connect
     return lambda: Lineage(connect(str(ui_home / "metadata.sqlite")))
 
 

@@ -58,7 +58,7 @@ def test_lineage_runs_pages_by_default(tmp_path, capsys):
     history (the 2.9 s at 3,000 runs of issue 22) or a --limit ignored."""
     import json
     from ml_metadata.proto import metadata_store_pb2 as pb
-    from pipeline.lineage.connection import connect
+    from tests.support.lineage_store import connect
     from tests.support import lineage_store
     home = tmp_path / "home"
     lineage_store.build(str(home))

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pipeline.lineage.connection import connect
+from tests.support.lineage_store import connect
 from pipeline.lineage.store import Lineage
 from pipeline.lineage.web import app as app_module
 from runners.home import readable_folders

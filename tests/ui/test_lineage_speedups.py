@@ -5,7 +5,7 @@ import os
 
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
-from pipeline.lineage.connection import connect
+from tests.support.lineage_store import connect
 
 
 def test_runs_pages_are_slices_of_the_whole_history(open_lineage):

@@ -9,9 +9,9 @@ on them). For `tiny` (context 128) 256 new tokens slide the window 3 times: the 
 its cache from the last 64 ids each time, the uncached one recomputes the window every token.
 
 Staggered batch: a batch whose rows fill their windows at different steps; only a sliding row
-re-fills its cache (decoding.refill_rows) instead of re-running the prefill for the whole batch. Measured side by side in one run: the aligned batch (every row slides at
-the same step), the staggered batch with per-row refill, and the staggered batch with a
-whole-batch refill (decoding.merge of a full prefill), same tokens produced; and a batch with
+re-fills its cache (decoding.refill_rows) instead of re-running the prefill for the whole batch.
+Measured side by side in one run: the aligned batch (every row slides at the same step), the
+staggered batch with per-row refill, and the staggered batch with a whole-batch refill (decoding.merge of a full prefill), same tokens produced; and a batch with
 one long row and 31 short ones, with ended rows skipped (decoding.step_rows) and, as the
 baseline, still computed every step.
 

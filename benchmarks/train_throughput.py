@@ -48,8 +48,8 @@ RENORM = 16   # matmul_chain: products between two rescalings of the operand
 def matmul_chain(dtype: str, size: int):
     """(chain, q): chain(x, n) multiplies x by q n times; q is a random orthogonal matrix, so
     every product keeps the operand's norm and the operands stay non-zero for any n (a loop that
-    scales by 1/size multiplies zero matrices after ~24 steps, which flatters a GPU's peak). In bfloat16 the rounding of q and of each product still drifts the norm (on an AMD
-    EPYC: x0.43 in 300 products, so long chains would reach zero), so every RENORM products x is
+    scales by 1/size multiplies zero matrices after ~24 steps, which flatters a GPU's peak). In
+    bfloat16 the rounding of q and of each product still drifts the norm (on an AMD EPYC: x0.43 in 300 products, so long chains would reach zero), so every RENORM products x is
     scaled back to its starting norm: size^2 elementwise ops per RENORM x 2 size^3 matmul FLOPs,
     negligible in the peak."""
     import tensorflow as tf

@@ -60,7 +60,8 @@ def _path_uses(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         values = []
         if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
             if name == "join":
                 values = node.args
         elif isinstance(node, ast.Assign) and all(

@@ -89,8 +89,9 @@ def publish_deployment_files(base_dir: str, new_version: int | None,
     name = model_name or base_dir.rstrip("/").rsplit("/", 1)[-1]
     previous = read_labels(base_dir)
     labels = moved_labels(previous, new_version) if new_version is not None else previous
-    if not labels and served_versions(base_dir):   # an older layout without a config: label the newest
-        labels = moved_labels({}, served_versions(base_dir)[-1])
+    versions = served_versions(base_dir)
+    if not labels and versions:   # an older layout without a config: label the newest
+        labels = moved_labels({}, versions[-1])
     fs.write_text(fs.join(base_dir, MODELS_CONFIG), models_config_text(name, base_dir, labels, policy))
     fs.write_text(fs.join(base_dir, BATCHING_FILE), batching_parameters_text())
     removed = retire_old_versions(base_dir, keep_versions, labels if policy == "specific" else {})

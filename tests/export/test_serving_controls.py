@@ -220,4 +220,5 @@ def test_push_of_a_model_with_an_unreadable_warmup_file_fails_naming_it(exported
     with pytest.raises(warmup.WarmupFileError, match=r"model/assets.extra/tf_serving_warmup_requests is not a readable"):
         push.push_model(copy, base)
     assert not (tmp_path / "serving").exists() or (
-        layout.served_versions(base) == [] and not os.path.exists(os.path.join(base, layout.MODELS_CONFIG)))
+        layout.served_versions(base) == []
+        and not os.path.exists(os.path.join(base, layout.MODELS_CONFIG)))

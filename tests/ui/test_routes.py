@@ -116,7 +116,8 @@ def test_no_route_reads_outside_the_home(tmp_path, ui_home):
         run = rw.get_context_by_type_and_name("pipeline_run", name)
         run.custom_properties["bigtrain_log"].string_value = log
         rw.put_contexts([run])
-    app = create_app(lambda: Lineage(connect(str(home / "metadata.sqlite"))), readable_folders(str(home)))
+    app = create_app(lambda: Lineage(connect(str(home / "metadata.sqlite"))),
+                     readable_folders(str(home)))
     client = app.test_client()
     for url in ("/run/run-a/log", "/run/run-c/log", "/run/..%2F..%2Fsecret.txt/log",
                 "/run/../../secret.txt"):
@@ -153,7 +154,8 @@ def test_mlmd_failing_mid_request_is_diagnosed_as_a_named_error(tmp_path):
     def diagnose():
         raise MetadataStoreError("metadata store x is damaged (sqlite quick_check: ...)")
 
-    response = create_app(failing, readable_folders(str(tmp_path)), diagnose).test_client().get("/models")
+    app = create_app(failing, readable_folders(str(tmp_path)), diagnose)
+    response = app.test_client().get("/models")
     assert response.status_code == 503 and "is damaged" in _text(response)
 
 

@@ -11,7 +11,6 @@ from ml_metadata import metadata_store
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common import fs
 from components.push.layout import read_push_record
 from pipeline.lineage import record
 

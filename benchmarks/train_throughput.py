@@ -250,7 +250,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=0, help="global batch (default: preset's)")
     parser.add_argument("--repeats", type=int, default=2, help="alternated runs per comparison")
     parser.add_argument("--model-parallel", action="store_true",
-                        help="only the issue-21 figures: pipeline bubble vs theory, sharded "
+                        help="only the model-parallel figures: pipeline bubble vs theory, sharded "
                              "optimizer state vs unsharded step time (benchmarks/model_parallel.py)")
     parser.add_argument("--stages", default="2,4",
                         help="--model-parallel: pipeline stage counts S to measure (comma list)")

@@ -1,6 +1,6 @@
 """Decoding speed with and without the KV cache, side by side in one run.
 
-Target (issue 9): greedy decoding of 256 new tokens with the cache is at least 5x faster than the
+Target: greedy decoding of 256 new tokens with the cache is at least 5x faster than the
 full-window decoder (today's export: the whole context recomputed per token) for `small` on CPU.
 Both paths are the exported graph functions (LanguageModelServer.decode, cached=True / False) on
 the preset's float32 serving model with its own context length; EOS is masked so every run
@@ -8,13 +8,12 @@ produces exactly the requested tokens. Weights are the preset's random init (spe
 on them). For `tiny` (context 128) 256 new tokens slide the window 3 times: the cached path re-fills
 its cache from the last 64 ids each time, the uncached one recomputes the window every token.
 
-Staggered batch (issue 19): a batch whose rows fill their windows at different steps. Before,
-any sliding row re-ran the prefill for the whole batch; now only that row re-fills its cache
-(decoding.refill_rows). Measured side by side in one run: the aligned batch (every row slides at
-the same step), the staggered batch with per-row refill, and the staggered batch with the old
-whole-batch refill (decoding.merge of a full prefill), same tokens produced; and a batch with
-one long row and 31 short ones, with ended rows skipped (decoding.step_rows) and, as before
-issue 19, still computed every step.
+Staggered batch: a batch whose rows fill their windows at different steps; only a sliding row
+re-fills its cache (decoding.refill_rows) instead of re-running the prefill for the whole batch.
+Measured side by side in one run: the aligned batch (every row slides at the same step), the
+staggered batch with per-row refill, and the staggered batch with a whole-batch refill (decoding.merge of a full prefill), same tokens produced; and a batch with
+one long row and 31 short ones, with ended rows skipped (decoding.step_rows) and, as the
+baseline, still computed every step.
 
     .venv/bin/python benchmarks/generate_speed.py [--presets tiny small] [--new-tokens 256] [--batch 1]
     .venv/bin/python benchmarks/generate_speed.py --staggered [--batch 8] [--new-tokens 128]
@@ -101,9 +100,9 @@ def staggered(preset: str, new_tokens: int, batch: int) -> dict:
     # at different steps. Ragged limits: one row decodes new_tokens, the others 4.
     stagger = ["x" * (context - 2 - (4 * r) % (context - 2)) for r in range(batch)]
     full, ragged = [new_tokens] * batch, [new_tokens] + [4] * (batch - 1)
-    whole_batch = lambda model, window, lengths, rows, cache: decoding.merge(   # before issue 19
+    whole_batch = lambda model, window, lengths, rows, cache: decoding.merge(   # baseline
         rows, decoding.prefill(model, window, lengths)[1], cache)
-    # Before: every row ran every step (ended rows' positions clamped: they no longer slide).
+    # Baseline: every row runs every step (ended rows' positions clamped: they no longer slide).
     every_row = lambda model, token, position, cache, rows: decoding.step(
         model, token, tf.minimum(position, context - 1), cache)
     cases = [("aligned", aligned, full, {}),

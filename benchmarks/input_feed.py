@@ -1,6 +1,6 @@
-"""Issue 20: the training loop's input (components/training/feed.py: each replica gets only its
+"""The training loop's input (components/training/feed.py: each replica gets only its
 share, prefetched to its device, in segments ending at checkpoints, the iterator state saved at
-each; results fetched once per log window) against the path before it (one host iterator of
+each; results fetched once per log window) against a baseline path (one host iterator of
 global batches, every replica handed the whole batch to slice its share, a host sync every step:
 float(loss), bool(finite)). d_model 256, 2 CPU replicas (`mirrored`), one process, one model and
 one compiled step for both: blocks of --block steps alternate old, new, old, new, ... so the
@@ -33,7 +33,7 @@ OVERRIDES = ["runtime.strategy=mirrored", "runtime.cpu_replicas=2", "runtime.pre
 
 
 def old_path(step_fn, dataset):
-    """Before issue 20: global batches from one host iterator, a host sync after every step."""
+    """The baseline: global batches from one host iterator, a host sync after every step."""
     iterator = iter(dataset)
 
     def run(steps: int) -> None:

@@ -130,9 +130,10 @@ def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) 
     from pipeline.lineage.store import Lineage
     from tests.support.mlmd import connect
     from pipeline.lineage.web.app import create_app
+    from runners.home import readable_folders
     fresh = lambda: Lineage(connect(sqlite_path))  # noqa: E731
     newest = fresh().run("latest")
-    client = create_app(fresh, home).test_client()
+    client = create_app(fresh, readable_folders(home)).test_client()
     model = explore.pushed_model(fresh(), newest.name).get("Model", {}).get("id")
     figures = {
         "lineage runs (20)": lambda: queries.list_runs(fresh()),

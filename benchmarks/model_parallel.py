@@ -1,4 +1,4 @@
-"""Issue 21 figures: the pipeline bubble against GPipe's theory, and sharded optimizer state's
+"""Model-parallel figures: the pipeline bubble against GPipe's theory, and sharded optimizer state's
 step time against the unsharded step. Run through `python benchmarks/train_throughput.py
 --model-parallel` (or this file directly); on CPU it splits the CPU into max(S, 2) logical
 devices (`--stages 2` on a 2-core machine: one stage per core, the one setting a 2-core VM can

@@ -1,9 +1,9 @@
 """Re-run ratio: `bigtrain run` twice with the same config in one fresh home.
 
-Target (issue 13, up to date in a blink): the identical second run takes at most 10% of the first
-run's wall time: nothing changed, so it prints the last report without starting TFX (was 15%
-through TFX's per-stage cache, issue: Evaluate, bless and push; TFX's penguin example re-runs
-Transform..Pusher and takes 68% on this machine). For reference a third run with --force goes
+Target (up to date in a blink): the identical second run takes at most 10% of the first run's
+wall time: nothing changed, so it prints the last report without starting TFX (going through
+TFX's per-stage cache instead costs about 15%; TFX's penguin example re-runs Transform..Pusher
+and takes 68% on this machine). For reference a third run with --force goes
 through TFX with every stage cached. All runs are whole CLI processes, imports included, measured
 side by side here.
 

@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
-from components.tokenizer import metrics, sampling, stage  # noqa: E402
-from components.corpus.split_documents import read_split_documents  # noqa: E402
+from components.tokenizer import metrics, stage  # noqa: E402
+from tests.support.single_process import read_split_documents, sample_documents  # noqa: E402
 from components.config import build_config  # noqa: E402
 
 
@@ -50,9 +50,9 @@ def main() -> None:
     config = build_config("tiny")
     seq_len, m = config.data.seq_len, config.model
     docs = [(split, d.id, d.text.decode("utf-8")) for split, d in read_split_documents(config.data)]
-    train_texts = sampling.sample_documents(
+    train_texts = sample_documents(
         [(i, t) for s, i, t in docs if s == "train"], args.train_bytes).texts
-    eval_texts = sampling.sample_documents(
+    eval_texts = sample_documents(
         [(i, t) for s, i, t in docs if s == "eval"], args.eval_bytes).texts
     raw_eval = sum(len(t.encode()) for t in eval_texts)
     print(f"tiny GPT (n_layer {m.n_layer}, d_model {m.d_model}, seq_len {seq_len}), batch "

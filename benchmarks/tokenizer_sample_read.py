@@ -1,4 +1,4 @@
-"""TokenizerGen's sample read: the old single-process read (corpus readers + the sample rule in one
+"""TokenizerGen's sample read: a single-process reference read (corpus readers + the sample rule in one
 loop) vs the Beam read (components/tokenizer/sample_pipeline.py) in memory and with N worker
 processes, side by side on one input. Checks the samples are equal. Tiny by default.
 
@@ -18,12 +18,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
 from components.config import DataConfig  # noqa: E402
-from components.corpus.split_documents import read_split_documents  # noqa: E402
+from tests.support.single_process import read_split_documents  # noqa: E402
 from components.tokenizer import sample_pipeline, sampling  # noqa: E402
 
 
 def old_read(data):
-    """What TokenizerGen did before: one process, every document through one sampler per split."""
+    """The reference: one process, every document through one sampler per split."""
     accumulators = {s: sampling.SampleAccumulator(data.tokenizer_sample_bytes) for s in ("train", "eval")}
     for ordinal, (split, document) in enumerate(read_split_documents(data)):
         accumulators[split].add(sampling.candidate(document.id, document.text, (0, ordinal)))

@@ -14,7 +14,7 @@ bigtrain's loop vs bare Keras `fit` on the same model and data (target >= 0.97);
 model: accumulation k=4 vs k=1 at the same global batch (target time <= 1.05x), remat=blocks vs
 none (time and peak memory), XLA on vs off (the runtime.xla=auto choice); the trace time and
 graph size of the step for k=1 and k=16 (a while loop: independent of k).
-`--input`: per-replica input (issue 20) vs the old input path, d_model 256 on 2 CPU replicas
+`--input`: per-replica input vs a host-iterator baseline, d_model 256 on 2 CPU replicas
 (benchmarks/input_feed.py: the training loop's InputFeed, each replica given only its share,
 prefetched to its device, results fetched once per log window, against one host iterator of
 global batches and a host sync every step; blocks alternated in one process).
@@ -47,10 +47,9 @@ RENORM = 16   # matmul_chain: products between two rescalings of the operand
 
 def matmul_chain(dtype: str, size: int):
     """(chain, q): chain(x, n) multiplies x by q n times; q is a random orthogonal matrix, so
-    every product keeps the operand's norm and the operands stay non-zero for any n (the old
-    loop scaled by 1/size and multiplied zero matrices after ~24 steps, which flatters a GPU's
-    peak). In bfloat16 the rounding of q and of each product still drifts the norm (on an AMD
-    EPYC: x0.43 in 300 products, so long chains would reach zero), so every RENORM products x is
+    every product keeps the operand's norm and the operands stay non-zero for any n (a loop that
+    scales by 1/size multiplies zero matrices after ~24 steps, which flatters a GPU's peak). In
+    bfloat16 the rounding of q and of each product still drifts the norm (on an AMD EPYC: x0.43 in 300 products, so long chains would reach zero), so every RENORM products x is
     scaled back to its starting norm: size^2 elementwise ops per RENORM x 2 size^3 matmul FLOPs,
     negligible in the peak."""
     import tensorflow as tf
@@ -253,14 +252,14 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=0, help="global batch (default: preset's)")
     parser.add_argument("--repeats", type=int, default=2, help="alternated runs per comparison")
     parser.add_argument("--model-parallel", action="store_true",
-                        help="only the issue-21 figures: pipeline bubble vs theory, sharded "
+                        help="only the model-parallel figures: pipeline bubble vs theory, sharded "
                              "optimizer state vs unsharded step time (benchmarks/model_parallel.py)")
     parser.add_argument("--stages", default="2,4",
                         help="--model-parallel: pipeline stage counts S to measure (comma list)")
     parser.add_argument("--micro-batches", default="4,8",
                         help="--model-parallel: micro-batch counts M to measure (comma list)")
     parser.add_argument("--input", action="store_true",
-                        help="only the issue-20 figure: per-replica input vs the old input path "
+                        help="only the input figure: per-replica input vs a host-iterator baseline "
                              "(d_model 256, 2 CPU replicas)")
     args = parser.parse_args(argv)
     if args.input:

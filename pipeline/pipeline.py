@@ -24,6 +24,7 @@ from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
 from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
+from components.common import checkpoints
 from components.config import Config
 
 
@@ -66,7 +67,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     examples = example_gen.outputs["examples"]
     statistics_gen, schema_gen, example_validator, gate = validation_stages(config.data, examples)
     tuner, base_model, trainer = training_stages(config, examples, schema_gen.outputs["schema"],
-                                                 gate, os.path.join(pipeline_root, "checkpoints"))
+                                                 gate, checkpoints.root(pipeline_root))
     latest_blessed, evaluator, pusher = release_stages(config, examples, trainer, serving_dir)
     components = [node for node in (tokenizer_gen, example_gen, statistics_gen, schema_gen,
                                     example_validator, gate, tuner, base_model, trainer,

@@ -29,7 +29,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     import yaml
     config = resolve_config(args)
     yaml.safe_dump(config_lib.to_dict(config), sys.stdout, sort_keys=False)
-    if args.fit:  # issue 21: which layouts of this model fit N devices of G GiB (YAML comments)
+    if args.fit:  # which layouts of this model fit N devices of G GiB (YAML comments)
         from components.training.memory import fit_table
         devices, _, gib = args.fit.partition("x")
         for line in fit_table(config, int(devices), float(gib or 80)):
@@ -46,14 +46,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def served_model_dir(config: config_lib.Config, model: str | None = None) -> str:
     """<serving dir>/<model>: where a run of this config pushes (LocalPaths, as `bigtrain run`
     resolves orchestrator.serving_dir: a path, s3:// or gs://; empty: <home>/serving)."""
-    from components.common import fs
-    from runners.local import LocalPaths
-    return fs.join(LocalPaths.for_config(config).serving_dir, model or config.model.name)
+    from components.push.layout import model_base
+    from runners.home import LocalPaths
+    return model_base(LocalPaths.for_config(config).serving_dir, model or config.model.name)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from components.common import fs
-    from components.push.push import served_versions
+    from components.push.layout import served_versions, version_dir
     base = served_model_dir(resolve_config(args), args.model)
     fs.prepare(base)  # s3:// needs tensorflow-io's filesystem before TensorFlow loads from it
     versions = served_versions(base)
@@ -67,7 +67,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     configure_logging(args.verbose)
     import tensorflow as tf
-    path = fs.join(base, str(version))
+    path = version_dir(base, version)
     model = tf.saved_model.load(path)
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
         if args.temperature != 0:  # a negative temperature is the signature's error
@@ -176,7 +176,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import diagnose, open_store
     from pipeline.lineage.web.app import serve
-    from runners.local import LocalPaths
+    from runners.home import LocalPaths, readable_folders
     from runners.lock import live_writer
     try:
         loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
@@ -201,9 +201,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
               "authentication", file=sys.stderr)
     print(f"bigtrain ui: http://{args.host}:{args.port}/")
     pipeline_root = LocalPaths.for_config(config).pipeline_root
-    serve(fresh_lineage, home if os.path.isdir(home) else None, args.host, args.port,
-          diagnose_store=lambda: diagnose(connection),
-          pipeline_root=None if fs.is_remote(pipeline_root) else pipeline_root)
+    serve(fresh_lineage, readable_folders(home if os.path.isdir(home) else None,
+                                          None if fs.is_remote(pipeline_root) else pipeline_root),
+          args.host, args.port, diagnose_store=lambda: diagnose(connection))
     return 0
 
 

@@ -10,45 +10,15 @@ import errno
 import json
 import os
 import sys
-from dataclasses import dataclass
 
 from components import config as config_lib
 from components.config import Config, save_config
-from components.common import fs
-from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError, HomeError
+from components.config.loading import CONFIG_FILE
+from components.common import checkpoints, fs
+from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError
+from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
-
-
-@dataclass(frozen=True)
-class LocalPaths:
-    home: str
-    pipeline_root: str
-    serving_dir: str
-    runs_dir: str
-
-    @classmethod
-    def for_home(cls, home: str, pipeline_name: str, pipeline_root: str = "",
-                 serving_dir: str = "") -> "LocalPaths":
-        """Run state (lock, runs, sqlite) always under the home; the pipeline root and serving
-        folder where orchestrator.pipeline_root / serving_dir say (a path or s3://, gs://),
-        under the home when empty."""
-        home = os.path.abspath(home)
-        return cls(home=home,
-                   pipeline_root=_resolve(pipeline_root) or os.path.join(home, "pipelines", pipeline_name),
-                   serving_dir=_resolve(serving_dir) or os.path.join(home, "serving"),
-                   runs_dir=os.path.join(home, "runs"))
-
-    @classmethod
-    def for_config(cls, config: Config) -> "LocalPaths":
-        return cls.for_home(config.paths.home, config.paths.pipeline_name,
-                            config.orchestrator.pipeline_root, config.orchestrator.serving_dir)
-
-    def remote(self) -> list[str]:
-        return [p for p in (self.pipeline_root, self.serving_dir) if fs.is_remote(p)]
-
-
-def _resolve(path: str) -> str:
-    return path if not path or fs.is_remote(path) else os.path.abspath(path)
+from runners.home import LocalPaths, check_home
 
 
 @dataclass(frozen=True)
@@ -94,26 +64,6 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
     LocalDagRunner().run_with_ir(pipeline_ir)
 
 
-def check_home(home: str) -> None:
-    """The home exists (or is created) and is writable: a named error otherwise."""
-    if os.path.exists(home) and not os.path.isdir(home):
-        raise HomeError(f"home {home} is not a directory")
-    try:
-        os.makedirs(home, exist_ok=True)
-    except OSError as err:
-        raise HomeError(f"cannot create home {home}: {err.strerror}"
-                        + (" (a parent is a file)" if err.errno == errno.ENOTDIR else "")) from None
-    if not os.path.isdir(home):
-        raise HomeError(f"home {home} is not a directory")
-    probe = os.path.join(home, f".write-test-{os.getpid()}")
-    try:
-        with open(probe, "w") as fh:
-            fh.write("ok")
-        os.remove(probe)
-    except OSError as err:
-        raise HomeError(f"home {home} is not writable: {err.strerror}") from None
-
-
 def check_places(paths: LocalPaths) -> None:
     """The home is a writable local folder; every bucket the run writes to answers (a missing
     bucket or no credentials: exit 8 now, naming the URI, not mid-run)."""
@@ -134,89 +84,11 @@ def is_disk_full(exc: BaseException) -> bool:
     return False
 
 
-def _is_save_temp(name: str) -> bool:
-    return name.endswith("_temp") or "_temp_" in name
-
-
-def _empty_save_temp_dirs(checkpoint_root: str) -> set[str]:
-    """Save-temp folders, empty ones included (a failed save removes its partial file but may
-    leave the folder): <key>/ckpt-N_temp, and one level down <key>/input-<layout>/state-N_temp
-    (the training input's state, components/training/feed.py) and a worker's own folder's."""
-    found, folders = set(), [""]
-    for depth in range(3):                       # the keys, their folders, one level below
-        below = []
-        for rel in folders:
-            for name in (n.rstrip("/") for n in fs.listdir(fs.join(checkpoint_root, rel))):
-                child = f"{rel}/{name}" if rel else name
-                if depth and _is_save_temp(name):
-                    found.add(child)
-                elif depth < 2 and fs.isdir(fs.join(checkpoint_root, child)):
-                    below.append(child)
-        folders = below
-    return found
-
-
-def prune_partial_checkpoints(checkpoint_root: str) -> list[str]:
-    """Remove checkpoint files a failed save left behind (not listed in their folder's
-    `checkpoint` state file, which TF replaces atomically) and save-temp folders: resume and
-    readers only ever see complete checkpoints. Through fs: the root may be s3://. Returns what
-    was removed."""
-    import posixpath
-    import re
-    removed = []
-    if not fs.isdir(checkpoint_root):
-        return removed
-    files = list(fs.walk_files(checkpoint_root))
-    temp_dirs = set()
-    for rel in files:
-        parts = rel.split("/")[:-1]
-        for depth, name in enumerate(parts):
-            if _is_save_temp(name):
-                temp_dirs.add("/".join(parts[:depth + 1]))
-                break
-    temp_dirs |= _empty_save_temp_dirs(checkpoint_root)  # TF may leave an emptied one behind
-    for rel in sorted(temp_dirs):
-        removed.append(fs.join(checkpoint_root, *rel.split("/")))
-        fs.rmtree(removed[-1])
-    names_by_folder: dict[str, list[str]] = {}
-    for rel in files:
-        if not any(rel.startswith(d + "/") for d in temp_dirs):
-            names_by_folder.setdefault(posixpath.dirname(rel), []).append(posixpath.basename(rel))
-    for folder, names in sorted(names_by_folder.items()):
-        base = fs.join(checkpoint_root, *folder.split("/")) if folder else checkpoint_root
-        state = fs.join(base, "checkpoint")
-        listed = ({posixpath.basename(m) for m in re.findall(r'"([^"]+)"', fs.read_text(state))}
-                  if fs.exists(state) else set())
-        for name in names:
-            match = re.match(r"^(ckpt-\d+)\.(index|data-\d+-of-\d+)$", name)
-            if match and match.group(1) not in listed:
-                removed.append(fs.join(base, name))
-                fs.remove(removed[-1])
-    return removed
-
-
-def remove_dead_push_staging(serving_dir: str) -> list[str]:
-    """<serving>/<model>/.incoming-<version>-<pid> folders of dead pushers (components/push): TF
-    Serving never reads them (not all digits), but they would pile up."""
-    import socket
-    from runners.lock import process_alive
-    removed = []
-    for model in fs.listdir(serving_dir):
-        base = fs.join(serving_dir, model)
-        for name in fs.listdir(base):
-            pid = name.rsplit("-", 1)[-1]
-            if (name.startswith(".incoming-") and pid.isdigit()
-                    and process_alive({"pid": pid, "host": socket.gethostname()}) is False):
-                fs.rmtree(fs.join(base, name))
-                removed.append(fs.join(base, name))
-    return removed
-
-
 def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
     """The lock's last holder died: say so, and remove what it left half-written."""
     print(f"note: {lock.stale_note()}", flush=True)
-    pruned = prune_partial_checkpoints(fs.join(paths.pipeline_root, "checkpoints"))
-    pruned += remove_dead_push_staging(paths.serving_dir)
+    pruned = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
+    pruned += remove_dead_staging(paths.serving_dir)
     if pruned:
         print(f"note: removed what it left half-written (never read): {', '.join(pruned)}", flush=True)
 
@@ -241,8 +113,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     paths = LocalPaths.for_config(config)
     check_places(paths)
     run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
-    run_dir = os.path.join(paths.runs_dir, run_id)
-    log_path = os.path.join(run_dir, "run.log")
+    run_dir, log_path = paths.run_dir(run_id), paths.run_log(run_id)
     with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
         if lock.stale:
             clean_after_dead_holder(lock, paths)
@@ -296,7 +167,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     print(f"bigtrain run: preset {config.preset}, home {paths.home}, run {plan.run_id}\n"
           f"why it runs: {'; '.join(plan.reasons)}\n"
-          f"resolved config: {os.path.join(plan.run_dir, 'config.yaml')}, log: {plan.log_path}"
+          f"resolved config: {os.path.join(plan.run_dir, CONFIG_FILE)}, log: {plan.log_path}"
           + "".join(f"\n{label}: {path}" for label, path in (("pipeline root", paths.pipeline_root),
                     ("serving folder", paths.serving_dir)) if not path.startswith(paths.home)),
           flush=True)
@@ -321,7 +192,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     if metadata_lib.store_exists(config):
         _record_run(config, plan, error)
     if error is not None and is_disk_full(error):
-        removed = prune_partial_checkpoints(fs.join(paths.pipeline_root, "checkpoints"))
+        removed = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
         raise DiskFullError(
             f"no space left on device while writing under {paths.home} ({failure[1]}); the failed "
             f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "

@@ -18,8 +18,8 @@ import socket
 import sys
 
 from components.common.errors import HomeError, HomeLockedError
-
-LOCK_FILE = ".bigtrain.lock"
+from components.common.process import process_alive
+from runners.home import lock_path
 
 
 def _describe(holder: dict) -> str:
@@ -30,24 +30,11 @@ def _describe(holder: dict) -> str:
 def read_holder(home: str) -> dict | None:
     """The record in the home's lock file (None when empty, absent or unreadable). No locking."""
     try:
-        with open(os.path.join(home, LOCK_FILE), encoding="utf-8") as fh:
+        with open(lock_path(home), encoding="utf-8") as fh:
             text = fh.read()
         return json.loads(text) if text.strip() else None
     except (OSError, ValueError):
         return None
-
-
-def process_alive(holder: dict) -> bool | None:
-    """True/False for a holder on this host; None when it ran on another host (cannot tell)."""
-    if holder.get("host") != socket.gethostname():
-        return None
-    try:
-        os.kill(int(holder["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, KeyError, ValueError, TypeError):
-        return True
-    return True
 
 
 def live_writer(home: str) -> bool | None:
@@ -62,7 +49,7 @@ class HomeLock:
     of a dead previous holder (taken over), if any."""
 
     def __init__(self, home: str, record: dict):
-        self.home, self.path = home, os.path.join(home, LOCK_FILE)
+        self.home, self.path = home, lock_path(home)
         self.record = dict(record, pid=os.getpid(), host=socket.gethostname(),
                            started=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                            command=" ".join(sys.argv))

@@ -15,9 +15,9 @@ import urllib.parse
 
 from components import config as config_lib
 from components.config import Config, ConfigError
+from runners.home import default_sqlite_path
 
 METADATA_ENV = "BIGTRAIN_METADATA"
-SQLITE_FILE = "metadata.sqlite"
 
 
 def parse_metadata_uri(uri: str) -> dict:
@@ -62,7 +62,7 @@ def sqlite_path(config: Config) -> str | None:
     if config.metadata.backend != "sqlite":
         return None
     return os.path.abspath(config.metadata.sqlite_path
-                           or os.path.join(config.paths.home, SQLITE_FILE))
+                           or default_sqlite_path(config.paths.home))
 
 
 def mysql_password(metadata: config_lib.MetadataConfig) -> str:

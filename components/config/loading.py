@@ -198,9 +198,13 @@ def digest(config: Any) -> str:
     return hashlib.sha256(json.dumps(to_dict(config), sort_keys=True).encode()).hexdigest()[:16]
 
 
+CONFIG_FILE = "config.yaml"   # a run's resolved config, in its run folder
+
+
 def save_config(config: Config, directory: str) -> str:
+    """Write the resolved config to <directory>/config.yaml; returns that path."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "config.yaml")
+    path = os.path.join(directory, CONFIG_FILE)
     with open(path, "w", encoding="utf-8") as fh:
         yaml.safe_dump(to_dict(config), fh, sort_keys=False)
     return path

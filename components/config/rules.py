@@ -187,8 +187,8 @@ def validate_batch(config: Config, replicas: int) -> None:
 
 
 def validate_model_parallel(config: Config) -> None:
-    """Issue 21. Supported: train.shard_optimizer_state with runtime.strategy=mirrored or
-    multi_worker_mirrored (the slices are spread over every worker's replicas);
+    """Model parallelism's settings. Supported: train.shard_optimizer_state with
+    runtime.strategy=mirrored or multi_worker_mirrored (the slices are spread over every worker's replicas);
     runtime.pipeline_stages > 1 with runtime.strategy=one_device (the stages are the host's
     devices; no data parallel around them). Every other combination is a ConfigError naming the
     settings. (Whether the host has

@@ -240,6 +240,7 @@ class RuntimeConfig:
 # Where compiled (scheduled) pipelines put artifacts and pushed models when the config leaves
 # orchestrator.pipeline_root / serving_dir empty: a volume mounted on every cluster node.
 SCHEDULED_PIPELINE_ROOT = "/mnt/bigtrain/pipelines"
+SQLITE_FILE = "metadata.sqlite"   # the MLMD sqlite file's name: in a home, or on the cluster volume
 SCHEDULED_SERVING_DIR = "/mnt/bigtrain/serving"
 
 
@@ -260,7 +261,7 @@ class OrchestratorConfig:
     start_date: str = "2026-01-01"
     retries: int = 1
     # Airflow: the MLMD sqlite file of scheduled runs (Kubeflow brings its own metadata store).
-    metadata_path: str = "/mnt/bigtrain/metadata.sqlite"
+    metadata_path: str = f"/mnt/bigtrain/{SQLITE_FILE}"
 
 
 @dataclass(frozen=True)

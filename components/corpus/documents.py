@@ -9,8 +9,9 @@ Splitting rule. A document's split is decided by its content: sha256(salt + cont
 where content_key is the sha256 of the normalized text (CRLF -> LF, surrounding whitespace
 stripped). Exact duplicates (the eight identical `__main__.py` of the stdlib, a copied file, a
 repeated paragraph) always share a split, so none leaks from train into eval; editing one part of
-a big file leaves its other documents' splits alone (before, `path@offset` ids reshuffled every
-document after the edit); and the split does not depend on the order, listing or parallelism.
+a big file leaves its other documents' splits alone (a key from `path@offset` would reshuffle
+every document after the edit); and the split does not depend on the order, listing or
+parallelism.
 
 Duplicates (data.dedup=exact, the default): among documents with the same content_key only the
 first in reading order (unit index, then position in the unit) is packed; the others are counted

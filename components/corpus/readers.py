@@ -30,7 +30,6 @@ from components.corpus.streams import align, chunked_reader, split_stream
 
 CRLF_PEEK_BYTES = 1 << 16     # a first line longer than this counts as LF
 MAX_FILES_PER_UNIT = 2048
-FORMATS = ("text", "jsonl", "parquet")
 GZIP_SUFFIXES = (".gz", ".gzip")
 
 

@@ -18,36 +18,16 @@ names a deleted version. All I/O goes through components.common.fs (local, s3://
 from __future__ import annotations
 
 import logging
-import os
 
 from components.common import fs
+from components.push.layout import (BATCHING_FILE, GRAPH_FILE, MODELS_CONFIG, read_labels,
+                                    served_versions)
+from components.push.staging import retired_dir
 from components.serving.batching import BATCHING
 
-MODELS_CONFIG = "models.config"
-BATCHING_FILE = "batching_parameters"
 DEFAULT_KEEP_VERSIONS = 5
 POLICIES = ("specific", "latest")
 LOGGER = logging.getLogger("bigtrain.push")
-
-
-GRAPH_FILE = "saved_model.pb"
-
-
-def _versions(base_dir: str) -> list[int]:  # push.served_versions' rule (push imports this module)
-    return sorted(int(n) for n in fs.listdir(base_dir)
-                  if n.isdigit() and fs.exists(fs.join(base_dir, n, GRAPH_FILE)))
-
-
-def read_labels(base_dir: str) -> dict[str, int]:
-    """The version labels models.config holds now ({} when there is none)."""
-    from google.protobuf import text_format
-    from tensorflow_serving.config import model_server_config_pb2
-    path = fs.join(base_dir, MODELS_CONFIG)
-    if not fs.exists(path):
-        return {}
-    config = text_format.Parse(fs.read_text(path), model_server_config_pb2.ModelServerConfig())
-    return {label: int(version) for model in config.model_config_list.config
-            for label, version in model.version_labels.items()}
 
 
 def moved_labels(previous: dict[str, int], new_version: int) -> dict[str, int]:
@@ -84,7 +64,7 @@ def retire_old_versions(base_dir: str, keep_versions: int, labels: dict[str, int
     """Remove all but the newest keep_versions versions and the labelled ones; returns those removed."""
     if keep_versions < 1:
         raise ValueError(f"push.keep_versions must be >= 1, got {keep_versions}")
-    versions = _versions(base_dir)
+    versions = served_versions(base_dir)
     keep = set(versions[-keep_versions:]) | set(labels.values())
     removed = [v for v in versions if v not in keep]
     for version in removed:
@@ -92,7 +72,7 @@ def retire_old_versions(base_dir: str, keep_versions: int, labels: dict[str, int
         if fs.is_remote(base_dir):   # the graph first: TF Serving stops seeing the version
             fs.remove(fs.join(path, GRAPH_FILE))
         else:                        # out of TF Serving's sight in one step (a non-digit name)
-            retired = fs.join(base_dir, f".retired-{version}-{os.getpid()}")
+            retired = retired_dir(base_dir, version)
             fs.rename(path, retired)
             path = retired
         fs.rmtree(path)
@@ -109,8 +89,9 @@ def publish_deployment_files(base_dir: str, new_version: int | None,
     name = model_name or base_dir.rstrip("/").rsplit("/", 1)[-1]
     previous = read_labels(base_dir)
     labels = moved_labels(previous, new_version) if new_version is not None else previous
-    if not labels and _versions(base_dir):   # an older layout without a config: label the newest
-        labels = moved_labels({}, _versions(base_dir)[-1])
+    versions = served_versions(base_dir)
+    if not labels and versions:   # an older layout without a config: label the newest
+        labels = moved_labels({}, versions[-1])
     fs.write_text(fs.join(base_dir, MODELS_CONFIG), models_config_text(name, base_dir, labels, policy))
     fs.write_text(fs.join(base_dir, BATCHING_FILE), batching_parameters_text())
     removed = retire_old_versions(base_dir, keep_versions, labels if policy == "specific" else {})

@@ -7,7 +7,6 @@ from __future__ import annotations
 from components.common import fs
 import json
 import os
-from typing import Any
 
 from components.tokenizer.base import (DESCRIPTION_FILE, KINDS, MODEL_FILE, Tokenizer,
                                        TokenizerFileError)
@@ -33,10 +32,6 @@ def load(directory: str) -> Tokenizer:
     if kind == "sentencepiece":
         return SentencePieceTokenizer.from_file(os.path.join(directory, MODEL_FILE))
     raise TokenizerFileError(f"tokenizer description {path}: kind {kind!r} is not one of {KINDS}")
-
-
-def read_figures(directory: str) -> dict[str, Any]:
-    return json.loads(fs.read_text(os.path.join(directory, DESCRIPTION_FILE))).get("figures", {})
 
 
 def examples_tokenizer_dir(examples_uri: str) -> str:

@@ -18,8 +18,3 @@ def bits_per_byte(total_nats: float, raw_bytes: int) -> float:
     if total_nats < 0 or math.isnan(total_nats):
         raise ValueError(f"total_nats must be a non-negative number of nats, got {total_nats}")
     return total_nats / raw_bytes / math.log(2)
-
-
-def bits_per_byte_from_token_loss(nats_per_token: float, tokens: int, raw_bytes: int) -> float:
-    """The same from a mean loss: total nats = nats_per_token x tokens predicted."""
-    return bits_per_byte(nats_per_token * tokens, raw_bytes)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from components.corpus.documents import content_key, normalized
 
@@ -132,15 +132,3 @@ class SampleAccumulator:
                 ids.append(c.document_id)
                 total += size
         return Sample(texts, ids, total)
-
-
-def sample_documents(documents: Iterable[tuple[str, str]], max_bytes: int, dedup: bool = False,
-                     salt: str = SAMPLE_SALT) -> Sample:
-    """(document id, text) pairs in reading order -> the sample (see the module docstring), with
-    documents_seen/bytes_seen over every document given."""
-    accumulator, seen, seen_bytes = SampleAccumulator(max_bytes, dedup), 0, 0
-    for ordinal, (document_id, text) in enumerate(documents):
-        raw = text.encode("utf-8")
-        seen, seen_bytes = seen + 1, seen_bytes + len(raw)
-        accumulator.add(candidate(document_id, raw, (0, ordinal), salt=salt))
-    return dataclasses.replace(accumulator.sample(), documents_seen=seen, bytes_seen=seen_bytes)

@@ -85,9 +85,6 @@ class SentencePieceTokenizer(Tokenizer):
                                  f"byte {err.start}") from None
         return np.asarray(self._sp.encode(text), dtype=np.int64)
 
-    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        return [np.asarray(ids, dtype=np.int64) for ids in self._sp.encode(list(texts))]
-
     def decode(self, ids) -> bytes:
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         keep = (arr >= 0) & (arr < self.vocab_size)

@@ -10,7 +10,8 @@ source's state must match the trained steps when it is saved, so every pull firs
 from a queue: the loop releases the tickets of the steps up to the next checkpoint step only
 (`release`). When that step's checkpoint is written, its batches are all consumed and no pull is
 in flight (the puller waits for a ticket), so the source's state is exactly "after step n". It
-goes to `<worker's checkpoint folder>/input-<layout>/state-<n>`, each worker its own.
+goes beside the worker's checkpoints (components/common/checkpoints.py owns that layout), each
+worker its own.
 (A new distributed iterator per checkpoint would do the same without tickets, but each one costs
 ~0.2 s of tracing here and, retraced hundreds of times, multi-second garbage collections.)
 
@@ -23,14 +24,12 @@ since the rule does not depend on the shape, but linear in n (benchmarks/resume_
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
 
 import tensorflow as tf
 
-from components.common import fs
+from components.common import checkpoints, fs
 from components.training import input as input_lib
 
 LOGGER = logging.getLogger("bigtrain.train")
@@ -53,7 +52,7 @@ class InputFeed:
         def replica_batches(context):       # called once per worker, with its InputContext
             layout = layout_of(plan, config, context)
             source = open_source(plan, config, context, start_step,
-                                 state_prefix(checkpoint_dir, layout, start_step))
+                                 checkpoints.input_state_prefix(checkpoint_dir, layout, start_step))
             opened.update(source=source, layout=layout,
                           local=context.num_replicas_in_sync // context.num_input_pipelines)
             # A ticket per pull; STOP ends the dataset cleanly (a closed queue would make every
@@ -74,13 +73,9 @@ class InputFeed:
         if self.cache:
             return
         tf.train.Checkpoint(input=self.source).write(
-            state_prefix(self.checkpoint_dir, self.layout, step))
-        kept = {checkpoint.rsplit("-", 1)[-1] for checkpoint in kept_checkpoints}
-        folder = state_folder(self.checkpoint_dir, self.layout)
-        for name in fs.listdir(folder):
-            match = re.match(r"^state-(\d+)\.(index|data-\d+-of-\d+)$", name)
-            if match and match.group(1) not in kept:
-                fs.remove(fs.join(folder, name))
+            checkpoints.input_state_prefix(self.checkpoint_dir, self.layout, step))
+        checkpoints.prune_input_states(self.checkpoint_dir, self.layout,
+                                       {checkpoints.step_of(kept) for kept in kept_checkpoints})
 
     def close(self) -> None:
         """End the puller (it sees the end of its dataset after the released batches).
@@ -136,11 +131,3 @@ def layout_of(plan, config, context) -> str:
         "replicas": context.num_replicas_in_sync, "workers": context.num_input_pipelines,
         "worker": context.input_pipeline_id}, sort_keys=True)
 
-
-def state_folder(checkpoint_dir: str, layout: str) -> str:
-    """<checkpoint folder>/input-<digest of the layout>: one folder per layout."""
-    return fs.join(checkpoint_dir, f"input-{hashlib.sha256(layout.encode()).hexdigest()[:16]}")
-
-
-def state_prefix(checkpoint_dir: str, layout: str, step: int) -> str:
-    return fs.join(state_folder(checkpoint_dir, layout), f"state-{step}")

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from components.common import checkpoints
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.spec import token_spec
 from components.training import memory, pipeline_stages, zero
@@ -86,7 +87,7 @@ def build_training(config, strategy, prepare_model=None):
     `prepare_model(model)` (warm start, freezing) runs before the optimizer exists."""
     t = config.train
     with strategy.scope():
-        if config.runtime.pipeline_stages > 1:  # issue 21: stages on their devices
+        if config.runtime.pipeline_stages > 1:  # each stage builds its blocks on its device
             model = pipeline_stages.build_staged_model(
                 config.model, config.data.seq_len, config.runtime.precision, t.remat,
                 token_spec(config.data).vocab_size, config.runtime.pipeline_stages)
@@ -102,7 +103,8 @@ def build_training(config, strategy, prepare_model=None):
         if not t.shard_optimizer_state:
             optimizer = make_optimizer(t, lambda: schedule(state.step), model)
             optimizer.build(model.trainable_variables)
-    if t.shard_optimizer_state:  # issue 21: AdamW moments split across replicas (zero.py)
+    if t.shard_optimizer_state:  # AdamW moments split across replicas: zero.py places each slice
+        # on its replica's device itself, outside the scope (which would mirror every variable)
         optimizer = zero.make_sharded_optimizer(t, lambda: schedule(state.step), model, strategy)
     # What was built, read from the objects (not the config): the e2e test checks these lines.
     if hasattr(model, "stage_devices"):
@@ -114,7 +116,7 @@ def build_training(config, strategy, prepare_model=None):
 
 
 def pipeline_gradient_fn(config, model, state):
-    """Issue 21: the GPipe gradient function with runtime.pipeline_stages > 1, else None."""
+    """The GPipe gradient function with runtime.pipeline_stages > 1, else None (train_step's)."""
     if config.runtime.pipeline_stages == 1:
         return None
     return pipeline_stages.make_pipeline_gradient_fn(
@@ -226,8 +228,7 @@ def _worker_dirs(strategy, checkpoint_dir: str, model_run_dir: str) -> tuple[str
     """A non-chief worker's own folders: every worker must take part in saving (collectives),
     but only the chief's files count."""
     task = strategy.cluster_resolver.task_id
-    return (os.path.join(checkpoint_dir, f".worker-{task}"),
-            os.path.join(model_run_dir, f".worker-{task}"))
+    return checkpoints.worker_dir(checkpoint_dir, task), checkpoints.worker_dir(model_run_dir, task)
 
 
 def next_checkpoint_step(step: int, t) -> int:
@@ -262,8 +263,9 @@ def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: st
     """The CheckpointManager saving into checkpoint_dir, after restoring the latest checkpoint of
     shared_checkpoint_dir (the chief's, on every worker) when there is one; a worker with its own
     --out folder (no shared file system) finds its own copy in checkpoint_dir (every worker writes
-    each checkpoint; before, such a worker started at step 0 while the chief resumed)."""
-    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3)
+    each checkpoint, so such a worker resumes at the chief's step instead of step 0)."""
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=3,
+                                         checkpoint_name=checkpoints.CHECKPOINT_NAME)
     latest = (tf.train.latest_checkpoint(shared_checkpoint_dir)
               or (checkpoint_dir != shared_checkpoint_dir
                   and tf.train.latest_checkpoint(checkpoint_dir)) or None)

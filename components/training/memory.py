@@ -87,7 +87,7 @@ def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0, *
     whole = MemoryEstimate(parameters=4.0 * n_params, optimizer_state=8.0 * n_params,
                            gradients=8.0 * n_params, activations_per_micro_batch=float(activations),
                            evaluation_micro_batch=float(evaluation), device_memory=device_memory)
-    return model_parallel_estimate(config, whole, replicas)      # issue 21: sharding / stages
+    return model_parallel_estimate(config, whole, replicas)      # sharded state / stages
 
 
 def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
@@ -114,7 +114,7 @@ def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
             f"eval.batch_size")
 
 
-# --- Issue 21: per-device bytes under sharded optimizer state (ZeRO-1) and pipeline stages. ---
+# --- Per-device bytes under sharded optimizer state (ZeRO-1) and pipeline stages. ---
 
 def vocabulary(config) -> int:
     """Token ids of the configured tokenizer (bytes: 259; SentencePiece: data.vocab_size)."""

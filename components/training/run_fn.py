@@ -3,8 +3,6 @@ Trainer executor that records the training figures on the Model artifact in MLMD
 
 from __future__ import annotations
 
-from components.common import fs
-import hashlib
 import json
 import logging
 import math
@@ -13,6 +11,7 @@ import os
 from tfx.components.trainer.executor import GenericExecutor
 from tfx.types import artifact_utils
 
+from components.common import checkpoints, fs
 from components.common.digest import code_digest
 from components.config import hyperparameters as hyperparameters_lib
 from components.tokenizer import artifact as tokenizer_artifact
@@ -67,12 +66,10 @@ def trainer_config(custom_config: dict, hyperparameters: dict | None
 
 def checkpoint_dir_for(config: config_lib.Config, checkpoint_root: str, base_model,
                        train_files) -> str:
-    """Checkpoints outlive a failed execution (whose output folders are abandoned): they are keyed
-    by the training config (after tuning), the parent model and the examples, so re-running the
-    same pipeline resumes."""
-    view = json.dumps(training_view(config), sort_keys=True)
-    key = hashlib.sha256((view + "|" + str(base_model or "") + "|" + "|".join(train_files)).encode())
-    return os.path.join(checkpoint_root, key.hexdigest()[:16])
+    """This training's checkpoint folder: keyed by its training view (after tuning), the parent
+    model and the examples (components/common/checkpoints.py keyed_dir)."""
+    return checkpoints.keyed_dir(checkpoint_root, json.dumps(training_view(config), sort_keys=True),
+                                 base_model, train_files)
 
 
 def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer) -> tuple[dict, float]:

@@ -29,7 +29,7 @@ def ensure_cpu_replicas(count: int) -> int:
 
 def cpu_devices_needed(runtime) -> int:
     """Logical CPU devices a run splits the CPU into on a machine without GPUs (0: no split):
-    the mirrored replicas, or the pipeline stages (issue 21)."""
+    the mirrored replicas, or the pipeline stages."""
     if getattr(runtime, "pipeline_stages", 1) > 1:
         return runtime.pipeline_stages
     return runtime.cpu_replicas if runtime.strategy == "mirrored" else 0
@@ -38,7 +38,7 @@ def cpu_devices_needed(runtime) -> int:
 def make_strategy(runtime) -> tf.distribute.Strategy:
     name = runtime.strategy
     if getattr(runtime, "pipeline_stages", 1) > 1:
-        # Issue 21: the stages place themselves (pipeline_stages.py); a OneDeviceStrategy scope
+        # The stages place themselves (pipeline_stages.py); a OneDeviceStrategy scope
         # would pin every variable to its one device.
         return tf.distribute.get_strategy()
     if name == "one_device":

@@ -53,10 +53,6 @@ class PreReducedAdamW(_PreReduced, keras.optimizers.AdamW):
     pass
 
 
-class PreReducedSGD(_PreReduced, keras.optimizers.SGD):
-    pass
-
-
 def make_optimizer(train_config, learning_rate, model=None) -> keras.optimizers.Optimizer:
     """AdamW. `learning_rate`: a float or a zero-argument callable (the loop passes the schedule
     at the step counter). With `model`: weight decay by variable role (gpt.decay_variables: Dense
@@ -214,14 +210,14 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
                     pad_id: int, gradient_fn=None):
     """Returns a tf.function(iterator) -> (global loss, gradient norm, finite) for one step.
     clip_norm=None: no clipping (the SGD reference check). gradient_fn: a replacement for
-    make_gradient_fn's (issue 21: pipeline_stages.make_pipeline_gradient_fn)."""
+    make_gradient_fn's (pipeline stages: pipeline_stages.make_pipeline_gradient_fn)."""
     variables = model.trainable_variables
     replica_gradients = gradient_fn or make_gradient_fn(
         model, strategy, state, global_batch_size=global_batch_size,
         accumulation_steps=accumulation_steps, dynamic_loss_scale=dynamic_loss_scale, seed=seed,
         xla=xla, pad_id=pad_id)
 
-    sharded = hasattr(optimizer, "update_own_slice")   # issue 21: ZeRO-1 (zero.ShardedAdamW)
+    sharded = hasattr(optimizer, "update_own_slice")   # ZeRO-1 (zero.ShardedAdamW)
 
     def apply_or_skip(distribution, grads, finite):
         # Cross-replica context (inside merge_call): a cond here may branch around the optimizer's

@@ -97,21 +97,6 @@ def load_weights(model: keras.Model, prefix: str) -> int:
     return len(targets)
 
 
-def restore_model(model: keras.Model, prefix: str):
-    """The model's weights, by name, from a training checkpoint (tf.train.Checkpoint(model=...,
-    optimizer=..., ...)); the rest of the file is not wanted here (expect_partial). A model
-    variable the checkpoint lacks is an error, never a silent partial restore."""
-    status = tf.train.Checkpoint(**{ROOT: model}).read(prefix)   # read: no save_counter
-    status.expect_partial()
-    try:
-        status.assert_existing_objects_matched()
-    except AssertionError as err:
-        raise WarmStartError(f"restore of the model from {prefix}: the checkpoint lacks model "
-                             f"variables (was it written with the same model.* settings?): "
-                             f"{str(err)[:2000]}") from None
-    return status
-
-
 def freeze(model: keras.Model, items) -> int:
     """train.freeze: `embeddings` and/or `blocks:N` made non-trainable (before the optimizer is
     built, so the train step never updates them). Returns the number of frozen parameters."""

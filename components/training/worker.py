@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from components.common import fs
+from components.common import checkpoints, fs
 
 
 def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | None = None) -> dict:
@@ -22,7 +22,7 @@ def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | Non
 
     strategy = make_strategy(config.runtime)  # first: collectives must start before other TF ops
     result = loop.train(config, [os.path.join(examples_dir, "Split-train", "*")],
-                        os.path.join(out_dir, "model_run"), os.path.join(out_dir, "checkpoints"),
+                        os.path.join(out_dir, "model_run"), checkpoints.root(out_dir),
                         strategy=strategy)
     summary = {"steps": result.steps, "resumed_from_step": result.resumed_from_step,
                "final_loss": result.final_loss,

@@ -84,11 +84,6 @@ class ShardedAdamW(tf.Module):
         rate = self.learning_rate() if callable(self.learning_rate) else self.learning_rate
         return tf.cast(rate, tf.float32)
 
-    def state_variables_by_device(self) -> dict[str, list[tf.Variable]]:
-        """{device: the moment slices stored there} (the tests count elements per replica)."""
-        return {device: list(m) + list(v) for device, m, v in
-                zip(self.devices, self.momentums, self.velocities)}
-
     def update_own_slice(self, grads, variables, finite):
         """Replica context, after the all-reduce: update this replica's slices (moments in
         place, unless `finite` is false) and all-gather the weights. Returns every variable's

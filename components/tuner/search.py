@@ -9,7 +9,7 @@ trial is also written for TensorBoard's HParams view (one run folder per trial).
 
 from __future__ import annotations
 
-from components.common import fs
+from components.common import checkpoints, fs
 import json
 import logging
 import math
@@ -72,7 +72,7 @@ class TrainLoopTuner(kt.engine.base_tuner.BaseTuner):
         return examples_tokenizer(examples_uri, config.data, "Tuner")
 
     def checkpoint_dir(self, trial_id: str) -> str:
-        return os.path.join(self.work_dir, "trials", trial_id, "checkpoints")
+        return checkpoints.root(os.path.join(self.work_dir, "trials", trial_id))
 
     def run_trial(self, trial, *args, **kwargs):
         from components.training import loop
@@ -159,7 +159,7 @@ def tuner_fn(fn_args):
     config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
     tune = config_lib.from_dict(config_lib.TuneConfig, json.loads(custom["tune"]))
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
-    if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages (issue 21)
+    if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     hyperparameters = space_lib.declare(tune.space)
     log_dir = custom["log_dir"]

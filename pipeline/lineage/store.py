@@ -11,8 +11,8 @@ from ml_metadata import metadata_store
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common import fs
 from components.common.errors import NotFoundError
+from components.push.layout import read_push_record
 from pipeline.lineage import record
 
 Event = metadata_store_pb2.Event
@@ -283,8 +283,7 @@ class Lineage:
         leaves in it names the Model (components/push/push.py), whose Pusher executions' outputs
         say where they pushed. None without a readable record."""
         try:
-            record_text = fs.read_text(fs.join(version_dir, "assets.extra", "bigtrain_push.json"))
-            model_id = int(json.loads(record_text)["model_id"])
+            model_id = int(read_push_record(version_dir)["model_id"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
         for execution_id in reversed(self.consumers(model_id)):

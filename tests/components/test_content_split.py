@@ -4,10 +4,10 @@ import os
 
 from components.config import DataConfig
 from components.corpus import documents as docs
-from components.corpus import split_documents
 from components.common import listing
 from components.text_example_gen.component import check_accounting
 from tests.components.test_transforms import run_stage, split_ids
+from tests.support import single_process
 
 MAIN = b"import sys\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
 COPIES = 8
@@ -31,7 +31,7 @@ def test_identical_files_share_a_split_and_are_packed_once(tmp_path):
     _write_corpus(root)
     for dedup, packed_copies in (("none", COPIES), ("exact", 1)):
         data = DataConfig(input=root, exclude=(), eval_fraction=0.5, dedup=dedup)
-        splits = [split for split, d in split_documents.read_split_documents(data)
+        splits = [split for split, d in single_process.read_split_documents(data)
                   if d.text == MAIN]
         assert len(splits) == packed_copies and len(set(splits)) == 1, (dedup, splits)
 
@@ -66,7 +66,7 @@ def test_editing_the_top_of_a_file_keeps_the_other_documents_splits(tmp_path):
     def splits():
         data = DataConfig(input=str(root), exclude=(), eval_fraction=0.3, document="separator",
                           separator="\n\n")
-        return {d.text: split for split, d in split_documents.read_split_documents(data)}
+        return {d.text: split for split, d in single_process.read_split_documents(data)}
 
     path.write_bytes(b"\n\n".join(texts))
     before = splits()

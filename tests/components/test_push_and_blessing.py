@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from components.push import push
+from components.push import layout, push, staging
 from components.evaluation.decision import Decision, decide_blessing, decide_serving
 from components.config import EvalConfig
 
@@ -27,12 +27,11 @@ def test_push_is_idempotent_and_versions_increase(tmp_path):
     assert again.reason == f"already served as version {first.version}"
     second = push.push_model(str(tmp_path / "b"), base)
     assert second.pushed and second.version > first.version
-    assert push.served_versions(base) == [first.version, second.version]
-    # no staging folder left behind; .claims holds the push claims (components/push/push.py),
+    assert layout.served_versions(base) == [first.version, second.version]
+    # no staging folder left behind; .claims holds the push claims (components/push/staging.py),
     # models.config and batching_parameters are the deployment files (components/push/deployment.py)
-    assert sorted(n for n in os.listdir(base) if n != push.CLAIMS_DIR) == sorted(
+    assert sorted(n for n in os.listdir(base) if n != staging.CLAIMS_DIR) == sorted(
         [str(first.version), str(second.version), "batching_parameters", "models.config"])
-    assert push.latest_version_dir(base) == second.path
 
 
 def test_readers_never_see_a_partial_version(tmp_path):
@@ -47,10 +46,10 @@ def test_readers_never_see_a_partial_version(tmp_path):
 
     def reader():
         while not done.is_set():
-            for version in push.served_versions(base):
+            for version in layout.served_versions(base):
                 folder = os.path.join(base, str(version))
                 if not (os.path.exists(os.path.join(folder, "saved_model.pb"))
-                        and os.path.exists(os.path.join(folder, push.PUSH_RECORD))):
+                        and os.path.exists(os.path.join(folder, layout.PUSH_RECORD))):
                     partial.append(version)
 
     thread = threading.Thread(target=reader)

@@ -9,8 +9,9 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from components.push import deployment
-from components.push.push import push_model, served_versions
+from components.push import layout
+from components.push.layout import served_versions
+from components.push.push import push_model
 from components.serving.batching import BATCHING
 
 
@@ -22,7 +23,7 @@ def fake_model(tmp_path, index: int) -> str:
 
 
 def parsed_config(base: str):
-    with open(os.path.join(base, deployment.MODELS_CONFIG)) as fh:
+    with open(os.path.join(base, layout.MODELS_CONFIG)) as fh:
         config = text_format.Parse(fh.read(), model_server_config_pb2.ModelServerConfig())
     (model,) = config.model_config_list.config
     return model
@@ -68,7 +69,7 @@ def test_latest_policy_has_no_labels(tmp_path):
 def test_batching_parameters_file(tmp_path):
     base = str(tmp_path / "gpt")
     push_model(fake_model(tmp_path, 0), base)
-    text = open(os.path.join(base, deployment.BATCHING_FILE)).read().splitlines()
+    text = open(os.path.join(base, layout.BATCHING_FILE)).read().splitlines()
     assert f"max_batch_size {{ value: {BATCHING['max_batch_size']} }}" in text
     assert [int(line.split(":")[1]) for line in text if line.startswith("allowed_batch_sizes")] == \
         list(BATCHING["allowed_batch_sizes"])
@@ -93,9 +94,9 @@ def test_retention_and_labels_on_s3(tmp_path, s3_prefix):
     versions = [push_model(fake_model(tmp_path, i), base, deploy={"keep_versions": 1}).version for i in range(3)]
     assert served_versions(base) == versions[-2:]
     assert not fs.exists(fs.join(base, str(versions[0]), "variables"))
-    labels = deployment.read_labels(base)
+    labels = layout.read_labels(base)
     assert labels == {"stable": versions[1], "canary": versions[2]}
-    assert fs.exists(fs.join(base, deployment.BATCHING_FILE))
+    assert fs.exists(fs.join(base, layout.BATCHING_FILE))
 
 
 def test_bad_settings_are_errors(tmp_path):

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from components.common import fs
-from components.push import push
+from components.push import layout, push, staging
 from tests.components.test_push_and_blessing import fake_saved_model
 from tests.support.objectstore import use_objectstore
 
@@ -42,7 +42,7 @@ def test_concurrent_pushes_of_one_model_give_one_version_locally(tmp_path):
     results = concurrent_pushes(str(tmp_path / "m"), base, 4)
     assert sum(r.pushed for r in results) == 1
     assert len({r.version for r in results}) == 1
-    assert push.served_versions(base) == [results[0].version]
+    assert layout.served_versions(base) == [results[0].version]
 
 
 def test_a_local_claim_is_never_visible_before_its_bytes(tmp_path, monkeypatch):
@@ -88,7 +88,7 @@ def test_push_to_s3_is_idempotent_and_leaves_no_local_folder(tmp_path, s3_prefix
     assert not again.pushed and again.version == first.version
     second = push.push_model(str(tmp_path / "b"), base)
     assert second.pushed and second.version > first.version
-    assert push.served_versions(base) == [first.version, second.version]
+    assert layout.served_versions(base) == [first.version, second.version]
     assert not os.path.exists(tmp_path / "s3:")  # the old push wrote ./s3:/bucket/...
     # an s3:// source (the Model artifact in a bucket) pushes too
     other = push.push_model(second.path, f"{s3_prefix}/serving/copy")
@@ -102,8 +102,8 @@ def test_s3_version_without_its_graph_is_not_served(s3_prefix, tmp_path, monkeyp
     monkeypatch.setattr(fs, "copy", _fail_on_graph(fs.copy))
     with pytest.raises(OSError, match="injected"):
         push.push_model(str(tmp_path / "a"), base)
-    assert push.served_versions(base) == []
-    assert not fs.exists(f"{base}/{push.CLAIMS_DIR}/{push.model_digest(str(tmp_path / 'a'))}.json")
+    assert layout.served_versions(base) == []
+    assert not fs.exists(f"{base}/{staging.CLAIMS_DIR}/{push.model_digest(str(tmp_path / 'a'))}.json")
     monkeypatch.undo()
     use_objectstore(monkeypatch)
     assert push.push_model(str(tmp_path / "a"), base).pushed  # the claim was let go
@@ -123,7 +123,7 @@ def test_concurrent_pushes_of_one_model_give_one_version_on_s3(tmp_path, s3_pref
     results = concurrent_pushes(str(tmp_path / "m"), base, 3)
     assert sum(r.pushed for r in results) == 1
     assert len({r.version for r in results}) == 1
-    assert push.served_versions(base) == [results[0].version]
+    assert layout.served_versions(base) == [results[0].version]
 
 
 def test_missing_bucket_is_a_named_error(tmp_path, monkeypatch):

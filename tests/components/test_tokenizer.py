@@ -3,6 +3,7 @@ errors, the sample rule, model-file errors, bits per byte, and a SentencePiece S
 the TF1 session loader (what TF Serving and `saved_model_cli run` use)."""
 
 import glob
+import json
 import math
 import os
 import subprocess
@@ -19,6 +20,7 @@ from components.tokenizer.base import TokenizerFileError
 from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 from components.tokenizer.training import TokenizerTrainingError
+from tests.support.single_process import sample_documents
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -169,7 +171,7 @@ def test_sample_is_the_smallest_keys_within_the_budget():
     rng = np.random.default_rng(3)
     docs = [(f"doc{i}.py", f"{i} " + "x" * int(rng.integers(0, 300))) for i in range(200)]
     budget = 5000
-    sample = sampling.sample_documents(docs, budget)
+    sample = sample_documents(docs, budget)
     # Independent reference: sort by key, take whole documents while they fit, cut the next.
     reference, total = [], 0
     for doc_id, text in sorted(docs, key=lambda d: sampling.sample_key(content_key(d[1].encode()))):
@@ -182,15 +184,15 @@ def test_sample_is_the_smallest_keys_within_the_budget():
     assert sample.texts == reference and sample.bytes == budget
     assert sample.documents_seen == 200 and sample.bytes_seen == sum(len(t) for _, t in docs)
     shuffled = [docs[i] for i in rng.permutation(len(docs))]
-    assert sampling.sample_documents(shuffled, budget).texts == sample.texts  # order-free
+    assert sample_documents(shuffled, budget).texts == sample.texts  # order-free
     # A budget above the corpus takes every non-empty document whole.
-    assert sampling.sample_documents(docs, 10**9).bytes == sample.bytes_seen
+    assert sample_documents(docs, 10**9).bytes == sample.bytes_seen
     # dedup: a copy (equal up to CRLF and surrounding whitespace) is sampled once, first copy's id.
     copies = docs + [("copy.py", "\n" + docs[7][1].replace("\n", "\r\n") + "  ")]
-    deduped = sampling.sample_documents(copies, 10**9, dedup=True)
-    assert deduped.texts == sampling.sample_documents(docs, 10**9).texts
+    deduped = sample_documents(copies, 10**9, dedup=True)
+    assert deduped.texts == sample_documents(docs, 10**9).texts
     assert "copy.py" not in deduped.document_ids
-    assert "copy.py" in sampling.sample_documents(copies, 10**9).document_ids
+    assert "copy.py" in sample_documents(copies, 10**9).document_ids
 
 
 def test_merged_accumulators_give_the_one_pass_sample():
@@ -225,11 +227,16 @@ def test_long_lines_are_cut_not_skipped():
 
 
 def test_sample_cuts_on_character_boundaries():
-    sample = sampling.sample_documents([("a", "\u00e9" * 100)], 51)  # 2-byte characters
+    sample = sample_documents([("a", "\u00e9" * 100)], 51)  # 2-byte characters
     assert sample.texts == ["\u00e9" * 25] and sample.bytes == 50
 
 
 # ---------------------------------------------------------------- files
+
+
+def saved_figures(directory) -> dict:
+    """The figures a saved tokenizer's description file records (the run report reads them)."""
+    return json.loads((directory / base.DESCRIPTION_FILE).read_text(encoding="utf-8"))["figures"]
 
 
 def test_save_and_load(sp, tmp_path):
@@ -238,7 +245,7 @@ def test_save_and_load(sp, tmp_path):
     assert isinstance(loaded, SentencePieceTokenizer) and loaded.vocab_size == sp.vocab_size
     text = stdlib_texts(["json"], limit=1)[0]
     np.testing.assert_array_equal(loaded.encode(text), sp.encode(text))
-    assert artifact.read_figures(str(tmp_path / "sp")) == {"bytes_per_token": 2.5}
+    assert saved_figures(tmp_path / "sp") == {"bytes_per_token": 2.5}
     vocab = (tmp_path / "sp" / base.VOCAB_FILE).read_text(encoding="utf-8").splitlines()
     assert len(vocab) == 600 and vocab[0].startswith("<pad>\t")
     ByteTokenizer().save(str(tmp_path / "bytes"))
@@ -293,7 +300,7 @@ def test_bits_per_byte_against_a_hand_computation():
     assert metrics.bits_per_byte(nats, 3) == pytest.approx(2.0)
     # A uniform guess over 256 byte values costs 8 bits per byte whatever the tokenization:
     # 100 bytes as 25 four-byte tokens, each with probability 256**-4.
-    assert metrics.bits_per_byte_from_token_loss(4 * math.log(256), 25, 100) == pytest.approx(8.0)
+    assert metrics.bits_per_byte(4 * math.log(256) * 25, 100) == pytest.approx(8.0)
     # (Dividing by tokens instead of bytes would give 32; forgetting ln 2 would give 5.55.)
     with pytest.raises(ValueError, match="raw_bytes > 0"):
         metrics.bits_per_byte(1.0, 0)

@@ -15,7 +15,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from components.common.listing import list_input_files
 from components.config import DataConfig
 from components.corpus.documents import content_key
-from components.corpus.split_documents import read_split_documents, reader_config
+from components.corpus.split_documents import reader_config
+from tests.support.single_process import read_split_documents
 from components.tokenizer import sample_pipeline, sampling, stage
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

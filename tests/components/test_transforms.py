@@ -17,10 +17,11 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from components.corpus import documents as docs
 from components.common import listing
 from components.config import DataConfig
-from components.corpus import readers, split_documents
+from components.corpus import readers
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, counters_from_metrics
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
+from tests.support import single_process
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -165,7 +166,7 @@ def test_read_split_documents_splits_by_content(corpus):
     root, quarantined = corpus
     _, files = listing.list_input_files(root)
     data = DataConfig(input=root, exclude=(), eval_fraction=0.3, dedup="none")
-    got = [(d.id, split) for split, d in split_documents.read_split_documents(data)]
+    got = [(d.id, split) for split, d in single_process.read_split_documents(data)]
     assert sorted(got) == sorted(
         (r, docs.split_for(docs.content_key(open(a, "rb").read()), 0.3))
         for r, a in files if r not in quarantined)

@@ -39,7 +39,8 @@ class PipelineRun:
 
     def serving_versions(self) -> dict[str, str]:
         """version -> content digest of everything under <home>/serving/gpt/."""
-        from components.push.push import model_digest, served_versions
+        from components.push.layout import served_versions
+        from components.push.push import model_digest
         base = os.path.join(self.home, "serving", "gpt")
         return {v: model_digest(os.path.join(base, str(v))) for v in served_versions(base)}
 

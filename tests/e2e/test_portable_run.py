@@ -69,7 +69,7 @@ def evaluation(home):
     (run,) = os.listdir(root)
     with open(os.path.join(root, run, "metrics.json")) as fh:
         metrics = json.load(fh)
-    from components.push.push import served_versions
+    from components.push.layout import served_versions
     return metrics, served_versions(os.path.join(home, "serving", "gpt"))
 
 

@@ -47,12 +47,14 @@ def test_every_page_of_a_real_home_answers_and_writes_nothing(identical_run, dat
     from tests.support.mlmd import connect
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app
+    from runners.home import readable_folders
     from pipeline.lineage.web.curves import CURVES
 
     home = data_run.home
     before = _home_state(home)
     lin = Lineage(connect(data_run.metadata_path))
-    client = create_app(lambda: Lineage(connect(data_run.metadata_path)), home).test_client()
+    client = create_app(lambda: Lineage(connect(data_run.metadata_path)),
+                        readable_folders(home)).test_client()
 
     def page(url: str) -> str:
         response = client.get(url)

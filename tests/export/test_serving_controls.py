@@ -212,7 +212,7 @@ def test_push_of_a_model_with_an_unreadable_warmup_file_fails_naming_it(exported
     parse: the Pusher reads it back first, so the push fails naming the file and publishes
     nothing (no version, no models.config). Caught: a Pusher that copies without reading it."""
     import shutil
-    from components.push import deployment, push
+    from components.push import layout, push
     from components.serving import warmup
     copy = str(tmp_path / "model")
     shutil.copytree(exported, copy)
@@ -222,4 +222,5 @@ def test_push_of_a_model_with_an_unreadable_warmup_file_fails_naming_it(exported
     with pytest.raises(warmup.WarmupFileError, match=r"model/assets.extra/tf_serving_warmup_requests is not a readable"):
         push.push_model(copy, base)
     assert not (tmp_path / "serving").exists() or (
-        push.served_versions(base) == [] and not os.path.exists(os.path.join(base, deployment.MODELS_CONFIG)))
+        layout.served_versions(base) == []
+        and not os.path.exists(os.path.join(base, layout.MODELS_CONFIG)))

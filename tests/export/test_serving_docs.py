@@ -136,13 +136,13 @@ def test_the_tensorflow_model_server_line_names_the_pushers_files():
     the deployment files the Pusher writes, by their constants, and turns on batching and
     warm-up. Caught: a deployment file renamed in components/push/deployment.py (or in the doc)
     while the other keeps the old name -- the operator's server then starts without it."""
-    from components.push import deployment
+    from components.push import layout
     from components.serving import warmup
     with open(DOC, encoding="utf-8") as fh:
         [command] = [b for b in re.findall(r"```\n(.*?)```", fh.read(), re.S) if "tensorflow_model_server" in b]
     flags = dict(re.findall(r"--([\w]+)=(\S+)", command))
-    assert os.path.basename(flags["model_config_file"]) == deployment.MODELS_CONFIG
-    assert os.path.basename(flags["batching_parameters_file"]) == deployment.BATCHING_FILE
+    assert os.path.basename(flags["model_config_file"]) == layout.MODELS_CONFIG
+    assert os.path.basename(flags["batching_parameters_file"]) == layout.BATCHING_FILE
     assert os.path.dirname(flags["model_config_file"]) == os.path.dirname(flags["batching_parameters_file"])
     assert flags["enable_batching"] == flags["enable_model_warmup"] == "true"
     assert warmup.WARMUP_FILE == os.path.join("assets.extra", "tf_serving_warmup_requests")  # TF Serving's name

@@ -18,7 +18,7 @@ import pytest
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
 from tests.support.mlmd import connect
-from components.push.push import served_versions
+from components.push.layout import served_versions
 from runners import cli
 
 pytestmark = pytest.mark.slow

@@ -196,3 +196,4 @@ def _one_run(b: Builder, run_id: str, version, base_model, tuner=False, fail=Fal
         "pushed_model": b.artifact("PushedModel", "pushed", {
             "pushed": 1, "pushed_version": str(version), "pushed_destination": dest}, run_id)})
     return trained["model"]
+

@@ -165,6 +165,10 @@ def test_half_padded_batch_train_loss_equals_metrics_loss(ids, tmp_path):
     assert replica_losses[0] > 4 * replica_losses[1]
 
 
+class PreReducedSGD(train_step._PreReduced, keras.optimizers.SGD):
+    """Plain SGD that, like the training optimizer, takes gradients train_step has all-reduced."""
+
+
 def test_sgd_without_clipping_moves_weights_by_lr_times_reference_gradient(ids):
     """Mirrored x accumulation, plain SGD, no clipping: w1 = w0 - lr g_ref exactly (1e-6)."""
     config = tiny_config(*SPLITS["mirrored+accumulation"])
@@ -172,7 +176,7 @@ def test_sgd_without_clipping_moves_weights_by_lr_times_reference_gradient(ids):
     keras.utils.set_random_seed(config.train.seed)
     model, state, _, _ = loop.build_training(config, strategy)
     with strategy.scope():
-        sgd = train_step.PreReducedSGD(learning_rate=0.5)
+        sgd = PreReducedSGD(learning_rate=0.5)
         sgd.build(model.trainable_variables)
     w0 = model.get_weights()
     step = train_step.make_train_step(model, sgd, strategy, state, global_batch_size=16,

@@ -91,7 +91,8 @@ def test_state_per_replica_is_one_over_r(shards):
     strategy = make_strategy(config.runtime)
     model, _, optimizer, _ = loop.build_training(config, strategy)
     unsharded_total = 2 * sum(math.prod(v.shape) for v in model.trainable_variables)  # m and v
-    by_device = optimizer.state_variables_by_device()
+    by_device = {device: list(m) + list(v) for device, m, v in              # the moment slices
+                 zip(optimizer.devices, optimizer.momentums, optimizer.velocities)}
     replicas = strategy.num_replicas_in_sync
     assert len(by_device) == replicas == 2
     for device, variables in by_device.items():

@@ -3,19 +3,25 @@ a missing store is the named error before any server starts."""
 
 from components.common import errors
 from runners import cli
+from runners.home import LocalPaths, readable_folders
 
 
 def _serving(monkeypatch):
     calls = []
     monkeypatch.setattr("pipeline.lineage.web.app.serve",
-                        lambda open_lineage, home, host, port, **kw: calls.append((host, port, home)))
+                        lambda open_lineage, roots, host, port, **kw: calls.append((host, port, roots)))
     return calls
+
+
+def _home_folders(home) -> list[str]:
+    """What the UI of a home may read: its run logs and its (default) pipeline root."""
+    return readable_folders(str(home), LocalPaths.for_home(str(home), "bigtrain").pipeline_root)
 
 
 def test_ui_binds_loopback_by_default(monkeypatch, ui_home, capsys):
     calls = _serving(monkeypatch)
     assert cli.main(["ui", "--home", str(ui_home), "--port", "8123"]) == 0
-    assert calls == [("127.0.0.1", 8123, str(ui_home))]
+    assert calls == [("127.0.0.1", 8123, _home_folders(ui_home))]
     assert "WARNING" not in capsys.readouterr().err
 
 
@@ -43,7 +49,7 @@ def test_ui_with_a_host_name_is_a_named_usage_error(monkeypatch, ui_home, capsys
         assert f"--host '{host}' is not an IP address" in err and "Traceback" not in err
     assert calls == []
     assert cli.main(["ui", "--home", str(ui_home), "--host", "localhost"]) == 0
-    assert calls == [("localhost", 8080, str(ui_home))]
+    assert calls == [("localhost", 8080, _home_folders(ui_home))]
 
 
 def test_lineage_runs_pages_by_default(tmp_path, capsys):

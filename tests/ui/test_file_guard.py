@@ -9,6 +9,7 @@ import pytest
 from tests.support.mlmd import connect
 from pipeline.lineage.store import Lineage
 from pipeline.lineage.web import app as app_module
+from runners.home import readable_folders
 from tests.support import lineage_store
 
 
@@ -45,7 +46,8 @@ def _client(home, monkeypatch):
     original = app_module.curves.read_scalars
     monkeypatch.setattr(app_module.curves, "read_scalars",
                         lambda folder: read.append(folder) or original(folder))
-    app = app_module.create_app(lambda: Lineage(connect(str(home / "metadata.sqlite"))), str(home))
+    app = app_module.create_app(lambda: Lineage(connect(str(home / "metadata.sqlite"))),
+                                readable_folders(str(home)))
     return app.test_client(), read
 
 
@@ -95,10 +97,10 @@ def test_a_pipeline_root_elsewhere_is_an_artifact_folder(home, tmp_path, monkeyp
     are read; the home's own pipelines folder then is not."""
     root = tmp_path / "outside"
     _set_uri(home, "run-a", "ModelRun", str(root / "model_run"))
-    folders = app_module.artifact_folders(str(home), str(root))
+    folders = readable_folders(str(home), str(root))
     assert folders == [os.path.realpath(home / "runs"), os.path.realpath(root)]
     app = app_module.create_app(lambda: Lineage(connect(str(home / "metadata.sqlite"))),
-                                str(home), pipeline_root=str(root))
+                                folders)
     client = app.test_client()
     assert client.get("/run/run-a/curves").get_data(as_text=True).count("<svg") == 3
     assert client.get("/run/latest~1/curves").status_code == 404

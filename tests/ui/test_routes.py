@@ -8,6 +8,7 @@ import shutil
 
 from pipeline.lineage import explore, queries
 from pipeline.lineage.web.app import create_app
+from runners.home import readable_folders
 from tests.ui.conftest import HOSTILE
 
 
@@ -125,7 +126,8 @@ def test_no_route_reads_outside_the_home(tmp_path, ui_home):
         run = rw.get_context_by_type_and_name("pipeline_run", name)
         run.custom_properties["bigtrain_log"].string_value = log
         rw.put_contexts([run])
-    app = create_app(lambda: Lineage(connect(str(home / "metadata.sqlite"))), str(home))
+    app = create_app(lambda: Lineage(connect(str(home / "metadata.sqlite"))),
+                     readable_folders(str(home)))
     client = app.test_client()
     for url in ("/run/run-a/log", "/run/run-c/log", "/run/..%2F..%2Fsecret.txt/log",
                 "/run/../../secret.txt"):
@@ -138,7 +140,7 @@ def test_damaged_store_is_a_named_error_page(tmp_path):
     from tests.support.mlmd import connect
     damaged = tmp_path / "metadata.sqlite"
     damaged.write_bytes(b"this is not sqlite" * 100)
-    app = create_app(lambda: Lineage(connect(str(damaged))), str(tmp_path))
+    app = create_app(lambda: Lineage(connect(str(damaged))), readable_folders(str(tmp_path)))
     response = app.test_client().get("/")
     assert response.status_code == 503
     assert "metadata store unusable" in _text(response) and "not an SQLite database" in _text(response)
@@ -162,7 +164,8 @@ def test_mlmd_failing_mid_request_is_diagnosed_as_a_named_error(tmp_path):
     def diagnose():
         raise MetadataStoreError("metadata store x is damaged (sqlite quick_check: ...)")
 
-    response = create_app(failing, str(tmp_path), diagnose).test_client().get("/models")
+    app = create_app(failing, readable_folders(str(tmp_path)), diagnose)
+    response = app.test_client().get("/models")
     assert response.status_code == 503 and "is damaged" in _text(response)
 
 

@@ -20,29 +20,17 @@ from pipeline.lineage.store import Lineage, properties
 from pipeline.lineage.web import curves, layout
 
 STATES = ("complete", "failed", "abandoned", "running")
-RUNS_FOLDER, PIPELINES_FOLDER = "runs", "pipelines"  # under the home (runners/local.py LocalPaths)
 VARIANT_FIGURES = ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")
 
 
-def artifact_folders(home: str | None, pipeline_root: str | None = None) -> list[str]:
-    """The folders the app may read files from: <home>/runs (run logs) and the pipeline root
-    (artifacts, TensorBoard events; default <home>/pipelines), symlinks resolved. Not the home
-    itself: metadata.sqlite and the lock file are never served."""
-    folders = [os.path.join(home, RUNS_FOLDER)] if home else []
-    if pipeline_root or home:
-        folders.append(pipeline_root or os.path.join(home, PIPELINES_FOLDER))
-    return [os.path.realpath(f) for f in folders]
-
-
-def create_app(open_lineage: Callable[[], Lineage], home: str | None,
-               diagnose_store: Callable[[], None] = lambda: None,
-               pipeline_root: str | None = None) -> flask.Flask:
-    """open_lineage: a fresh read-only Lineage per request; home: the store's home, whose run
-    logs and pipeline root (pipeline_root when it lies elsewhere) are the only folders files
-    are read from (artifact_folders); None: no file is read. diagnose_store: raises the named
-    MetadataStoreError of a damaged store after MLMD failed on it (store.diagnose)."""
+def create_app(open_lineage: Callable[[], Lineage], file_roots: list[str],
+               diagnose_store: Callable[[], None] = lambda: None) -> flask.Flask:
+    """open_lineage: a fresh read-only Lineage per request; file_roots: the only folders files
+    are read from (the home's run logs and pipeline root: runners/home.py readable_folders;
+    []: no file is read). diagnose_store: raises the named MetadataStoreError of a damaged store
+    after MLMD failed on it (store.diagnose)."""
     app = flask.Flask(__name__)
-    app.config.update(FILE_ROOTS=artifact_folders(home, pipeline_root))
+    app.config.update(FILE_ROOTS=[os.path.realpath(root) for root in file_roots])
     app.jinja_env.filters.update(when=_when, fig=_fig)
 
     @app.before_request
@@ -173,7 +161,7 @@ def diff():
 
 def _inside_artifact_folders(app: flask.Flask, path: str | None) -> str | None:
     """path resolved (symlinks too) when it lies inside one of the store's artifact folders
-    (artifact_folders), else None."""
+    (FILE_ROOTS), else None."""
     if not path:
         return None
     real = os.path.realpath(path)
@@ -192,13 +180,12 @@ def _fig(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def serve(open_lineage: Callable[[], Lineage], home: str | None, host: str, port: int,
-          diagnose_store: Callable[[], None] = lambda: None,
-          pipeline_root: str | None = None) -> None:
+def serve(open_lineage: Callable[[], Lineage], file_roots: list[str], host: str, port: int,
+          diagnose_store: Callable[[], None] = lambda: None) -> None:
     """Run the app with werkzeug's threaded server (one user on a laptop; no deployment)."""
     from werkzeug.serving import run_simple
     curves.warm_up()  # matplotlib, tensorboard, networkx imports: seconds, once, before page one
-    run_simple(host, port, create_app(open_lineage, home, diagnose_store, pipeline_root),
+    run_simple(host, port, create_app(open_lineage, file_roots, diagnose_store),
                threaded=True)
 
 

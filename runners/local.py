@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import sys
+from dataclasses import dataclass
 
 from components import config as config_lib
 from components.config import Config, save_config

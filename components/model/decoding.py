@@ -18,9 +18,13 @@ written). Until a row's window is full they are equal. Past the window:
   llama (can_slide true): the cache SLIDES one slot per new token. slide(cache, rows) drops the
       oldest slot of those rows and frees the last one; the new token is then written at slot
       T - 1 with its absolute position p (step(..., position=p, slot=T - 1)); positions keep
-      counting, slots stay < T. Rotary scores depend on position differences only, so the result
-      equals a full recomputation of the last T tokens at positions 0 .. T-1 (up to float
-      rounding: tests/model/test_decoding.py). Positions should stay below ~2^16 (float32 angles
+      counting, slots stay < T. What this computes, exactly (up to float rounding; tests/model/
+      test_decoding.py against an independent NumPy model): the whole sequence with
+      sliding-window attention in every layer, query p seeing keys p - T < j <= p
+      (sliding_window_logits, Mistral's rolling buffer). It is NOT a recomputation of the last T
+      tokens alone: a kept key of layer 2+ was computed while its token still saw the dropped
+      ones (equal only for one layer). Rotary scores depend on position differences only, so
+      absolute positions past T are no problem; keep them below ~2^16 (float32 angles
       p x theta^(-2i/D) then still resolve 1e-3 rad).
 A server loop for llama, per row: `filled` slots (<= T) and `position` (the next token's):
       full = filled >= T                      (and the row still decoding)
@@ -117,6 +121,17 @@ def refill_rows(model, window, lengths, rows, cache):
     _, fresh = prefill(model, tf.gather_nd(window, index), tf.gather_nd(lengths, index))
     return tuple((tf.tensor_scatter_nd_update(k, index, nk), tf.tensor_scatter_nd_update(v, index, nv))
                  for (nk, nv), (k, v) in zip(fresh, cache))
+
+
+def sliding_window_logits(model, ids, window: int):
+    """The uncached definition of a sliding cache: ids (B, N), any N, positions 0..N-1 ->
+    logits (B, N, V) where every layer's query p attends to keys p - window < j <= p. Rotary
+    models only (can_slide); O(N^2): a reference for tests and an uncached server path."""
+    steps = tf.shape(ids)[1]
+    offset = tf.range(steps)[:, None] - tf.range(steps)[None, :]
+    band = ((offset >= 0) & (offset < window))[None, None]                        # (1, 1, N, N)
+    positions = tf.broadcast_to(tf.range(steps)[None], tf.shape(ids))
+    return _forward(model, ids, positions, lambda i, k, v: (k, v, band))[0]
 
 
 def ban(logits, ids):

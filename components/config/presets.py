@@ -10,7 +10,7 @@ def tiny() -> Config:
 
 
 def small() -> Config:
-    """About 11M parameters: one GPU."""
+    """About 10M parameters: one GPU."""
     return Config(
         data=DataConfig(seq_len=512, train_shards=16, eval_shards=2),
         model=ModelConfig(n_layer=6, n_head=6, n_kv_head=2, d_model=384, dropout=0.1),
@@ -23,7 +23,7 @@ def small() -> Config:
 
 
 def base() -> Config:
-    """About 85M parameters (GPT-2 small shape): a multi-GPU machine."""
+    """About 76M parameters (GPT-2 small's 12 x 768, 4 key/value heads): a multi-GPU machine."""
     return Config(
         data=DataConfig(seq_len=1024, train_shards=32, eval_shards=4),
         model=ModelConfig(n_layer=12, n_head=12, n_kv_head=4, d_model=768, dropout=0.1),
@@ -36,7 +36,7 @@ def base() -> Config:
 
 
 def large() -> Config:
-    """About 380M parameters: several GPUs, gradient accumulation."""
+    """About 340M parameters: several GPUs, gradient accumulation."""
     return Config(
         data=DataConfig(seq_len=1024, train_shards=64, eval_shards=4),
         model=ModelConfig(n_layer=24, n_head=18, n_kv_head=6, d_model=1152, dropout=0.1),
@@ -49,7 +49,7 @@ def large() -> Config:
 
 
 def xl() -> Config:
-    """About 1.3B parameters (GPT-3 XL shape: 24 x 2048, 2048 context, 32k SentencePiece
+    """About 1.1B parameters (GPT-3 XL shape: 24 x 2048, 4 key/value heads, 2048 context, 32k SentencePiece
     vocabulary): more than one 80 GB device holds with AdamW at the global batch below, so it
     needs train.shard_optimizer_state or runtime.pipeline_stages (docs/training.md has the table)."""
     return Config(

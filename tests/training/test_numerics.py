@@ -14,7 +14,7 @@ from components.training import loop, train_step
 from components.training.export import export_saved_model
 from components.training.schedule import learning_rate_at
 from components.training.strategy import make_strategy
-from tests.training.conftest import SEQ_LEN, tiny_config
+from tests.training.conftest import GPT2, SEQ_LEN, tiny_config
 
 # Mean |loss difference| to a float32 run of the same data and seed over 30 steps of the tiny model
 # (the loss falls from 5.29 to 3.64 nats). Measured: bf16 1.2e-4 (max 3.4e-4), fp16 3.1e-5.
@@ -37,7 +37,7 @@ def test_residual_stream_float32_at_block_boundaries(monkeypatch, precision, arc
         return out
 
     monkeypatch.setattr(BLOCKS[arch], "call", recording)
-    config = tiny_config(f"runtime.precision={precision}", f"model.arch={arch}")
+    config = tiny_config(f"runtime.precision={precision}", *(GPT2 if arch == "gpt2" else ()))
     model = gpt.build_model(config.model, SEQ_LEN, precision)
     seen.clear()
     logits = model(tf.zeros([2, SEQ_LEN], tf.int32), training=True)
@@ -87,7 +87,7 @@ def test_dropout_off_in_evaluation_and_export(shards, tmp_path):
     np.testing.assert_allclose(first, plain(ids, training=False), atol=1e-5)
 
 
-@pytest.mark.parametrize("arch", [["model.arch=gpt2"], ["model.qk_norm=true"]], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("arch", [GPT2, ["model.qk_norm=true"]], ids=["gpt2", "llama"])
 def test_weight_decay_by_role_not_by_name(arch):
     """A model called `gpt-beta-bias` (names that a regex on 'beta'/'bias' would match): Dense
     kernels and embeddings decay, biases and norm scales/offsets (LayerNorm; RMSNorm, QK-norm
@@ -109,7 +109,7 @@ def test_weight_decay_by_role_not_by_name(arch):
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_gpt2_initialization(arch):
     """Both blocks: N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 L)), norms at 1."""
-    config = tiny_config("model.n_layer=8", "model.d_model=64", f"model.arch={arch}")
+    config = tiny_config("model.n_layer=8", "model.d_model=64", *(GPT2 if arch == "gpt2" else ()))
     model = gpt.build_model(config.model, SEQ_LEN)
     block = model.blocks[3]
     residual = 0.02 / np.sqrt(2 * 8)

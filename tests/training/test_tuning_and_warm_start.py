@@ -15,7 +15,7 @@ from components.training.variants import export_variants
 from components.config import hyperparameters
 from components.tuner import search, space
 from components.config import ConfigError
-from tests.training.conftest import tiny_config
+from tests.training.conftest import GPT2, tiny_config
 
 
 def test_hyperparameters_apply_over_the_typed_config():
@@ -113,7 +113,7 @@ def parent(tmp_path_factory, shards):
 def test_warm_start_across_architectures_is_a_named_error(tmp_path, parent_arch, child_arch):
     """Raised by the hook that runs before training, naming both archs; the same arch loads."""
     def built(arch):
-        config = tiny_config(f"model.arch={arch}")
+        config = tiny_config(*(GPT2 if arch == "gpt2" else ()))
         return build_model(config.model, config.data.seq_len)
     prefix = warm_start.save_weights(built(parent_arch), str(tmp_path / "weights"))
     prepare = warm_start.preparer(prefix, (), {})

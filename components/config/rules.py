@@ -257,8 +257,9 @@ def validate_tuning(config: Config, replicas: int) -> None:
         if any(v < (0 if name == "warmup_steps" else 1) for v in getattr(space, name)):
             raise ConfigError(f"tune.space.{name}: invalid choice in {list(getattr(space, name))}")
     for width in space.d_model:
-        if width % m.n_head:
-            raise ConfigError(f"tune.space.d_model: {width} is not divisible by model.n_head ({m.n_head})")
+        if width % m.n_head or (m.arch == "llama" and (width // m.n_head) % 2):
+            raise ConfigError(f"tune.space.d_model: {width} is not divisible by model.n_head "
+                              f"({m.n_head})" + (" into even head widths (rotary)" if m.arch == "llama" else ""))
     for k in space.accumulation_steps:
         if t.global_batch_size % (replicas * k):
             raise ConfigError(f"tune.space.accumulation_steps: train.global_batch_size "

@@ -75,6 +75,7 @@ def test_yaml_file_then_overrides(tmp_path):
     (["model.n_head=4", "model.d_model=36"], r"head width .* = 9 must be even"),
     (["train.lr_schedule=linear"], r"train\.lr_schedule: 'linear'"),
     (["train.decay_fraction=0"], r"train\.decay_fraction: must be in \(0, 1\]"),
+    (["tune.space.d_model=[36]"], r"tune\.space\.d_model: 36 .* into even head widths"),
 ])
 def test_cross_field_checks_fail_early(overrides, message):
     with pytest.raises(ConfigError, match=message):

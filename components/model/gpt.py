@@ -1,10 +1,11 @@
 """A decoder-only Transformer (GPT) in Keras 3, built from ModelConfig.
 
 Shapes: B = batch, T = sequence length (<= context), C = d_model, H = heads, D = C / H.
-Pre-LayerNorm blocks: x = x + Attn(LN(x)); x = x + MLP(LN(x)). Under a mixed precision policy
-the matmuls run in float16/bfloat16 while the variables, the residual stream x, the LayerNorms,
-the softmax of the attention and the logits stay float32 (logits feed the loss; low-precision
-logits lose the tail; a bf16 residual stream rounds small updates away at depth).
+Pre-norm blocks: x = x + Attn(Norm(x)); x = x + MLP(Norm(x)); GPT-2's here (model.arch=gpt2),
+the modern one in llama.py (model.arch=llama). Under a mixed precision policy the matmuls run in
+float16/bfloat16 while the variables, the residual stream x, the norms, the softmax of the
+attention and the logits stay float32 (logits feed the loss; low-precision logits lose the tail;
+a bf16 residual stream rounds small updates away at depth).
 """
 
 from __future__ import annotations

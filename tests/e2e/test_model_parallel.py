@@ -1,6 +1,6 @@
 """Issue 21, "done when": both model-parallel modes train the `tiny` (4 blocks x 64, 0.2M
-parameters) and `small` preset's architectures (6 blocks x 384 wide, 6 heads, 2 key/value heads, dropout 0.1: 9.5M
-parameters) end to end through `bigtrain run` on logical CPU devices, and the exported model equals
+parameters) and `small` preset's architectures (6 blocks x 384 wide, 6 heads, 2 key/value
+heads, dropout 0.1: 9.5M parameters) end to end through `bigtrain run` on logical CPU devices, and the exported model equals
 the reference run's:
   sharded optimizer state (mirrored, 2 replicas)  vs  the unsharded mirrored run
   pipeline_stages=2 (GPipe, 2 logical devices)     vs  the unsplit one_device run

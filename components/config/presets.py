@@ -10,10 +10,10 @@ def tiny() -> Config:
 
 
 def small() -> Config:
-    """About 11M parameters: one GPU."""
+    """About 10M parameters: one GPU."""
     return Config(
         data=DataConfig(seq_len=512, train_shards=16, eval_shards=2),
-        model=ModelConfig(n_layer=6, n_head=6, d_model=384, dropout=0.1),
+        model=ModelConfig(n_layer=6, n_head=6, n_kv_head=2, d_model=384, dropout=0.1),
         train=TrainConfig(global_batch_size=64, train_steps=5000, learning_rate=1e-3,
                           min_learning_rate=1e-4, warmup_steps=200, checkpoint_every=500,
                           log_every=50),
@@ -23,10 +23,10 @@ def small() -> Config:
 
 
 def base() -> Config:
-    """About 85M parameters (GPT-2 small shape): a multi-GPU machine."""
+    """About 76M parameters (GPT-2 small's 12 x 768, 4 key/value heads): a multi-GPU machine."""
     return Config(
         data=DataConfig(seq_len=1024, train_shards=32, eval_shards=4),
-        model=ModelConfig(n_layer=12, n_head=12, d_model=768, dropout=0.1),
+        model=ModelConfig(n_layer=12, n_head=12, n_kv_head=4, d_model=768, dropout=0.1),
         train=TrainConfig(global_batch_size=256, accumulation_steps=4, train_steps=20000,
                           learning_rate=6e-4, min_learning_rate=6e-5, warmup_steps=1000,
                           checkpoint_every=1000, log_every=100),
@@ -36,10 +36,10 @@ def base() -> Config:
 
 
 def large() -> Config:
-    """About 380M parameters: several GPUs, gradient accumulation."""
+    """About 340M parameters: several GPUs, gradient accumulation."""
     return Config(
         data=DataConfig(seq_len=1024, train_shards=64, eval_shards=4),
-        model=ModelConfig(n_layer=24, n_head=18, d_model=1152, dropout=0.1),
+        model=ModelConfig(n_layer=24, n_head=18, n_kv_head=6, d_model=1152, dropout=0.1),
         train=TrainConfig(global_batch_size=512, accumulation_steps=16, train_steps=50000,
                           learning_rate=3e-4, min_learning_rate=3e-5, warmup_steps=2000,
                           checkpoint_every=1000, log_every=100),
@@ -49,13 +49,13 @@ def large() -> Config:
 
 
 def xl() -> Config:
-    """About 1.3B parameters (GPT-3 XL shape: 24 x 2048, 2048 context, 32k SentencePiece
+    """About 1.1B parameters (GPT-3 XL shape: 24 x 2048, 4 key/value heads, 2048 context, 32k SentencePiece
     vocabulary): more than one 80 GB device holds with AdamW at the global batch below, so it
     needs train.shard_optimizer_state or runtime.pipeline_stages (docs/training.md has the table)."""
     return Config(
         data=DataConfig(seq_len=2048, train_shards=128, eval_shards=8, tokenizer="sentencepiece",
                         vocab_size=32000),
-        model=ModelConfig(n_layer=24, n_head=16, d_model=2048, dropout=0.0),
+        model=ModelConfig(n_layer=24, n_head=16, n_kv_head=4, d_model=2048, dropout=0.0),
         train=TrainConfig(global_batch_size=512, accumulation_steps=32, train_steps=100000,
                           learning_rate=2e-4, min_learning_rate=2e-5, warmup_steps=2000,
                           checkpoint_every=1000, log_every=100, remat="blocks"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 
-from components.config.tree import (DATA_FORMATS, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
+from components.config.tree import (ARCHS, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
                                     MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
                                     TOKENIZER_MODEL_TYPES, TOKENIZERS, XLA_MODES, Config,
@@ -165,6 +165,10 @@ def validate_model_and_train(config: Config) -> None:
                           f"{t.max_consecutive_skipped}")
     if m.d_model % m.n_head:
         raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
+    validate_arch(m)
+    one_of("train.lr_schedule", t.lr_schedule, LR_SCHEDULES)
+    if not 0.0 < t.decay_fraction <= 1.0:
+        raise ConfigError(f"train.decay_fraction: must be in (0, 1], got {t.decay_fraction}")
     if not 0.0 <= m.dropout < 1.0:
         raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if t.min_learning_rate > t.learning_rate:
@@ -173,6 +177,25 @@ def validate_model_and_train(config: Config) -> None:
     if t.warmup_steps < 0 or t.warmup_steps >= t.train_steps:
         raise ConfigError(f"train.warmup_steps ({t.warmup_steps}) must be in [0, train.train_steps "
                           f"= {t.train_steps})")
+
+
+def validate_arch(m) -> None:
+    """model.arch and the settings only the llama block has."""
+    one_of("model.arch", m.arch, ARCHS)
+    if m.n_kv_head < 0 or (m.n_kv_head and m.n_head % m.n_kv_head):
+        raise ConfigError(f"model.n_kv_head ({m.n_kv_head}) must divide model.n_head ({m.n_head}) "
+                          "(0 = n_head)")
+    if m.arch == "gpt2" and m.n_kv_head not in (0, m.n_head):
+        raise ConfigError(f"model.n_kv_head={m.n_kv_head} needs model.arch=llama: gpt2 is full "
+                          "multi-head attention (0 or model.n_head)")
+    if m.arch == "gpt2" and m.qk_norm:
+        raise ConfigError("model.qk_norm=true needs model.arch=llama")
+    if m.arch == "llama" and (m.d_model // m.n_head) % 2:
+        raise ConfigError(f"model.arch=llama: the head width model.d_model / model.n_head = "
+                          f"{m.d_model // m.n_head} must be even (rotary turns pairs of dimensions)")
+    if m.rope_theta <= 0 or m.norm_eps <= 0 or m.mlp_hidden < 0:
+        raise ConfigError(f"model.rope_theta ({m.rope_theta}) and model.norm_eps ({m.norm_eps}) "
+                          f"must be > 0, model.mlp_hidden ({m.mlp_hidden}) >= 0 (0 = auto)")
 
 
 def validate_batch(config: Config, replicas: int) -> None:
@@ -234,8 +257,9 @@ def validate_tuning(config: Config, replicas: int) -> None:
         if any(v < (0 if name == "warmup_steps" else 1) for v in getattr(space, name)):
             raise ConfigError(f"tune.space.{name}: invalid choice in {list(getattr(space, name))}")
     for width in space.d_model:
-        if width % m.n_head:
-            raise ConfigError(f"tune.space.d_model: {width} is not divisible by model.n_head ({m.n_head})")
+        if width % m.n_head or (m.arch == "llama" and (width // m.n_head) % 2):
+            raise ConfigError(f"tune.space.d_model: {width} is not divisible by model.n_head "
+                              f"({m.n_head})" + (" into even head widths (rotary)" if m.arch == "llama" else ""))
     for k in space.accumulation_steps:
         if t.global_batch_size % (replicas * k):
             raise ConfigError(f"tune.space.accumulation_steps: train.global_batch_size "

@@ -20,6 +20,8 @@ DOCUMENT_MODES = ("file", "record", "separator")
 DEDUP_MODES = ("exact", "none")
 NEWLINE_MODES = ("normalize", "keep")
 REMAT_MODES = ("none", "blocks")
+ARCHS = ("gpt2", "llama")
+LR_SCHEDULES = ("cosine", "wsd")
 XLA_MODES = ("auto", "on", "off")
 ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off
 TOKENIZERS = ("bytes", "sentencepiece")
@@ -93,11 +95,27 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     name: str = "gpt"
+    # The decoder block (components/model/): `llama` = rotary positions, RMSNorm, SwiGLU MLP,
+    # grouped-query attention, no biases; `gpt2` = learned positions, LayerNorm, GELU MLP, full
+    # multi-head attention (the block of bigtrain's models before the modern one; their
+    # checkpoints and warm starts need it).
+    arch: str = "llama"
     n_layer: int = 4
     n_head: int = 4
+    # Key/value heads of grouped-query attention (llama): must divide n_head; 0 = n_head (full
+    # multi-head). gpt2 is always full multi-head (0 or n_head only).
+    n_kv_head: int = 0
     d_model: int = 64
-    # Hidden width of the MLP as a multiple of d_model.
+    # Hidden width of the MLP as a multiple of d_model (gpt2: mlp_ratio x d_model). llama's
+    # SwiGLU has three matrices instead of two: 2/3 x mlp_ratio x d_model rounded up to a
+    # multiple of 32 (the same parameter count; 8/3 d_model at ratio 4), unless mlp_hidden > 0.
     mlp_ratio: int = 4
+    mlp_hidden: int = 0
+    # llama: rotary base (angle of pair i at position p = p x rope_theta^(-2i/D)), the RMSNorm
+    # epsilon, and QK-norm (an RMSNorm on every query and key head before the rotation).
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    qk_norm: bool = False
     dropout: float = 0.0
     tie_embeddings: bool = True
 
@@ -111,6 +129,11 @@ class TrainConfig:
     learning_rate: float = 3e-3
     min_learning_rate: float = 3e-4
     warmup_steps: int = 30
+    # `cosine`: linear warmup, then cosine decay from learning_rate to min_learning_rate at the
+    # last step. `wsd` (warmup-stable-decay): linear warmup, learning_rate held until the last
+    # decay_fraction of train_steps, then a 1 - sqrt decay to min_learning_rate at the last step.
+    lr_schedule: str = "cosine"
+    decay_fraction: float = 0.2
     weight_decay: float = 0.1
     adam_beta1: float = 0.9
     adam_beta2: float = 0.95

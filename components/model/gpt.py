@@ -1,10 +1,11 @@
 """A decoder-only Transformer (GPT) in Keras 3, built from ModelConfig.
 
 Shapes: B = batch, T = sequence length (<= context), C = d_model, H = heads, D = C / H.
-Pre-LayerNorm blocks: x = x + Attn(LN(x)); x = x + MLP(LN(x)). Under a mixed precision policy
-the matmuls run in float16/bfloat16 while the variables, the residual stream x, the LayerNorms,
-the softmax of the attention and the logits stay float32 (logits feed the loss; low-precision
-logits lose the tail; a bf16 residual stream rounds small updates away at depth).
+Pre-norm blocks: x = x + Attn(Norm(x)); x = x + MLP(Norm(x)); GPT-2's here (model.arch=gpt2),
+the modern one in llama.py (model.arch=llama). Under a mixed precision policy the matmuls run in
+float16/bfloat16 while the variables, the residual stream x, the norms, the softmax of the
+attention and the logits stay float32 (logits feed the loss; low-precision logits lose the tail;
+a bf16 residual stream rounds small updates away at depth).
 """
 
 from __future__ import annotations
@@ -16,42 +17,12 @@ import tensorflow as tf
 # Keras 3 exports no public way to leave a layer's autocast scope; the one it opens itself.
 from keras.src.backend import AutocastScope
 
-from components.config.tree import REMAT_MODES
+from components.config.tree import ARCHS, REMAT_MODES
+from components.model.layers import (RMSNorm, attend, causal_mask,  # noqa: F401 (gpt.attend)
+                                     normal as _normal, stateless_dropout)
+from components.model.llama import LlamaBlock
+from components.model.shapes import swiglu_hidden
 from components.tokenizer.byte_level import VOCAB_SIZE
-
-
-def causal_mask(query_steps, key_steps):
-    """bool (Tq, Tk): query i (the last Tq of Tk positions) may attend to keys <= its position.
-    Tq == Tk in training; a cached decode step has Tq < Tk."""
-    offset = key_steps - query_steps
-    rows = tf.range(query_steps)[:, None] + offset
-    return rows >= tf.range(key_steps)[None, :]
-
-
-def stateless_dropout(x, rate: float, seed):
-    """Inverted dropout whose mask is a pure function of `seed` (int32/int64 [2]): the same seed
-    gives the same mask, so a recomputed block (remat) and a resumed run draw what the original
-    drew, and the seed (derived from the step counter, replica and layer) needs no checkpointing."""
-    keep = tf.random.stateless_uniform(tf.shape(x), seed=seed, dtype=tf.float32) >= rate
-    return tf.where(keep, x / tf.cast(1.0 - rate, x.dtype), tf.zeros_like(x))
-
-
-def attend(q, k, v, mask, *, dropout_rate: float = 0.0, seed=None):
-    """Scaled dot-product attention; the one copy of the math (training and cached decoding).
-    q (B, H, Tq, D), k and v (B, H, Tk, D) in the compute dtype, mask bool broadcastable to
-    (B, H, Tq, Tk). Scores are formed in the compute dtype with q pre-scaled (a (Tq, D) multiply
-    instead of (Tq, Tk)), then made float32 once for the masked softmax; the weights go back to
-    the compute dtype for the second matmul. Returns (B, H, Tq, D)."""
-    q = q * tf.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
-    scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)   # (B, H, Tq, Tk)
-    weights = tf.nn.softmax(tf.where(mask, scores, -1e9), axis=-1)
-    if seed is not None and dropout_rate > 0:
-        weights = stateless_dropout(weights, dropout_rate, seed)
-    return tf.matmul(tf.cast(weights, v.dtype), v)
-
-
-def _normal(stddev: float):
-    return keras.initializers.RandomNormal(stddev=stddev)
 
 
 class CausalSelfAttention(keras.layers.Layer):
@@ -63,8 +34,9 @@ class CausalSelfAttention(keras.layers.Layer):
         self.proj = keras.layers.Dense(d_model, kernel_initializer=_normal(proj_std), name="proj",
                                        dtype=self.dtype_policy)
 
-    def split_heads(self, x):
-        """(B, T, C) compute dtype -> q, k, v each (B, H, T, D)."""
+    def split_heads(self, x, positions=None):
+        """(B, T, C) compute dtype -> q, k, v each (B, H, T, D). (Positions are the model's
+        embedding here; the argument matches llama.GroupedQueryAttention's for decoding.)"""
         batch, steps = tf.shape(x)[0], tf.shape(x)[1]
         qkv = tf.reshape(self.qkv(x), [batch, steps, 3, self.n_head, self.head_dim])
         return tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
@@ -74,14 +46,17 @@ class CausalSelfAttention(keras.layers.Layer):
         batch, steps = tf.shape(out)[0], tf.shape(out)[2]
         return self.proj(tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, steps, -1]))
 
+    def attend_and_merge(self, q, k, v, mask, *, seed=None):
+        """q, k, v (B, H, T*, D), mask broadcastable to (B, H, Tq, Tk) -> (B, Tq, C)."""
+        return self.merge_heads(attend(q, k, v, mask, dropout_rate=self.rate, seed=seed))
+
     def call(self, x, training=False, seed=None):
         q, k, v = self.split_heads(x)
         steps = tf.shape(x)[1]
         seeds = (None, None) if seed is None or not training else (
             tf.random.experimental.stateless_fold_in(seed, 0),
             tf.random.experimental.stateless_fold_in(seed, 1))
-        out = self.merge_heads(attend(q, k, v, causal_mask(steps, steps), dropout_rate=self.rate,
-                                      seed=seeds[0]))
+        out = self.attend_and_merge(q, k, v, causal_mask(steps, steps), seed=seeds[0])
         return out if seeds[1] is None or not self.rate else stateless_dropout(out, self.rate, seeds[1])
 
 
@@ -104,12 +79,16 @@ class Block(keras.layers.Layer):
         self.fc_out = keras.layers.Dense(d_model, name="fc_out",
                                          kernel_initializer=_normal(residual_std), dtype=policy)
 
+    def feed_forward(self, h):
+        """GELU MLP: (B, T, C) compute dtype -> (B, T, C) compute dtype."""
+        return self.fc_out(self.fc(h))
+
     def call(self, x, training=False, seed=None):                      # x (B, T, C) float32
         compute = self.dtype_policy.compute_dtype
         attn_seed = None if seed is None else tf.random.experimental.stateless_fold_in(seed, 0)
         x = x + tf.cast(self.attn(tf.cast(self.ln1(x), compute), training=training,
                                   seed=attn_seed), tf.float32)
-        h = self.fc_out(self.fc(tf.cast(self.ln2(x), compute)))          # (B, T, C) compute
+        h = self.feed_forward(tf.cast(self.ln2(x), compute))             # (B, T, C) compute
         if training and seed is not None and self.rate:
             h = stateless_dropout(h, self.rate, tf.random.experimental.stateless_fold_in(seed, 1))
         return x + tf.cast(h, tf.float32)
@@ -121,29 +100,45 @@ class GPT(keras.Model):
     Dropout is stateless: call(ids, training=True, seed=int[2]) draws every mask from `seed`
     (the train step derives it from the step counter, replica and micro-batch). Without a seed
     (e.g. Keras fit) a random one is drawn per call. remat="blocks" recomputes each block in the
-    backward pass (tf.recompute_grad; same seed, so the same dropout masks)."""
+    backward pass (tf.recompute_grad; same seed, so the same dropout masks).
+
+    arch="gpt2": learned positions, LayerNorm, GELU MLP, full multi-head attention, biases.
+    arch="llama" (llama.py): no position table (rotary inside attention), RMSNorm, SwiGLU,
+    grouped-query attention over n_kv_head key/value heads (0 = n_head), no biases, optional
+    QK-norm. Both share the embedding, the tied/untied head and everything around the blocks."""
 
     def __init__(self, *, context_length: int, n_layer: int, n_head: int, d_model: int,
                  mlp_ratio: int = 4, dropout: float = 0.0, tie_embeddings: bool = True,
                  vocab_size: int = VOCAB_SIZE, dtype: str = "float32",
-                 remat: str = "none", **kwargs):
+                 remat: str = "none", arch: str = "gpt2", n_kv_head: int = 0,
+                 rope_theta: float = 10000.0, norm_eps: float = 1e-5, qk_norm: bool = False,
+                 mlp_hidden: int = 0, **kwargs):
         super().__init__(dtype=dtype, **kwargs)
-        if remat not in REMAT_MODES:
-            raise ValueError(f"remat {remat!r} is not one of {REMAT_MODES}")
-        self.context_length, self.vocab_size = context_length, vocab_size
+        if remat not in REMAT_MODES or arch not in ARCHS:
+            raise ValueError(f"remat {remat!r} / arch {arch!r}: not in {REMAT_MODES} / {ARCHS}")
+        self.context_length, self.vocab_size, self.arch = context_length, vocab_size, arch
         self.tie_embeddings, self.rate, self.remat = tie_embeddings, dropout, remat
-        # GPT-2 initialization: N(0, 0.02) everywhere, N(0, 0.02 / sqrt(2 n_layer)) for the two
-        # projections that add into the residual stream (2 per block), so its variance at the
-        # top does not grow with depth. Biases start at zero, LayerNorms at (1, 0).
+        # GPT-2 initialization (both archs): N(0, 0.02) everywhere, N(0, 0.02 / sqrt(2 n_layer))
+        # for the two projections that add into the residual stream (2 per block), so its
+        # variance at the top does not grow with depth. Biases start at zero, norms at (1, 0).
         residual_std = 0.02 / math.sqrt(2 * n_layer)
         self.token_embedding = keras.layers.Embedding(vocab_size, d_model, embeddings_initializer=_normal(0.02),
                                                       name="token_embedding", dtype="float32")
-        self.position_embedding = keras.layers.Embedding(context_length, d_model,
-                                                         embeddings_initializer=_normal(0.02),
-                                                         name="position_embedding", dtype="float32")
-        self.blocks = [Block(d_model, n_head, mlp_ratio, dropout, residual_std, name=f"block_{i}",
-                             dtype=dtype) for i in range(n_layer)]
-        self.ln_f = keras.layers.LayerNormalization(epsilon=1e-5, name="ln_f", dtype="float32")
+        if arch == "gpt2":
+            self.position_embedding = keras.layers.Embedding(context_length, d_model,
+                                                             embeddings_initializer=_normal(0.02),
+                                                             name="position_embedding", dtype="float32")
+            self.blocks = [Block(d_model, n_head, mlp_ratio, dropout, residual_std, name=f"block_{i}",
+                                 dtype=dtype) for i in range(n_layer)]
+            self.ln_f = keras.layers.LayerNormalization(epsilon=1e-5, name="ln_f", dtype="float32")
+        else:
+            self.position_embedding = None
+            hidden = swiglu_hidden(d_model, mlp_ratio, mlp_hidden)
+            self.blocks = [LlamaBlock(d_model, n_head, n_kv_head or n_head, hidden, dropout,
+                                      rope_theta=rope_theta, qk_norm=qk_norm, norm_eps=norm_eps,
+                                      residual_std=residual_std, name=f"block_{i}", dtype=dtype)
+                           for i in range(n_layer)]
+            self.ln_f = RMSNorm(norm_eps, name="ln_f", dtype="float32")
         self.head = None if tie_embeddings else keras.layers.Dense(
             vocab_size, use_bias=False, kernel_initializer=_normal(0.02), name="head", dtype="float32")
 
@@ -163,8 +158,9 @@ class GPT(keras.Model):
 
     def embed(self, ids, training, seed):
         """ids (B, T) -> the float32 residual stream (B, T, C); each block casts inside."""
-        steps = tf.shape(ids)[1]
-        x = self.token_embedding(ids) + self.position_embedding(tf.range(steps))[tf.newaxis]
+        x = self.token_embedding(ids)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(tf.range(tf.shape(ids)[1]))[tf.newaxis]
         if seed is not None:
             x = stateless_dropout(x, self.rate, tf.random.experimental.stateless_fold_in(seed, 0))
         return x
@@ -180,7 +176,7 @@ class GPT(keras.Model):
         return block(x, training=training, seed=block_seed)
 
     def project(self, x):
-        """Final LayerNorm and output head: (B, T, C) -> logits (B, T, vocab) float32."""
+        """Final norm and output head: (B, T, C) -> logits (B, T, vocab) float32."""
         x = self.ln_f(x)
         if self.head is None:  # tied: logits = x @ E^T, in float32
             return tf.matmul(x, self.output_embedding(), transpose_b=True)
@@ -220,7 +216,7 @@ class GPT(keras.Model):
 
 def decay_variables(model: GPT, decay_embeddings: bool = True) -> list:
     """The variables AdamW decays, chosen by role (not by name): Dense kernels, and the embedding
-    tables when decay_embeddings; never biases or LayerNorm scales/offsets."""
+    tables when decay_embeddings; never biases or norm scales/offsets (LayerNorm, RMSNorm)."""
     chosen = []
     for layer in model._flatten_layers(include_self=False, recursive=True):
         if isinstance(layer, keras.layers.Dense):
@@ -233,14 +229,19 @@ def decay_variables(model: GPT, decay_embeddings: bool = True) -> list:
 def build_model(model_config, context_length: int, precision: str = "float32",
                 remat: str = "none", vocab_size: int = VOCAB_SIZE) -> GPT:
     """A built (weights created) GPT for a config; `precision` is a Keras dtype policy name."""
-    model = GPT(context_length=context_length, n_layer=model_config.n_layer,
-                n_head=model_config.n_head, d_model=model_config.d_model,
-                mlp_ratio=model_config.mlp_ratio, dropout=model_config.dropout,
-                tie_embeddings=model_config.tie_embeddings, dtype=precision, remat=remat,
-                vocab_size=vocab_size,
-                name=model_config.name)
+    model = GPT(context_length=context_length, dtype=precision, remat=remat, vocab_size=vocab_size,
+                **model_arguments(model_config))
     model(tf.zeros([1, context_length], tf.int32))
     return model
+
+
+def model_arguments(model_config) -> dict:
+    """GPT's keyword arguments from a ModelConfig (every model.* setting but the name's key)."""
+    m = model_config
+    return dict(n_layer=m.n_layer, n_head=m.n_head, d_model=m.d_model, mlp_ratio=m.mlp_ratio,
+                dropout=m.dropout, tie_embeddings=m.tie_embeddings, arch=m.arch,
+                n_kv_head=m.n_kv_head, rope_theta=m.rope_theta, norm_eps=m.norm_eps,
+                qk_norm=m.qk_norm, mlp_hidden=m.mlp_hidden, name=m.name)
 
 
 def parameter_count(model: keras.Model) -> int:
@@ -250,7 +251,8 @@ def parameter_count(model: keras.Model) -> int:
 def matmul_weights(model: GPT) -> tuple[int, int]:
     """(trainable, frozen) weights that take part in a matmul per token: every Dense kernel and
     the output head (V x C, the tied embedding read as a matrix). Embedding lookups, position
-    embeddings, biases and LayerNorms are not matmuls."""
+    embeddings, biases and norms are not matmuls. Read from the kernels' shapes, so GQA's
+    narrower k/v columns and SwiGLU's three matrices (fc is [gate | up]) count as they are."""
     head = model.token_embedding.embeddings if model.head is None else model.head.kernel
     counts = {True: 0, False: 0}
     for layer in model._flatten_layers(include_self=False, recursive=True):
@@ -265,7 +267,8 @@ def flops_per_token(model: GPT, context_length: int) -> int:
     A trainable matmul weight costs 2 FLOPs forward and 4 backward (activation and weight
     gradients); a frozen one 2 forward + 2 for the activation gradient (an upper bound: none is
     needed below the lowest trainable layer). 12 n_layer T C: attention scores and weighted sums
-    (PaLM, Chowdhery et al. 2022, appendix B; the full T x T scores, as MFU figures count them)."""
+    (PaLM, Chowdhery et al. 2022, appendix B; the full T x T scores, as MFU figures count them).
+    The attention term is the same under GQA: every query head still scores T keys of width D."""
     trainable, frozen = matmul_weights(model)
     d_model = model.token_embedding.output_dim
     return int(6 * trainable + 4 * frozen + 12 * len(model.blocks) * context_length * d_model)

@@ -21,7 +21,8 @@ from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.spec import token_spec
 from components.training import memory, pipeline_stages, zero
 from components.training.feed import InputFeed
-from components.training.schedule import WarmupCosine
+from components.training.schedule import make_schedule
+from components.training.spikes import SpikeMonitor
 from components.training.strategy import make_strategy
 from components.training.train_step import TrainState, make_optimizer, make_train_step
 
@@ -97,7 +98,7 @@ def build_training(config, strategy, prepare_model=None):
         if prepare_model:
             prepare_model(model)
         state = TrainState()
-        schedule = WarmupCosine(t.learning_rate, t.min_learning_rate, t.warmup_steps, t.train_steps)
+        schedule = make_schedule(t)
         # The schedule reads the step counter that also stops the run (skipped steps included),
         # not optimizer.iterations (applied steps only, which Adam's bias correction needs).
         if not t.shard_optimizer_state:
@@ -187,6 +188,7 @@ class StepWindow:
     def __init__(self, t, state, step_log: StepLog, on_step=None):
         self.t, self.state, self.step_log, self.on_step = t, state, step_log, on_step
         self.pending, self.consecutive_skipped = [], 0
+        self.spikes = SpikeMonitor()
 
     def add(self, step: int, results) -> None:
         self.pending.append((step, *results))
@@ -200,6 +202,8 @@ class StepWindow:
             self.consecutive_skipped = 0 if finite else self.consecutive_skipped + 1
             if not finite:
                 _skipped_step(step, loss, self.consecutive_skipped, self.state, self.t)
+            else:
+                self.spikes.observe(step, loss, norm)
             if self.on_step:
                 self.on_step(step, loss)
             self.step_log.step(step, loss, norm)

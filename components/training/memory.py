@@ -5,13 +5,19 @@ H = heads, L = layers, V = vocabulary, s = bytes of the compute dtype: 4 float32
   parameters       4 N                     (float32 variables under every policy)
   optimizer state  8 N                     (AdamW m and v)
   gradients        8 N                     (the accumulator and one micro-batch's gradients)
-  activations      b T [L (C (12 + 15 s) + H T (9 + s)) + 12 V]   kept for the backward pass:
-                   per block the float32 residual/LayerNorm tensors (12 C), the compute-dtype
-                   qkv, attention output, MLP (4C) pre- and post-GELU and casts (15 s C), the float32
-                   scores and softmax plus a dropout mask and the cast weights (H T (9 + s)); logits
-                   and their softmax gradient in float32 (12 V).
+  activations      b T [L A + 12 V]   kept for the backward pass, A = bytes per token of a block:
+                   gpt2:  A = C (12 + 15 s) + H T (9 + s): the float32 residual/LayerNorm tensors
+                   (12 C), the compute-dtype qkv, attention output, MLP (4C) pre- and post-GELU
+                   and casts (15 s C), the float32 scores and softmax plus a dropout mask and the
+                   cast weights (H T (9 + s));
+                   llama: A = 12 C + s (6 C + 3 K + 4 F) + 8 (C + K) + H T (9 + s), K = n_kv_head x
+                   head dim, F = SwiGLU width: the same float32 stream/norm tensors, qkv (C + 2K),
+                   rotated q and k (C + K), attention output, casts and fc_out (4 C), gate|up,
+                   silu(gate) and their product (4 F) in the compute dtype, q and k in float32 for
+                   the rotation (8 (C + K)), the same scores (every query head scores T keys);
+                   logits and their softmax gradient in float32 (12 V).
                    remat=blocks keeps 4 C per block (its input) plus one block's full activations.
-  evaluation       b_eval T [C (12 + 15 s) + H T (9 + s) + 8 V]   (forward only: one block live)
+  evaluation       b_eval T [A + 8 V]   (forward only: one block live)
 The activation terms are an upper estimate (XLA and TF free or fuse some of them); they exist to
 fail in seconds with the setting to change, instead of out of memory after hours.
 """
@@ -23,6 +29,7 @@ import os
 import shutil
 import subprocess
 
+from components.model.shapes import kv_width, swiglu_hidden
 from components.tokenizer.spec import token_spec
 
 GIB = 2.0**30
@@ -78,9 +85,9 @@ def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0, *
     m, t, T = config.model, config.train, config.data.seq_len
     s = 4 if config.runtime.precision == "float32" else 2
     V = vocab_size if vocab_size is not None else vocabulary(config)
-    C, H, L = m.d_model, m.n_head, m.n_layer
+    C, L = m.d_model, m.n_layer
     b = t.global_batch_size // (replicas * t.accumulation_steps)
-    block = C * (12 + 15 * s) + H * T * (9 + s)             # bytes per token, one block
+    block = block_activation_bytes(m, T, s)                 # bytes per token, one block
     per_token = (4 * C * L + block) if t.remat == "blocks" else L * block
     activations = b * T * (per_token + 12 * V)
     evaluation = config.eval.batch_size * T * (block + 8 * V)
@@ -88,6 +95,16 @@ def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0, *
                            gradients=8.0 * n_params, activations_per_micro_batch=float(activations),
                            evaluation_micro_batch=float(evaluation), device_memory=device_memory)
     return model_parallel_estimate(config, whole, replicas)      # sharded state / stages
+
+
+def block_activation_bytes(m, T: int, s: int) -> int:
+    """A: activation bytes per token of one block of model config m (see the module docstring)."""
+    C, H = m.d_model, m.n_head
+    scores = H * T * (9 + s)
+    if m.arch == "gpt2":
+        return C * (12 + 15 * s) + scores
+    K, F = kv_width(m), swiglu_hidden(C, m.mlp_ratio, m.mlp_hidden)
+    return 12 * C + s * (6 * C + 3 * K + 4 * F) + 8 * (C + K) + scores
 
 
 def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
@@ -123,12 +140,19 @@ def vocabulary(config) -> int:
 
 def parameter_split(config) -> tuple[int, int, int]:
     """(embedding parameters, parameters of one block, final norm + untied head): the analytic
-    count of components/model/gpt.py (qkv, proj, fc, fc_out with biases; two LayerNorms)."""
+    count of components/model/ (gpt2: qkv, proj, fc, fc_out with biases, two LayerNorms, a
+    position table; llama: qkv (C + 2K wide), proj, fc [gate | up], fc_out without biases, two
+    RMSNorm scales and the QK-norm ones, no position table)."""
     m, V = config.model, vocabulary(config)
-    C, hidden = m.d_model, m.mlp_ratio * m.d_model
-    block = (C * 3 * C + 3 * C) + (C * C + C) + (C * hidden + hidden) + (hidden * C + C) + 4 * C
-    final = 2 * C + (0 if m.tie_embeddings else V * C)
-    return (V + config.data.seq_len) * C, block, final
+    C = m.d_model
+    if m.arch == "gpt2":
+        hidden = m.mlp_ratio * m.d_model
+        block = (C * 3 * C + 3 * C) + (C * C + C) + (C * hidden + hidden) + (hidden * C + C) + 4 * C
+        final = 2 * C + (0 if m.tie_embeddings else V * C)
+        return (V + config.data.seq_len) * C, block, final
+    K, F, D = kv_width(m), swiglu_hidden(C, m.mlp_ratio, m.mlp_hidden), C // m.n_head
+    block = C * (C + 2 * K) + C * C + C * 2 * F + F * C + 2 * C + (2 * D if m.qk_norm else 0)
+    return V * C, block, C + (0 if m.tie_embeddings else V * C)
 
 
 def stage_blocks(n_layer: int, stages: int) -> list[int]:
@@ -156,7 +180,7 @@ def model_parallel_estimate(config, whole: MemoryEstimate, replicas: int) -> Mem
         m, T = config.model, config.data.seq_len
         s_bytes = 4 if config.runtime.precision == "float32" else 2
         b = t.global_batch_size // (replicas * t.accumulation_steps)
-        one_block = m.d_model * (12 + 15 * s_bytes) + m.n_head * T * (9 + s_bytes)
+        one_block = block_activation_bytes(m, T, s_bytes)
         per_token = ((4 * m.d_model * blocks_of_most + one_block) if t.remat == "blocks"
                      else blocks_of_most * one_block) + 12 * vocabulary(config)
         block_activations = t.accumulation_steps * b * T * per_token

@@ -31,7 +31,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from components.config import ConfigError
-from components.model.gpt import GPT
+from components.model.gpt import GPT, model_arguments
 from components.training.memory import stage_blocks
 from components.training.strategy import ensure_cpu_replicas
 from components.training.train_step import (dropout_seed, masked_token_loss_sum, target_count,
@@ -88,7 +88,8 @@ class StagedGPT(GPT):
         first and the last stage), in model.trainable_variables order."""
         def owned(layer):
             return {id(v) for v in layer.trainable_variables}
-        first = owned(self.token_embedding) | owned(self.position_embedding)
+        first = owned(self.token_embedding) | (owned(self.position_embedding)
+                                                if self.position_embedding is not None else set())
         last = owned(self.ln_f) | (owned(self.head) if self.head is not None else
                                    owned(self.token_embedding))
         stages = []
@@ -102,11 +103,8 @@ class StagedGPT(GPT):
 
 def build_staged_model(model_config, context_length: int, precision: str, remat: str,
                        vocab_size: int, stages: int) -> StagedGPT:
-    model = StagedGPT(context_length=context_length, n_layer=model_config.n_layer,
-                      n_head=model_config.n_head, d_model=model_config.d_model,
-                      mlp_ratio=model_config.mlp_ratio, dropout=model_config.dropout,
-                      tie_embeddings=model_config.tie_embeddings, dtype=precision, remat=remat,
-                      vocab_size=vocab_size, name=model_config.name)
+    model = StagedGPT(context_length=context_length, dtype=precision, remat=remat,
+                      vocab_size=vocab_size, **model_arguments(model_config))
     model.build_on_devices(stage_devices(stages))
     return model
 

@@ -29,6 +29,20 @@ class WarmStartError(ValueError):
     """The warm-start source is missing, unreadable or does not fit the model (names which)."""
 
 
+class ArchitectureMismatch(WarmStartError):
+    """The parent was built with another model.arch than this config's (names both)."""
+
+
+def checkpoint_arch(paths) -> str | None:
+    """The model.arch a checkpoint's variable paths were written by: gpt2 has a position table,
+    llama an RMSNorm (`scale`) as its final norm; None when neither is there."""
+    if any(p.startswith(f"{ROOT}/position_embedding/") for p in paths):
+        return "gpt2"
+    if f"{ROOT}/ln_f/scale" in paths:
+        return "llama"
+    return None
+
+
 def resolve_source(init_from: str, base_model: str | None) -> str | None:
     """train.init_from plus the Trainer's base_model input -> a checkpoint prefix (or None).
 
@@ -73,6 +87,12 @@ def load_weights(model: keras.Model, prefix: str) -> int:
     shapes = {key[:-len(SUFFIX)]: shape for key, shape in reader.get_variable_to_shape_map().items()
               if key.startswith(ROOT + "/") and key.endswith(SUFFIX)}
     targets = variable_paths(model)
+    parent, own = checkpoint_arch(shapes), getattr(model, "arch", None)
+    if parent and own and parent != own:
+        raise ArchitectureMismatch(
+            f"warm start from {prefix}: the parent is a model.arch={parent} model but this config "
+            f"builds model.arch={own}; weights do not carry across architectures (set "
+            f"model.arch={parent} to fine-tune this parent, or train.init_from=none)")
     for path, variable in targets.items():
         if path not in shapes:
             # A training checkpoint's flat keys name each variable by its shortest path, which
@@ -103,7 +123,8 @@ def freeze(model: keras.Model, items) -> int:
     for item in items:
         if item == "embeddings":
             model.token_embedding.trainable = False
-            model.position_embedding.trainable = False
+            if model.position_embedding is not None:       # gpt2 only (llama: rotary)
+                model.position_embedding.trainable = False
         elif item.startswith("blocks:"):
             for block in model.blocks[:int(item.split(":", 1)[1])]:
                 block.trainable = False

@@ -11,6 +11,15 @@ def test_presets_build_and_validate():
         assert config.preset == name
 
 
+def test_default_and_presets_use_the_modern_block_and_gpt2_stays_selectable():
+    assert config_lib.ModelConfig().arch == "llama"
+    for name in config_lib.PRESETS:
+        model = build_config(name).model
+        assert model.arch == "llama" and model.n_head % (model.n_kv_head or model.n_head) == 0
+    old = build_config("tiny", overrides=["model.arch=gpt2"])
+    assert old.model.arch == "gpt2" and old.train.lr_schedule == "cosine"
+
+
 def test_override_types_are_coerced_and_checked():
     config = build_config("tiny", overrides=["train.learning_rate=3e-4", "model.n_layer=2",
                                              "model.tie_embeddings=false",
@@ -59,6 +68,14 @@ def test_yaml_file_then_overrides(tmp_path):
     (["train.warmup_steps=1000"], r"train\.warmup_steps"),
     (["data.seq_len=0"], r"data\.seq_len: must be > 0"),
     (["train.min_learning_rate=1.0"], r"min_learning_rate"),
+    (["model.arch=gpt3"], r"model\.arch: 'gpt3' is not one of \('gpt2', 'llama'\)"),
+    (["model.n_kv_head=3"], r"model\.n_kv_head \(3\) must divide model\.n_head \(4\)"),
+    (["model.arch=gpt2", "model.n_kv_head=2"], r"model\.n_kv_head=2 needs model\.arch=llama"),
+    (["model.arch=gpt2", "model.qk_norm=true"], r"model\.qk_norm=true needs model\.arch=llama"),
+    (["model.n_head=4", "model.d_model=36"], r"head width .* = 9 must be even"),
+    (["train.lr_schedule=linear"], r"train\.lr_schedule: 'linear'"),
+    (["train.decay_fraction=0"], r"train\.decay_fraction: must be in \(0, 1\]"),
+    (["tune.space.d_model=[36]"], r"tune\.space\.d_model: 36 .* into even head widths"),
 ])
 def test_cross_field_checks_fail_early(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -9,10 +9,16 @@ import tensorflow as tf
 CONTEXT = 16
 
 
-def tiny_model(seed: int = 0, context: int = CONTEXT):
-    from components.model.gpt import build_model
+def tiny_model_config(arch: str = "llama"):
+    """2 x 32, 2 heads; the llama block with one key/value head (grouped-query attention)."""
     from components.config import ModelConfig
-    model = build_model(ModelConfig(n_layer=2, n_head=2, d_model=32), context)
+    return ModelConfig(arch=arch, n_layer=2, n_head=2, d_model=32,
+                       n_kv_head=1 if arch == "llama" else 0)
+
+
+def tiny_model(seed: int = 0, context: int = CONTEXT, arch: str = "llama"):
+    from components.model.gpt import build_model
+    model = build_model(tiny_model_config(arch), context)
     rng = np.random.RandomState(seed)
     model.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in model.get_weights()])
     return model

@@ -28,7 +28,8 @@ def sp():
 def sp_model(sp):
     from components.model.gpt import build_model
     from components.config import ModelConfig
-    model = build_model(ModelConfig(n_layer=2, n_head=2, d_model=32), CONTEXT,
+    # The gpt2 block: seed 5's greedy text below was chosen for it.
+    model = build_model(ModelConfig(arch="gpt2", n_layer=2, n_head=2, d_model=32), CONTEXT,
                         vocab_size=sp.vocab_size)
     # Seed 5: greedy text of varied multi-byte pieces (" f", "4", 8 spaces); seed 0's greedy
     # text is one byte piece repeated, which no stop-string test can use.
@@ -97,7 +98,7 @@ def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
 def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_path):
     from components.serving import variants
     from components.config import ModelConfig
-    manifest = variants.export_variants(sp_model, ModelConfig(n_layer=2, n_head=2, d_model=32),
+    manifest = variants.export_variants(sp_model, ModelConfig(arch="gpt2", n_layer=2, n_head=2, d_model=32),
                                         CONTEXT, str(tmp_path), quantize=("int8", "tflite"),
                                         max_new_tokens_limit=8, tokenizer=sp)
     ids = np.array([[sp.bos_id] + sp.encode("import os").tolist()], np.int32)

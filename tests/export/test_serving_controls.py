@@ -16,8 +16,8 @@ from tests.export.test_serving_signatures import generate, sample, sample_reques
 
 def biased_model(*targets):
     """A tiny model whose every logit is led by `targets`: ln_f's output is pinned to a multiple
-    of their (tied) embedding rows, whatever the input."""
-    model = tiny_model()
+    of their (tied) embedding rows, whatever the input (LayerNorm's offset: the gpt2 block)."""
+    model = tiny_model(arch="gpt2")
     embedding = model.token_embedding.get_weights()[0]
     embedding[list(targets)] *= 4.0                            # the tied head: long target rows
     model.token_embedding.set_weights([embedding])

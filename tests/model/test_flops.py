@@ -34,6 +34,19 @@ def test_flops_count_matmul_weights_and_frozen_ones():
                                               + ATTENTION)
 
 
+def test_llama_flops_count_gqa_and_the_three_swiglu_matrices():
+    """Hand count: q C^2, k and v 2 C K (K = n_kv_head x D = C / 2 here), proj C^2, SwiGLU's gate,
+    up and down 3 C F (F = 96: 2/3 x 4 x 32 = 85.3 rounded up to 32). No position table, no
+    biases; the attention term is unchanged (every query head scores T keys)."""
+    hidden, kv = 96, C // 2
+    block = C * C + 2 * C * kv + C * C + 3 * C * hidden
+    model = gpt.GPT(context_length=T, n_layer=L, n_head=2, d_model=C, mlp_ratio=RATIO,
+                    vocab_size=V, arch="llama", n_kv_head=1)
+    model(tf.zeros([1, T], tf.int32))
+    assert gpt.matmul_weights(model) == (L * block + V * C, 0)
+    assert gpt.flops_per_token(model, T) == 6 * (L * block + V * C) + ATTENTION
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_matmul_peak_chain_keeps_operands_non_zero(dtype):
     """Fails before the fix (in spirit: the old loop was inline): x = x @ a / size shrank x by

@@ -17,10 +17,11 @@ from components.model import decoding, gpt
 VOCAB, CONTEXT, D_MODEL = 97, 16, 64
 
 
-def _model(precision: str) -> gpt.GPT:
+def _model(precision: str, arch: str = "gpt2") -> gpt.GPT:
     tf.keras.utils.set_random_seed(3)
     model = gpt.GPT(context_length=CONTEXT, n_layer=2, n_head=4, d_model=D_MODEL,
-                    vocab_size=VOCAB, dtype=precision)
+                    vocab_size=VOCAB, dtype=precision, arch=arch,
+                    n_kv_head=2 if arch == "llama" else 0)
     model(tf.zeros([1, CONTEXT], tf.int32))
     return model
 
@@ -52,10 +53,12 @@ def test_tied_head_logits_and_gradient_are_float32(precision):
     np.testing.assert_allclose(grad, expected_grad, rtol=2e-5, atol=1e-5)
 
 
-def test_prefill_equals_model_call_under_bf16():
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_prefill_equals_model_call_under_bf16(arch):
     """Fails before the fix: the cached decoder (outside any autocast scope) read E in float32
-    while model.call read it bf16-rounded, so prefill logits differed by ~5e-4."""
-    model = _model("mixed_bfloat16")
+    while model.call read it bf16-rounded, so prefill logits differed by ~5e-4. llama: the same
+    casts around rotary (float32) and grouped-query attention on both paths."""
+    model = _model("mixed_bfloat16", arch)
     window = _ids(2)
     lengths = tf.constant([CONTEXT, 5], tf.int32)
     next_logits, _ = decoding.prefill(model, window, lengths)

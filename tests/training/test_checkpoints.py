@@ -5,7 +5,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from components.training import loop, warm_start
-from tests.training.conftest import tiny_config
+from tests.training.conftest import GPT2, tiny_config
 
 
 
@@ -32,12 +32,14 @@ def _training(*overrides, freeze=()):
     return loop.build_training(config, tf.distribute.get_strategy(), prepare)
 
 
-def test_checkpoint_names_every_model_variable_frozen_block_included(tmp_path):
+@pytest.mark.parametrize("arch, weights", [((), 14), (GPT2, 28)], ids=["llama", "gpt2"])
+def test_checkpoint_names_every_model_variable_frozen_block_included(tmp_path, arch, weights):
     """Fails before the fix: tf.train.Checkpoint(model=...) missed Keras 3's list `blocks`, so
     the checkpoint named 4 model variables (embeddings, ln_f) of 28; the trainable block weights
     were there only positionally under the optimizer and the frozen block in no checkpoint.
-    Reference: the SavedModel walk of the model (warm_start.variable_paths)."""
-    model, state, optimizer, _ = _training(freeze=["blocks:1"])
+    Reference: the SavedModel walk of the model (warm_start.variable_paths). 14 in the llama
+    block: 2 x (two norm scales, qkv, proj, fc, fc_out) + embedding + final norm."""
+    model, state, optimizer, _ = _training(*arch, freeze=["blocks:1"])
     assert model.non_trainable_weights                       # block_0 is frozen
     prefix = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state).write(
         str(tmp_path / "ckpt"))
@@ -45,10 +47,10 @@ def test_checkpoint_names_every_model_variable_frozen_block_included(tmp_path):
     # The reference itself covers the model: one path per weight, the same variables, so a
     # variable tracked by neither the object graph nor the walk is caught too.
     walked = warm_start.variable_paths(model).values()
-    assert len(walked) == len(model.weights) == 28
+    assert len(walked) == len(model.weights) == weights
     assert {id(v) for v in walked} == {id(w) for w in model.weights}
     # A model-only restore by name brings back every weight, the frozen block's included.
-    fresh, *_ = _training("train.seed=99")
+    fresh, *_ = _training("train.seed=99", *arch)
     before = [w.copy() for w in fresh.get_weights()]
     tf.train.Checkpoint(model=fresh).read(prefix).expect_partial().assert_existing_objects_matched()
     for got, want, old in zip(fresh.get_weights(), model.get_weights(), before):

@@ -2,7 +2,9 @@
 micro-batches (float32, max |difference| <= 1e-5 after 3 optimizer steps), and resuming after a
 crash with dropout 0.1 ends where an uninterrupted run ends. The sharper checks (loss and pre-clip
 gradients against an independent reference, mixed precision) are in test_gradients.py and
-test_numerics.py."""
+test_numerics.py. These run the default (llama) block with grouped-query attention; the model's
+forward pass itself is checked against an independent NumPy llama in
+tests/model/test_llama_reference.py (rotary, RMSNorm, SwiGLU, GQA written from their definitions)."""
 
 import numpy as np
 import pytest

@@ -34,7 +34,7 @@ from components.tokenizer.byte_level import PAD_ID, ByteTokenizer
 from components.training import input as input_lib
 from components.training import loop, train_step
 from components.training.strategy import make_strategy
-from tests.training.conftest import SEQ_LEN, tiny_config
+from tests.training.conftest import GPT2, SEQ_LEN, tiny_config
 
 FLOAT32_TOLERANCE = 1e-5
 MIXED_TOLERANCE = {"mixed_float16": 2e-3, "mixed_bfloat16": 5e-2}
@@ -112,6 +112,11 @@ SPLITS = {
 @pytest.mark.parametrize("split", SPLITS)
 def test_float32_split_matches_reference(ids, split):
     loss_error, grad_error = compare(tiny_config(*SPLITS[split]), ids)
+    assert loss_error <= FLOAT32_TOLERANCE and grad_error <= FLOAT32_TOLERANCE
+
+
+def test_gpt2_block_split_matches_reference(ids):
+    loss_error, grad_error = compare(tiny_config(*SPLITS["mirrored+accumulation"], *GPT2), ids)
     assert loss_error <= FLOAT32_TOLERANCE and grad_error <= FLOAT32_TOLERANCE
 
 

@@ -29,3 +29,15 @@ def test_small_preset_with_a_32k_vocabulary_counts_its_logits():
     memory.check(byte_config, memory.estimate(byte_config, n_params, 1, device), 1)
     with pytest.raises(MemoryError, match="train.accumulation_steps"):
         memory.check(sp_config, memory.estimate(sp_config, n_params, 1, device), 1)
+
+
+def test_block_activations_follow_the_arch():
+    """Per token, one block, float32 (s = 4), T = 128, C = 64, H = 4: gpt2's formula unchanged;
+    llama with 2 key/value heads (K = 2 x 16 = 32) and SwiGLU width F = 192 (170.7 rounded up
+    to 32): 12 C + s (6 C + 3 K + 4 F) + 8 (C + K) + H T (9 + s)."""
+    scores = 4 * 128 * 13
+    gpt2 = build_config("tiny", overrides=["model.arch=gpt2"]).model
+    assert memory.block_activation_bytes(gpt2, 128, 4) == 64 * (12 + 15 * 4) + scores
+    llama = build_config("tiny", overrides=["model.n_kv_head=2"]).model
+    expected = 12 * 64 + 4 * (6 * 64 + 3 * 32 + 4 * 192) + 8 * (64 + 32) + scores
+    assert memory.block_activation_bytes(llama, 128, 4) == expected

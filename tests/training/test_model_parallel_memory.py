@@ -13,9 +13,11 @@ from components.training import memory
 GIB = memory.GIB
 
 
-def test_parameter_split_matches_the_built_model():
+@pytest.mark.parametrize("arch", [["model.arch=gpt2"], ["model.n_kv_head=2", "model.qk_norm=true"]],
+                         ids=["gpt2", "llama"])
+def test_parameter_split_matches_the_built_model(arch):
     from components.model.gpt import build_model, parameter_count
-    config = build_config("tiny", overrides=["model.tie_embeddings=false"])
+    config = build_config("tiny", overrides=["model.tie_embeddings=false", *arch])
     embedding, block, final = memory.parameter_split(config)
     model = build_model(config.model, config.data.seq_len)
     assert embedding + config.model.n_layer * block + final == parameter_count(model)
@@ -51,7 +53,7 @@ def test_pipeline_puts_the_busiest_stage_on_each_device():
 
 def test_fit_table_names_every_layout():
     lines = memory.fit_table(build_config("xl"), 8, 80)
-    assert "1.28B parameters on 8 devices of 80 GiB" in lines[0]
+    assert "1.12B parameters on 8 devices of 80 GiB" in lines[0]
     assert any(line.startswith("mirrored + shard_optimizer_state ") and line.endswith(" fits")
                for line in lines)
     assert any(line.startswith("pipeline_stages=8") for line in lines)

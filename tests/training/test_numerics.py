@@ -9,23 +9,27 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.model import gpt
+from components.model import gpt, llama
 from components.tokenizer.byte_level import PAD_ID, ByteTokenizer
 from components.training import loop, train_step
 from components.serving.export import export_saved_model
 from components.training.schedule import learning_rate_at
 from components.training.strategy import make_strategy
-from tests.training.conftest import SEQ_LEN, tiny_config
+from tests.training.conftest import GPT2, SEQ_LEN, tiny_config
 
 # Mean |loss difference| to a float32 run of the same data and seed over 30 steps of the tiny model
 # (the loss falls from 5.29 to 3.64 nats). Measured: bf16 1.2e-4 (max 3.4e-4), fp16 3.1e-5.
 TRACKING_TOLERANCE = {"mixed_bfloat16": 2e-3, "mixed_float16": 1e-3}
 
 
-@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
-def test_residual_stream_float32_at_block_boundaries(monkeypatch, precision):
+BLOCKS = {"gpt2": gpt.Block, "llama": llama.LlamaBlock}
+
+
+@pytest.mark.parametrize("precision, arch", [("mixed_bfloat16", "llama"), ("mixed_float16", "llama"),
+                                             ("mixed_bfloat16", "gpt2")])
+def test_residual_stream_float32_at_block_boundaries(monkeypatch, precision, arch):
     seen = []
-    original = gpt.Block.call
+    original = BLOCKS[arch].call
 
     @functools.wraps(original)
     def recording(self, x, training=False, seed=None):
@@ -33,8 +37,8 @@ def test_residual_stream_float32_at_block_boundaries(monkeypatch, precision):
         seen.append((x.dtype, out.dtype))
         return out
 
-    monkeypatch.setattr(gpt.Block, "call", recording)
-    config = tiny_config(f"runtime.precision={precision}")
+    monkeypatch.setattr(BLOCKS[arch], "call", recording)
+    config = tiny_config(f"runtime.precision={precision}", *(GPT2 if arch == "gpt2" else ()))
     model = gpt.build_model(config.model, SEQ_LEN, precision)
     seen.clear()
     logits = model(tf.zeros([2, SEQ_LEN], tf.int32), training=True)
@@ -86,26 +90,29 @@ def test_dropout_off_in_evaluation_and_export(shards, tmp_path):
     np.testing.assert_allclose(first, plain(ids, training=False), atol=1e-5)
 
 
-def test_weight_decay_by_role_not_by_name():
+@pytest.mark.parametrize("arch", [GPT2, ["model.qk_norm=true"]], ids=["gpt2", "llama"])
+def test_weight_decay_by_role_not_by_name(arch):
     """A model called `gpt-beta-bias` (names that a regex on 'beta'/'bias' would match): Dense
-    kernels and embeddings decay, biases and LayerNorm scales/offsets do not."""
-    config = tiny_config("model.name=gpt-beta-bias", "model.n_layer=1")
+    kernels and embeddings decay, biases and norm scales/offsets (LayerNorm; RMSNorm, QK-norm
+    included) do not."""
+    config = tiny_config("model.name=gpt-beta-bias", "model.n_layer=1", *arch)
     model = gpt.build_model(config.model, SEQ_LEN)
     decayed = lambda optimizer: sorted(v.path for v in model.trainable_variables
                                        if optimizer._use_weight_decay(v))
-    assert decayed(train_step.make_optimizer(config.train, 1e-3, model)) == sorted([
-        "gpt-beta-bias/token_embedding/embeddings", "gpt-beta-bias/position_embedding/embeddings",
-        "gpt-beta-bias/block_0/attn/qkv/kernel", "gpt-beta-bias/block_0/attn/proj/kernel",
-        "gpt-beta-bias/block_0/fc/kernel", "gpt-beta-bias/block_0/fc_out/kernel"])
+    kernels = ["gpt-beta-bias/block_0/attn/qkv/kernel", "gpt-beta-bias/block_0/attn/proj/kernel",
+               "gpt-beta-bias/block_0/fc/kernel", "gpt-beta-bias/block_0/fc_out/kernel"]
+    tables = ["gpt-beta-bias/token_embedding/embeddings"] + (
+        ["gpt-beta-bias/position_embedding/embeddings"] if config.model.arch == "gpt2" else [])
+    assert decayed(train_step.make_optimizer(config.train, 1e-3, model)) == sorted(tables + kernels)
     no_embeddings = tiny_config("model.name=gpt-beta-bias", "model.n_layer=1",
-                                "train.decay_embeddings=false")
-    assert decayed(train_step.make_optimizer(no_embeddings.train, 1e-3, model)) == sorted([
-        "gpt-beta-bias/block_0/attn/qkv/kernel", "gpt-beta-bias/block_0/attn/proj/kernel",
-        "gpt-beta-bias/block_0/fc/kernel", "gpt-beta-bias/block_0/fc_out/kernel"])
+                                "train.decay_embeddings=false", *arch)
+    assert decayed(train_step.make_optimizer(no_embeddings.train, 1e-3, model)) == sorted(kernels)
 
 
-def test_gpt2_initialization():
-    config = tiny_config("model.n_layer=8", "model.d_model=64")
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_gpt2_initialization(arch):
+    """Both blocks: N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 L)), norms at 1."""
+    config = tiny_config("model.n_layer=8", "model.d_model=64", *(GPT2 if arch == "gpt2" else ()))
     model = gpt.build_model(config.model, SEQ_LEN)
     block = model.blocks[3]
     residual = 0.02 / np.sqrt(2 * 8)
@@ -113,7 +120,10 @@ def test_gpt2_initialization():
                         (block.attn.proj.kernel, residual), (block.fc_out.kernel, residual),
                         (model.token_embedding.embeddings, 0.02)]:
         assert np.std(kernel.numpy()) == pytest.approx(std, rel=0.1)
-    assert not np.any(block.fc.bias.numpy()) and np.all(block.ln1.gamma.numpy() == 1)
+    if arch == "gpt2":
+        assert not np.any(block.fc.bias.numpy()) and np.all(block.ln1.gamma.numpy() == 1)
+    else:
+        assert block.fc.bias is None and np.all(block.ln1.scale.numpy() == 1)
 
 
 def test_schedule_follows_the_step_counter_through_a_skipped_step(shards):

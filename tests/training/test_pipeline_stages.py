@@ -18,7 +18,7 @@ from components.training import input as input_lib
 from components.training import loop, pipeline_stages
 from components.training.strategy import make_strategy
 from components.training.train_step import make_train_step
-from tests.training.conftest import SEQ_LEN, tiny_config
+from tests.training.conftest import GPT2, SEQ_LEN, tiny_config
 from tests.training.test_gradients import ids, reference, relative_error  # noqa: F401 (fixture)
 
 TOLERANCE = 1e-5
@@ -38,9 +38,9 @@ def staged(stages: int, *overrides):
 # staged model): every stage count and both heads are covered, and the tied head's gradient is
 # checked where stage 0 is not the head's neighbour (4 stages: an addition to the wrong stage
 # cannot pass as the right one).
-@pytest.mark.parametrize("stages, tied", [(2, "false"), (4, "true")])
-def test_loss_and_gradients_equal_the_one_device_reference(ids, stages, tied):  # noqa: F811
-    config, _, model, state, _ = staged(stages, f"model.tie_embeddings={tied}")
+@pytest.mark.parametrize("stages, tied, arch", [(2, "false", ()), (4, "true", ()), (2, "true", GPT2)])
+def test_loss_and_gradients_equal_the_one_device_reference(ids, stages, tied, arch):  # noqa: F811
+    config, _, model, state, _ = staged(stages, f"model.tie_embeddings={tied}", *arch)
     fn = loop.pipeline_gradient_fn(config, model, state)
     loss, grads, _ = tf.function(fn)(tf.constant(ids[:, :-1]), tf.constant(ids[:, 1:]))
     ref_loss, ref_grads = reference(config, model.get_weights(), ids)
@@ -58,7 +58,8 @@ def test_every_variable_of_stage_s_lives_on_device_s():
     config, _, model, _, optimizer = staged(4, "model.tie_embeddings=false")
     devices = [where(d) for d in model.stage_devices]
     assert len(set(devices)) == 4
-    layers = {0: [model.token_embedding, model.position_embedding, model.blocks[0]],
+    layers = {0: [model.token_embedding, model.blocks[0]]
+              + ([model.position_embedding] if model.position_embedding is not None else []),
               1: [model.blocks[1]], 2: [model.blocks[2]], 3: [model.blocks[3], model.ln_f, model.head]}
     index = optimizer._get_variable_index     # Keras AdamW's own variable -> slot mapping
     slots = {id(v): [optimizer._momentums[index(v)], optimizer._velocities[index(v)]]

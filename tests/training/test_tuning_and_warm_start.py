@@ -16,7 +16,7 @@ from components.serving.variants import export_variants
 from components.config import hyperparameters
 from components.tuner import search, space
 from components.config import ConfigError
-from tests.training.conftest import tiny_config
+from tests.training.conftest import GPT2, tiny_config
 
 
 def test_hyperparameters_apply_over_the_typed_config():
@@ -109,6 +109,21 @@ def parent(tmp_path_factory, shards):
     export_variants(result.model, config.model, config.data.seq_len, str(out / "model"),
                     tokenizer=ByteTokenizer(), quantize=())
     return config, result, str(out / "model")
+
+
+@pytest.mark.parametrize("parent_arch, child_arch", [("gpt2", "llama"), ("llama", "gpt2")])
+def test_warm_start_across_architectures_is_a_named_error(tmp_path, parent_arch, child_arch):
+    """Raised by the hook that runs before training, naming both archs; the same arch loads."""
+    def built(arch):
+        config = tiny_config(*(GPT2 if arch == "gpt2" else ()))
+        return build_model(config.model, config.data.seq_len)
+    prefix = warm_start.save_weights(built(parent_arch), str(tmp_path / "weights"))
+    prepare = warm_start.preparer(prefix, (), {})
+    with pytest.raises(warm_start.ArchitectureMismatch,
+                       match=f"parent is a model.arch={parent_arch} model but this config builds "
+                             f"model.arch={child_arch}"):
+        prepare(built(child_arch))
+    assert warm_start.load_weights(built(parent_arch), prefix) > 0
 
 
 @pytest.mark.slow   # trains a parent model (fast tier: docs/benchmarks.md)

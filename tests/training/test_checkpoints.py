@@ -1,5 +1,6 @@
 """Training checkpoints hold every model variable by name (issue 20, item 4)."""
 
+import pytest
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2

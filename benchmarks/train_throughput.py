@@ -18,6 +18,8 @@ graph size of the step for k=1 and k=16 (a while loop: independent of k).
 (benchmarks/input_feed.py: the training loop's InputFeed, each replica given only its share,
 prefetched to its device, results fetched once per log window, against one host iterator of
 global batches and a host sync every step; blocks alternated in one process).
+`--arch`: the llama block (model.arch=llama, the default) vs the gpt2 block at d_model 256, tokens/s
+and MFU of bigtrain's loop, alternated (target: llama within 10% of gpt2 on CPU).
 `--model-parallel`: the pipeline bubble vs GPipe's (S-1)/(M+S-1) and sharded-state step time vs
 unsharded (target <= 1.10x), on logical CPU devices (benchmarks/model_parallel.py).
 Steady-state rates: the first steps (tracing, warm-up) are excluded; each comparison alternates
@@ -224,6 +226,34 @@ def model_configs(args):
                                                                 *batch]))]
 
 
+def arch_main(args) -> None:
+    """--arch: the default llama block vs the gpt2 block, same width/depth/heads/data, alternated."""
+    import tensorflow as tf
+
+    from components.model.gpt import build_model, flops_per_token
+    print(f"machine: {describe()}")
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    device = "GPU:0" if tf.config.list_physical_devices("GPU") else "CPU:0"
+    peak, peak_cpu = measure_matmul_peak("float32", 2048)
+    base = dict(model_configs(args))["d_model 256"]
+    configs = {arch: dataclasses.replace(base, model=dataclasses.replace(base.model, arch=arch))
+               for arch in ("llama", "gpt2")}
+    with tempfile.TemporaryDirectory() as workdir:
+        shard = write_random_shard(os.path.join(workdir, "train-0.gz"), 256, base.data.seq_len)
+        llama, gpt2 = side_by_side(
+            lambda: bigtrain_run(configs["llama"], shard, workdir, args.steps, device),
+            lambda: bigtrain_run(configs["gpt2"], shard, workdir, args.steps, device), args.repeats)
+    for arch, run in (("llama", llama), ("gpt2", gpt2)):
+        flops = flops_per_token(build_model(configs[arch].model, base.data.seq_len), base.data.seq_len)
+        print(f"[{arch}] d_model 256, 4 layers, T={base.data.seq_len}: {run.tokens_per_s:,.0f} tokens/s, "
+              f"{run.tokens_per_cpu_s:,.0f} tokens per CPU-second, {flops / 1e6:.2f} MFLOP/token, "
+              f"MFU {run.tokens_per_s * flops / peak:.1%} wall, "
+              f"{run.tokens_per_cpu_s * flops / peak_cpu:.1%} CPU-time")
+    print(f"llama / gpt2 tokens/s: {llama.tokens_per_s / gpt2.tokens_per_s:.3f} wall, "
+          f"{llama.tokens_per_cpu_s / gpt2.tokens_per_cpu_s:.3f} CPU-time (target >= 0.90)")
+
+
 def side_by_side(first, second, repeats: int):
     """Alternate two measurements `repeats` times and keep each one's best (fastest) run: on a
     shared machine the noise is other processes, which only ever slow a run down."""
@@ -261,7 +291,12 @@ def main(argv=None) -> None:
     parser.add_argument("--input", action="store_true",
                         help="only the input figure: per-replica input vs a host-iterator baseline "
                              "(d_model 256, 2 CPU replicas)")
+    parser.add_argument("--arch", action="store_true",
+                        help="only llama vs gpt2 at d_model 256: tokens/s and MFU of bigtrain's loop")
     args = parser.parse_args(argv)
+    if args.arch:
+        arch_main(args)
+        return
     if args.input:
         input_path_main(args)
         return

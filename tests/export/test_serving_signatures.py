@@ -210,6 +210,17 @@ def test_past_the_window_under_the_session_loader(decoder):
     assert out["text_bytes"].tolist() == [decoder.reference(p, n) for p, n in zip(PAST_THE_WINDOW, limits)]
 
 
+def test_rotary_positions_past_two_to_the_16_are_a_named_error(model):
+    """A sliding row's positions reach context + max_new_tokens: the limit that could pass 2^16
+    (float32 rotary angles lose precision) is refused at export, naming the setting; gpt2's
+    positions restart, so it has no such bound."""
+    from components.serving.server import LanguageModelServer
+    with pytest.raises(ValueError, match="export.max_new_tokens=65521 plus the context"):
+        LanguageModelServer(model, CONTEXT, 2**16 - CONTEXT + 1, tokenizer=ByteTokenizer())
+    LanguageModelServer(model, CONTEXT, 2**16 - CONTEXT, tokenizer=ByteTokenizer())
+    LanguageModelServer(tiny_model(arch="gpt2"), CONTEXT, 2**20, tokenizer=ByteTokenizer())
+
+
 # ------------------------------------------------------------------------------------------------
 # Bad input: a defined result or InvalidArgument from the graph (HTTP 400 in TF Serving)
 

@@ -5,11 +5,14 @@ full-window decoder (today's export: the whole context recomputed per token) for
 Both paths are the exported graph functions (LanguageModelServer.decode, cached=True / False) on
 the preset's float32 serving model with its own context length; EOS is masked so every run
 produces exactly the requested tokens. Weights are the preset's random init (speed does not depend
-on them). For `tiny` (context 128) 256 new tokens slide the window 3 times: the cached path re-fills
-its cache from the last 64 ids each time, the uncached one recomputes the window every token.
+on them). For `tiny` (context 128) 256 new tokens go past the window: a gpt2 model's cached path
+re-fills its cache from the last 64 ids 3 times and the uncached one recomputes the window every
+token; a llama model's cache slides one slot per token and the uncached one recomputes the whole
+history with sliding-window attention every token (the sliding cache's definition).
 
 Staggered batch: a batch whose rows fill their windows at different steps; only a sliding row
-re-fills its cache (decoding.refill_rows) instead of re-running the prefill for the whole batch.
+re-fills its cache (decoding.refill_rows, gpt2; a llama cache slides instead, so the refill cases
+time the same) instead of re-running the prefill for the whole batch.
 Measured side by side in one run: the aligned batch (every row slides at the same step), the
 staggered batch with per-row refill, and the staggered batch with a whole-batch refill (decoding.merge of a full prefill), same tokens produced; and a batch with
 one long row and 31 short ones, with ended rows skipped (decoding.step_rows) and, as the
@@ -102,9 +105,11 @@ def staggered(preset: str, new_tokens: int, batch: int) -> dict:
     full, ragged = [new_tokens] * batch, [new_tokens] + [4] * (batch - 1)
     whole_batch = lambda model, window, lengths, rows, cache: decoding.merge(   # baseline
         rows, decoding.prefill(model, window, lengths)[1], cache)
-    # Baseline: every row runs every step (ended rows' positions clamped: they no longer slide).
-    every_row = lambda model, token, position, cache, rows: decoding.step(
-        model, token, tf.minimum(position, context - 1), cache)
+    # Baseline: every row runs every step (ended rows' slots clamped: they no longer slide; so are
+    # gpt2's positions, rows of a table of `context`).
+    every_row = lambda model, token, position, cache, rows, slot: decoding.step(
+        model, token, position if decoding.can_slide(model) else tf.minimum(position, context - 1),
+        cache, slot=tf.minimum(slot, context - 1))
     cases = [("aligned", aligned, full, {}),
              ("staggered", stagger, full, {}),
              ("staggered, whole-batch refill", stagger, full, {"refill_rows": whole_batch}),

@@ -30,9 +30,10 @@ string per row: the row's stop strings joined by U+001F, "" = none (components/s
 
 The graph functions are components/serving/server.py's. Context rule, cached and uncached
 alike: the model sees the last `context` ids of the prompt (the prompt is cut before it is
-densified; byte prompts are cut to their last `context` bytes before they are split); when a row's
-window is full, it is cut to its last `context // 2` ids (positions restart at 0; only that row's
-cache is re-filled) and decoding continues. Cost bound: the batch decodes until every row has
+densified; byte prompts are cut to their last `context` bytes before they are split). Past the
+window: gpt2 cuts a full row to its last `context // 2` ids (positions restart at 0; only that
+row's cache is re-filled); a rotary model (llama) slides the row's cache one slot per token with
+positions counting on (sliding-window attention over the whole sequence). Cost bound: the batch decodes until every row has
 ended (EOS, stop, or its own max_new_tokens): the request returns when its longest row ends.
 Bad input is an InvalidArgument error naming the input.
 """

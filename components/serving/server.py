@@ -4,6 +4,12 @@ contract: inputs, outputs, sampling and context rules), for one float or quantiz
 Decoding keeps a per-layer key/value cache (components/model/decoding.py). Ended rows stop
 costing forward passes (the cached step runs on the rows still decoding; an ended row costs a
 copy of its cache slots per step), but the request returns when its longest row ends.
+
+Past the window, per arch (decoding.can_slide): gpt2's positions index a table of T rows, so a
+full row keeps its last T // 2 ids and re-fills its cache (positions restart at 0). A rotary
+model's keys carry their positions: a full row's cache slides one slot per new token and its
+positions keep counting, which is sliding-window attention over the whole sequence (each query
+sees the last T keys in every layer; decoding's docstring).
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ from components.serving import inputs, stops
 
 DEFAULT_MAX_NEW_TOKENS_LIMIT = 4096
 REPLACEMENT_CHARACTER = 0xFFFD
+# A sliding row's absolute positions reach context + max_new_tokens; below 2^16 the float32 rotary
+# angles stay as precise as decoding documents (the default 4096 plus any context in use is far below).
+MAX_ROTARY_POSITION = 2**16
 
 
 class LanguageModelServer:
@@ -31,7 +40,13 @@ class LanguageModelServer:
         self.bos_id, self.eos_id = tokenizer.bos_id, tokenizer.eos_id
         pieces = stops.piece_bytes(tokenizer)
         self.context_length = context_length
-        self.keep = max(1, context_length // 2)   # ids kept when a full window slides
+        self.slides = decoding.can_slide(model)
+        # Ids a full row keeps: gpt2 re-fills from the last half window, a rotary model drops one.
+        self.keep = context_length - 1 if self.slides else max(1, context_length // 2)
+        if self.slides and context_length + max_new_tokens_limit > MAX_ROTARY_POSITION:
+            raise ValueError(f"export.max_new_tokens={max_new_tokens_limit} plus the context "
+                             f"({context_length}) must be at most {MAX_ROTARY_POSITION}: positions "
+                             f"past that lose rotary precision")
         self.max_new_tokens_limit = max_new_tokens_limit
         self.pieces = tf.constant(pieces)
         self.longest_piece = max(1, max(len(p) for p in pieces))
@@ -72,46 +87,70 @@ class LanguageModelServer:
         return tf.cast(tf.gather(logits, lengths - 1, batch_dims=1), tf.float32)  # (B, V)
 
     # -- decoding -------------------------------------------------------------------------------
-    def _slide(self, window, lengths, done, cache, cached):
-        """A full window slides: rows still decoding whose window is full keep their last `keep`
-        ids, positions restart at 0, and only those rows' cache is re-filled."""
+    def _slide(self, window, lengths, positions, done, cache, cached):
+        """Rows still decoding whose window is full keep their last `keep` ids. gpt2: positions
+        restart at 0 and only those rows' cache is re-filled. Rotary: those rows' cache slides one
+        slot and their positions keep counting. Ended rows never slide (nothing reads them)."""
+        if self.slides and not cached:
+            return window, lengths, positions, cache      # the history holds every id: never full
         slots, keep = self.context_length, self.keep
         full = (lengths >= slots) & tf.logical_not(done)
         shifted_pad = tf.fill([tf.shape(window)[0], slots - keep], self.pad_id)
         window = tf.where(full[:, None], tf.concat([window[:, slots - keep:], shifted_pad], 1), window)
         lengths = tf.where(full, keep, lengths)
+        if not self.slides:
+            positions = lengths
         if cached:
-            cache = tf.cond(tf.reduce_any(full),
-                            lambda: decoding.refill_rows(self.model, window, lengths, full, cache),
-                            lambda: cache)
-        return window, lengths, cache
+            make_room = (lambda: decoding.slide(cache, full)) if self.slides else (
+                lambda: decoding.refill_rows(self.model, window, lengths, full, cache))
+            cache = tf.cond(tf.reduce_any(full), make_room, lambda: cache)
+        return window, lengths, positions, cache
 
-    def _advance(self, token, window, lengths, done, cache, cached):
-        """Append token at each row's length; the next logits (ended rows skip the forward pass)."""
-        window = tf.where(tf.one_hot(lengths, self.context_length, on_value=True, off_value=False),
+    def _advance(self, token, window, lengths, positions, done, cache, cached):
+        """Append token at each row's length (its cache slot) with its position; the next logits
+        (ended rows skip the forward pass)."""
+        window = tf.where(tf.one_hot(lengths, tf.shape(window)[1], on_value=True, off_value=False),
                           token[:, None], window)
         if not cached:
-            return window, self._next_logits(window, lengths + 1), cache
-        logits, cache = tf.cond(tf.reduce_any(done),
-                                lambda: decoding.step_rows(self.model, token, lengths, cache,
-                                                           tf.logical_not(done)),
-                                lambda: decoding.step(self.model, token, lengths, cache))
+            return window, self._uncached_logits(window, lengths + 1), cache
+        logits, cache = tf.cond(
+            tf.reduce_any(done),
+            lambda: decoding.step_rows(self.model, token, positions, cache, tf.logical_not(done),
+                                       slot=lengths),
+            lambda: decoding.step(self.model, token, positions, cache, slot=lengths))
         return window, logits, cache
+
+    def _uncached_logits(self, window, lengths):
+        """The no-cache decoder (tests, benchmarks/generate_speed.py): next-token logits computed
+        from the ids alone, by the definition the cache must equal. gpt2: the model over the
+        (B, T) window. Rotary: sliding-window attention over the whole (B, T + steps) history
+        (decoding.sliding_window_logits), what a sliding cache computes; chosen over refusing
+        cached=False for rotary models because it is one masked forward pass per token and keeps
+        the cached path's twin for every batch shape. Ended rows' lengths run on past the width:
+        their logits are never read, so their index is clamped."""
+        lengths = tf.minimum(lengths, tf.shape(window)[1])
+        if not self.slides:
+            return self._next_logits(window, lengths)
+        logits = decoding.sliding_window_logits(self.model, window, self.context_length)
+        return tf.gather(logits, lengths - 1, batch_dims=1)
 
     def decode(self, prompts, max_new_tokens, choose, cached: bool = True, stop=None):
         """prompts string[B], max_new_tokens int32[B], choose(logits (B, V), i) -> int32[B], stop
         string[B, S] ("" entries = none) or None. Returns (text_bytes string[B], new_tokens
-        int32[B]). Rows stop at EOS, after a stop string, or at their own limit."""
+        int32[B]). Rows stop at EOS, after a stop string, or at their own limit. Per row, lengths
+        = ids in the window (= cache slots filled), positions = the next id's position."""
         batch = tf.shape(prompts)[0]
         window, lengths = self._last_window(self._encode(prompts))      # (B, T), (B,)
+        steps = tf.reduce_max(tf.concat([max_new_tokens, [0]], 0))
         if cached:
             logits, cache = decoding.prefill(self.model, window, lengths)
         else:
-            logits, cache = self._next_logits(window, lengths), ()
-        steps = tf.reduce_max(tf.concat([max_new_tokens, [0]], 0))
+            if self.slides:                                             # (B, T + steps) history
+                window = tf.pad(window, [[0, 0], [0, steps]], constant_values=self.pad_id)
+            logits, cache = self._uncached_logits(window, lengths), ()
         stop = tf.zeros([batch, 0], tf.string) if stop is None else stop
 
-        def body(i, window, lengths, cache, logits, done, text, out):
+        def body(i, window, lengths, positions, cache, logits, done, text, out):
             token = choose(logits, i)                                   # (B,)
             active = tf.logical_and(tf.logical_not(done), i < max_new_tokens)
             out = out.write(i + 1, tf.where(active, token, self.pad_id))
@@ -119,17 +158,17 @@ class LanguageModelServer:
             text = tf.strings.join([text, piece])
             ended = stops.stopped(text, tf.strings.length(piece), stop, self.longest_piece)
             done = tf.logical_not(active) | tf.equal(token, self.eos_id) | ended
-            window, lengths, cache = self._slide(window, lengths, done, cache, cached)
-            window, logits, cache = self._advance(token, window, lengths, done, cache, cached)
-            return i + 1, window, lengths + 1, cache, logits, done, text, out
+            window, lengths, positions, cache = self._slide(window, lengths, positions, done, cache, cached)
+            window, logits, cache = self._advance(token, window, lengths, positions, done, cache, cached)
+            return i + 1, window, lengths + 1, positions + 1, cache, logits, done, text, out
 
-        def cond(i, window, lengths, cache, logits, done, text, out):
+        def cond(i, window, lengths, positions, cache, logits, done, text, out):
             return tf.logical_and(i < steps, tf.logical_not(tf.reduce_all(done)))
 
         # Row 0 is a PAD column: stacking an empty TensorArray (0 steps) is an error.
         out = tf.TensorArray(tf.int32, size=1, dynamic_size=True, element_shape=[None]).write(
             0, tf.fill([batch], self.pad_id))
-        loop = tf.while_loop(cond, body, [tf.constant(0), window, lengths, cache, logits,
+        loop = tf.while_loop(cond, body, [tf.constant(0), window, lengths, lengths, cache, logits,
                                           tf.zeros([batch], tf.bool), tf.fill([batch], ""), out])
         new = tf.transpose(tf.reshape(loop[-1].stack(), [-1, batch]))   # (B, steps run)
         return self._decoded(new, loop[-2])

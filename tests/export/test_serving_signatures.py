@@ -1,13 +1,18 @@
 """The serving SavedModel: loader-proof (TF1 session loader and tf.saved_model.load, exported and
-pushed copies), TF Serving REST request shapes, KV-cache decoding against full-window references,
-and the bad-input matrix."""
+pushed copies), TF Serving REST request shapes, KV-cache decoding past the window against
+plain-Keras references for both archs (gpt2 re-fills a half window; llama's cache slides), and
+the bad-input matrix."""
+
+import functools
+from types import SimpleNamespace
+from unittest import mock
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, ByteTokenizer
-from tests.export.conftest import CONTEXT, SessionModel
+from tests.export.conftest import CONTEXT, SessionModel, tiny_model
 
 PROMPTS = np.array([b"def main(", b"import os\n", b""], dtype=object)
 # One set of inputs per signature, shaped as a batch of 3 rows.
@@ -98,15 +103,13 @@ def test_rows_do_not_depend_on_their_batch(loaded):
 
 
 def reference_greedy(model, prompt: bytes, max_new_tokens: int, context: int = CONTEXT) -> bytes:
-    """Independent reference: plain Keras forward passes over the whole window for every token,
-    with the documented window rule (last `context` ids of the prompt; a full window is cut to
-    its last context // 2 ids before the next id is appended)."""
+    """Independent reference (gpt2): plain Keras forward passes over the whole window for every
+    token, with the documented window rule (last `context` ids of the prompt; a full window is
+    cut to its last context // 2 ids before the next id is appended)."""
     window = ([BOS_ID] + list(prompt))[-context:]
     out = []
     for _ in range(max_new_tokens):
-        logits = model(np.array([window], np.int32)).numpy()[0, -1]
-        logits[[PAD_ID, BOS_ID]] = -np.inf   # never a continuation
-        token = int(np.argmax(logits))
+        token = _greedy(model(np.array([window], np.int32)).numpy()[0, -1])
         if token == EOS_ID:
             break
         out.append(token)
@@ -116,59 +119,125 @@ def reference_greedy(model, prompt: bytes, max_new_tokens: int, context: int = C
     return bytes(t for t in out if t < 256)
 
 
-@pytest.fixture(scope="module")
-def uncached_generate(model):
+def _greedy(logits):
+    logits[[PAD_ID, BOS_ID]] = -np.inf   # never a continuation
+    return int(np.argmax(logits))
+
+
+def reference_sliding_greedy(model, prompt: bytes, max_new_tokens: int, context: int = CONTEXT) -> bytes:
+    """Independent reference (rotary): plain Keras forward passes over the whole sequence, the
+    last `context` ids of the prompt and then every new id at positions 0, 1, ..., with the
+    model's causal mask swapped for a band: in every layer query p sees keys p - context < j <= p
+    (sliding-window attention; the windowed cache's definition, docs/serving.md)."""
+    def band(query_steps, key_steps):
+        offset = tf.range(query_steps)[:, None] - tf.range(key_steps)[None, :]
+        return (offset >= 0) & (offset < context)
+    ids = ([BOS_ID] + list(prompt))[-context:]
+    out = []
+    with mock.patch("components.model.llama.causal_mask", band):
+        for _ in range(max_new_tokens):
+            token = _greedy(model(np.array([ids], np.int32)).numpy()[0, -1])
+            if token == EOS_ID:
+                break
+            out.append(token)
+            ids.append(token)
+    return bytes(t for t in out if t < 256)
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def decoder(request, tmp_path_factory):
+    """One arch's tiny model, its export (path, tf.saved_model.load), the no-cache generate and
+    the greedy reference of its window rule. llama is the session's export."""
+    from components.serving.export import write_serving_model
     from components.serving.server import LanguageModelServer
+    if request.param == "llama":
+        model, path, loaded = (request.getfixturevalue(f) for f in ("model", "exported", "loaded"))
+    else:
+        model = tiny_model(arch="gpt2")
+        path = write_serving_model(model, CONTEXT, str(tmp_path_factory.mktemp("gpt2") / "Format-Serving"),
+                                   tokenizer=ByteTokenizer(), max_new_tokens_limit=64)
+        loaded = tf.saved_model.load(path)
     server = LanguageModelServer(model, CONTEXT, tokenizer=ByteTokenizer())
-    return tf.function(lambda p, n: server.generate(p, n, cached=False), autograph=False)
+    reference = reference_sliding_greedy if request.param == "llama" else reference_greedy
+    return SimpleNamespace(
+        model=model, path=path, loaded=loaded, reference=functools.partial(reference, model),
+        uncached=tf.function(lambda p, n: server.generate(p, n, cached=False), autograph=False))
 
 
 @pytest.mark.parametrize("prompt, new", [(b"def ", 10), (b"import os\n", 5),   # inside the context
-                                         (b"def main(", 40),                   # slides twice
+                                         (b"def main(", 40),                   # past it: 2.5 windows
                                          (b"x" * 50, 12),                      # prompt > context
                                          (b"", 20)])                           # empty prompt
-def test_cached_greedy_equals_full_window_reference(model, loaded, uncached_generate, prompt, new):
-    """The exported (cached) generate equals the full-window no-cache decoder token for token and
-    both equal the plain-Keras reference, inside the context and past it (window sliding).
-    Caught: writing the new key at the wrong slot, or letting a query see slots > its position,
-    changes the text after a few tokens; cutting the window differently changes it past 16 ids."""
-    cached = generate(loaded, [prompt], new)
-    uncached = uncached_generate(tf.constant([prompt]), tf.constant([new]))
-    expected = reference_greedy(model, prompt, new)
+def test_cached_greedy_equals_the_reference(decoder, prompt, new):
+    """The exported (cached) generate equals the no-cache decoder token for token and both equal
+    the plain-Keras reference of the arch's window rule, inside the context and past it (gpt2:
+    half-window re-fill; llama: the cache slides, sliding-window attention). Caught: writing the
+    new key at the wrong slot, rotating it at its slot instead of its position, or letting a
+    query see slots > its own changes the text after a few tokens; another window rule changes
+    it past 16 ids."""
+    cached = generate(decoder.loaded, [prompt], new)
+    uncached = decoder.uncached(tf.constant([prompt]), tf.constant([new]))
+    expected = decoder.reference(prompt, new)
     assert cached["text_bytes"].numpy()[0] == uncached["text_bytes"].numpy()[0] == expected
     assert cached["new_tokens"].numpy()[0] == len(expected)
 
 
-@pytest.mark.parametrize("limits", [[30, 30, 30], [3, 40, 10]])
-def test_cached_batch_equals_rows_alone(loaded, limits):
-    """Rows of different lengths share one cache tensor; each row's slots and mask are its own.
-    With different limits, rows end at different steps and the rest decode on without them
-    (decoding.step_rows; only the sliding row re-fills, decoding.refill_rows): caught, a scatter
-    into the wrong rows or an ended row that keeps sliding changes the longer rows' text."""
-    prompts = [b"def ", b"a much longer prompt that slides", b""]
-    batched = loaded.signatures["generate"](prompt=tf.constant(prompts), max_new_tokens=tf.constant(limits))
-    alone = [generate(loaded, [p], n)["text_bytes"].numpy()[0] for p, n in zip(prompts, limits)]
+PAST_THE_WINDOW = [b"def ", b"a much longer prompt that slides", b""]
+
+
+@pytest.mark.parametrize("limits", [[30, 30, 30], [3, 40, 25]])
+def test_cached_batch_equals_rows_alone(decoder, limits):
+    """Rows of different lengths share one cache tensor; each row's slots, positions and mask are
+    its own. The rows fill their windows at different steps (the long prompt at once, "def "
+    after 11 ids, "" after 15) and, with different limits, end at different steps while the rest
+    decode on without them (decoding.step_rows): caught, a slide or re-fill of the wrong rows, a
+    scatter into the wrong rows, or one position counter for the batch."""
+    batched = decoder.loaded.signatures["generate"](prompt=tf.constant(PAST_THE_WINDOW),
+                                                    max_new_tokens=tf.constant(limits))
+    alone = [generate(decoder.loaded, [p], n)["text_bytes"].numpy()[0] for p, n in zip(PAST_THE_WINDOW, limits)]
     assert batched["text_bytes"].numpy().tolist() == alone
     assert batched["new_tokens"].numpy().tolist() == [len(a) for a in alone]
+    uncached = decoder.uncached(tf.constant(PAST_THE_WINDOW), tf.constant(limits))
+    assert uncached["text_bytes"].numpy().tolist() == alone
+
+
+def test_past_the_window_under_the_session_loader(decoder):
+    """TF Serving's loader runs the same window rule: a batch decoding past the window equals
+    each row's plain-Keras reference."""
+    limits = np.array([20, 40, 25], np.int32)
+    out = _session(decoder.path).run("generate", prompt=np.array(PAST_THE_WINDOW, object),
+                                     max_new_tokens=limits)
+    assert out["text_bytes"].tolist() == [decoder.reference(p, n) for p, n in zip(PAST_THE_WINDOW, limits)]
+
+
+def test_rotary_positions_past_two_to_the_16_are_a_named_error(model):
+    """A sliding row's positions reach context + max_new_tokens: the limit that could pass 2^16
+    (float32 rotary angles lose precision) is refused at export, naming the setting; gpt2's
+    positions restart, so it has no such bound."""
+    from components.serving.server import LanguageModelServer
+    with pytest.raises(ValueError, match="export.max_new_tokens=65521 plus the context"):
+        LanguageModelServer(model, CONTEXT, 2**16 - CONTEXT + 1, tokenizer=ByteTokenizer())
+    LanguageModelServer(model, CONTEXT, 2**16 - CONTEXT, tokenizer=ByteTokenizer())
+    LanguageModelServer(tiny_model(arch="gpt2"), CONTEXT, 2**20, tokenizer=ByteTokenizer())
 
 
 # ------------------------------------------------------------------------------------------------
 # Bad input: a defined result or InvalidArgument from the graph (HTTP 400 in TF Serving)
 
 
-def test_prompt_longer_than_context_uses_its_last_window(loaded, model):
+def test_prompt_longer_than_context_uses_its_last_window(decoder):
     long = b"print('hello')\n" * 20                     # 300 bytes, context 16
-    out = loaded.signatures["serving_default"](prompt=tf.constant([long]))
+    out = decoder.loaded.signatures["serving_default"](prompt=tf.constant([long]))
     assert out["prompt_tokens"].numpy().tolist() == [CONTEXT]
-    text = generate(loaded, [long], 8)
-    assert text["text_bytes"].numpy()[0] == reference_greedy(model, long, 8)
+    text = generate(decoder.loaded, [long], 8)
+    assert text["text_bytes"].numpy()[0] == decoder.reference(long, 8)
 
 
-def test_empty_prompt_continues_from_bos(loaded, model):
-    out = loaded.signatures["serving_default"](prompt=tf.constant([b""]))
+def test_empty_prompt_continues_from_bos(decoder):
+    out = decoder.loaded.signatures["serving_default"](prompt=tf.constant([b""]))
     assert out["prompt_tokens"].numpy().tolist() == [1]   # BOS only
-    text = generate(loaded, [b""], 6)
-    assert text["text_bytes"].numpy()[0] == reference_greedy(model, b"", 6)
+    text = generate(decoder.loaded, [b""], 6)
+    assert text["text_bytes"].numpy()[0] == decoder.reference(b"", 6)
 
 
 def test_zero_new_tokens_returns_empty_text(loaded):

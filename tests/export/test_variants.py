@@ -17,27 +17,40 @@ from components.text_example_gen import shards as shard_files
 from components.tokenizer.byte_level import BOS_ID, ByteTokenizer
 from components.serving import variants
 from components.config import EvalConfig
-from tests.export.conftest import CONTEXT, SessionModel, tiny_model, tiny_model_config
+from tests.export.conftest import CONTEXT, SessionModel, tiny_model_config, trained_tiny_model
 
 IDS = np.random.RandomState(1).randint(0, 256, (3, CONTEXT)).astype(np.int32)
 IDS[:, 0] = BOS_ID
 
 
-# The gpt2 block here: with these N(0, 0.3) weights its TFLite logits are within 1.2% of float,
-# the llama block's within 5-7% (measured 2026-11-25; neither rotary nor the SwiGLU gate alone
-# accounts for it), over this file's 5% bound. Open: whether trained llama weights do better.
-@pytest.fixture(scope="module")
-def gpt2_model():
-    return tiny_model(arch="gpt2")
+# Both blocks, on trained_tiny_model's weights (conftest: why not the N(0, 0.3) ones). Measured
+# 2026-11-25, max |variant - float| / max |float| on IDS: gpt2 TFLite 1.3%, int8 0.9%; llama TFLite
+# 1.1%, int8 1.6%. The bound leaves room for a different BLAS, not for a broken variant: the
+# N(0, 0.3) llama weights (TFLite 6.5%, int8 4.3%) and a dequantization off by its scale fail it.
+QUANTIZED_LOGITS_BOUND = 0.03
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def arch(request):
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def model_dir(gpt2_model, tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("model"))
-    variants.export_variants(gpt2_model, tiny_model_config("gpt2"), CONTEXT, path,
+def trained_model(arch):
+    return trained_tiny_model(arch)
+
+
+@pytest.fixture(scope="module")
+def model_dir(arch, trained_model, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp(f"model-{arch}"))
+    variants.export_variants(trained_model, tiny_model_config(arch), CONTEXT, path,
                              tokenizer=ByteTokenizer(), quantize=("int8", "tflite"),
                              max_new_tokens_limit=64)
     return path
+
+
+def relative_error(logits, reference) -> float:
+    return float(np.abs(np.asarray(logits) - reference).max() / np.abs(reference).max())
 
 
 @pytest.fixture(scope="module")
@@ -73,28 +86,40 @@ def test_int8_runs_every_signature_under_the_session_loader(model_dir):
 
 
 @pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
-def test_int8_tied_head_reads_dequantized_embedding(gpt2_model):
+def test_int8_tied_head_reads_dequantized_embedding(arch, trained_model):
     """model.quantize("int8") keeps logits close to float only because the tied head goes through
     GPT.output_embedding (dequantized). Reading the raw int8 codes, as the model did before,
     moves the logits by orders of magnitude more: the mutation below shows the test catches it."""
-    reference = gpt2_model(IDS).numpy()
-    quantized = variants.int8_copy(gpt2_model, tiny_model_config("gpt2"), CONTEXT)
-    error = np.abs(quantized(IDS).numpy() - reference).max()
-    assert error < 0.05 * np.abs(reference).max(), error
+    reference = trained_model(IDS).numpy()
+    quantized = variants.int8_copy(trained_model, tiny_model_config(arch), CONTEXT)
+    error = relative_error(quantized(IDS).numpy(), reference)
+    assert error < QUANTIZED_LOGITS_BOUND, (arch, error)
     raw = quantized.token_embedding._embeddings
     quantized.output_embedding = lambda: tf.cast(raw, tf.float32)   # the bug: raw int8 codes
-    assert np.abs(quantized(IDS).numpy() - reference).max() > 100 * error
+    assert relative_error(quantized(IDS).numpy(), reference) > 100 * error
 
 
 @pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
-def test_tflite_runs_in_the_interpreter_close_to_float(model_dir):
+def test_tflite_runs_in_the_interpreter_close_to_float(arch, model_dir):
     manifest = variants.read_manifest(model_dir)
     logits = variants.logits_fn(model_dir, manifest["tflite"])(IDS)
     reference = variants.logits_fn(model_dir, manifest["float"])(IDS)
     assert logits.shape == reference.shape
-    assert np.abs(logits - reference).max() < 0.05 * np.abs(reference).max()
+    assert relative_error(logits, reference) < QUANTIZED_LOGITS_BOUND, (arch, relative_error(logits, reference))
     interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, "Format-TFLite", "model.tflite"))
     assert list(interpreter.get_signature_list()) == ["token_logits"]
+
+
+@pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
+def test_exported_int8_close_to_float_and_to_its_keras_model(arch, trained_model, model_dir):
+    """The int8 SavedModel as the Evaluator loads it: within the bound of float, and the same
+    logits as the Keras int8 model it was written from (the export adds no error of its own)."""
+    manifest = variants.read_manifest(model_dir)
+    logits = variants.logits_fn(model_dir, manifest["int8"])(IDS).numpy()
+    reference = variants.logits_fn(model_dir, manifest["float"])(IDS).numpy()
+    assert relative_error(logits, reference) < QUANTIZED_LOGITS_BOUND, (arch, relative_error(logits, reference))
+    keras_int8 = variants.int8_copy(trained_model, tiny_model_config(arch), CONTEXT)(IDS).numpy()
+    np.testing.assert_allclose(logits, keras_int8, atol=1e-4)
 
 
 @pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)

@@ -17,7 +17,7 @@ For each block type (model.arch) and each sequence length T, at the same tokens 
              mask, softmax, weights x V); the qkv and output projections are per-token matmuls
              and stay in the step's other share.
 Printed per case: median and quartiles of seconds per call, wall clock and this process's CPU
-time; attention's share of the step (attention median / step median) for each path; and XLA /
+time, and the first call's wall time (tracing, and with XLA the compilation); attention's share of the step (attention median / step median) for each path; and XLA /
 plain time ratios (< 1: XLA faster). The paths run in alternating blocks of repetitions (plain,
 XLA, plain, XLA, ...) after a warm-up that includes XLA's compilation, so a shared machine's
 load falls on both alike. The figure behind runtime.xla=auto (components/training/loop.use_xla).
@@ -110,10 +110,15 @@ def attention_fn(config, batch: int, steps: int, xla: bool):
 
 
 def time_alternating(runs: dict, blocks: int, repetitions: int) -> dict:
-    """{name: [(wall s, CPU s), ...]}: every callable warmed up, then `blocks` rounds in which
-    each runs `repetitions` times in turn."""
-    for run in runs.values():
-        for _ in range(WARMUP_CALLS):
+    """({name: [(wall s, CPU s), ...]}, {name: wall s of the first call}): every callable warmed
+    up (the first call traces and, with XLA, compiles), then `blocks` rounds in which each runs
+    `repetitions` times in turn."""
+    first_call = {}
+    for name, run in runs.items():
+        start = time.perf_counter()
+        run()
+        first_call[name] = time.perf_counter() - start
+        for _ in range(WARMUP_CALLS - 1):
             run()
     samples = {name: [] for name in runs}
     for _ in range(blocks):
@@ -122,7 +127,7 @@ def time_alternating(runs: dict, blocks: int, repetitions: int) -> dict:
                 wall, cpu = time.perf_counter(), time.process_time()
                 run()
                 samples[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-    return samples
+    return samples, first_call
 
 
 def quartiles(values) -> tuple[float, float, float]:
@@ -140,18 +145,18 @@ def measure(arch: str, steps: int, args) -> dict:
     for part, make in (("step", step_fn), ("attention", attention_fn)):
         for xla in (False, True):
             runs[f"{part} {'xla' if xla else 'plain'}"] = make(config, batch, steps, xla)
-    samples = time_alternating(runs, args.blocks, args.repetitions)
+    samples, first_call = time_alternating(runs, args.blocks, args.repetitions)
     return {name: {clock: quartiles([s[i] for s in values])
                    for i, clock in enumerate(("wall", "cpu"))}
-            for name, values in samples.items()}
+            for name, values in samples.items()}, first_call
 
 
-def report(arch: str, steps: int, batch: int, result: dict) -> None:
+def report(arch: str, steps: int, batch: int, result: dict, first_call: dict) -> None:
     print(f"\n{arch}, T {steps}, batch {batch}: seconds per call, median [quartiles]")
-    print(f"  {'':<16} {'wall':>26} {'CPU (this process)':>26}")
+    print(f"  {'':<16} {'wall':>26} {'CPU (this process)':>26} {'first call (wall)':>18}")
     for name, clocks in result.items():
         cells = [f"{m:7.3f} [{q1:6.3f}, {q3:6.3f}]" for q1, m, q3 in clocks.values()]
-        print(f"  {name:<16} {cells[0]:>26} {cells[1]:>26}")
+        print(f"  {name:<16} {cells[0]:>26} {cells[1]:>26} {first_call[name]:>18.2f}")
     for clock in ("wall", "cpu"):
         median = {name: clocks[clock][1] for name, clocks in result.items()}
         shares = "  ".join(f"{path} {median['attention ' + path] / median['step ' + path]:5.1%}"
@@ -170,8 +175,8 @@ def main() -> int:
     parser.add_argument("--n-layer", type=int, default=4)
     parser.add_argument("--n-head", type=int, default=8)
     parser.add_argument("--n-kv-head", type=int, default=4)
-    parser.add_argument("--blocks", type=int, default=3, help="alternating rounds per path")
-    parser.add_argument("--repetitions", type=int, default=2, help="calls per path per round")
+    parser.add_argument("--blocks", type=int, default=4, help="alternating rounds per path")
+    parser.add_argument("--repetitions", type=int, default=1, help="calls per path per round")
     args = parser.parse_args()
     import tensorflow as tf
     print(f"machine: {describe()}")
@@ -181,7 +186,7 @@ def main() -> int:
           f"alternating blocks x {args.repetitions} calls per path")
     for arch in args.arch:
         for steps in args.seq:
-            report(arch, steps, args.tokens // steps, measure(arch, steps, args))
+            report(arch, steps, args.tokens // steps, *measure(arch, steps, args))
             sys.stdout.flush()
     return 0
 

@@ -36,9 +36,13 @@ class TrainingDiverged(RuntimeError):
 
 
 def use_xla(runtime) -> bool:
-    """runtime.xla: on / off, or auto = on with a GPU, off on CPU. Measured by
-    benchmarks/train_throughput.py (README): on CPU the XLA step was not faster for our models,
-    and on GPUs XLA's fusion of the elementwise ops around the matmuls is the usual win."""
+    """runtime.xla: on / off, or auto = on with a GPU, off on CPU.
+    CPU: benchmarks/attention_cost.py (docs/benchmarks.md, "Attention cost") times the train
+    step with and without XLA at seq 128 and 1024: XLA's gain or loss is within ~10% and its
+    sign flips with the sequence length and between the llama and gpt2 blocks, so no context
+    length rule is clean, and XLA adds a compilation of the step (seconds) to every CPU run.
+    GPU: not measured here (no GPU was available to this work); on is the usual win there,
+    XLA fusing the elementwise ops around the matmuls (benchmarks/train_throughput.py)."""
     if runtime.xla != "auto":
         return runtime.xla == "on"
     return bool(tf.config.list_physical_devices("GPU"))

@@ -37,10 +37,12 @@ class TrainingDiverged(RuntimeError):
 
 def use_xla(runtime) -> bool:
     """runtime.xla: on / off, or auto = on with a GPU, off on CPU.
-    CPU: benchmarks/attention_cost.py (docs/benchmarks.md, "Attention cost") times the train
-    step with and without XLA at seq 128 and 1024: XLA's gain or loss is within ~10% and its
-    sign flips with the sequence length and between the llama and gpt2 blocks, so no context
-    length rule is clean, and XLA adds a compilation of the step (seconds) to every CPU run.
+    CPU: benchmarks/attention_cost.py (docs/benchmarks.md, "Attention cost") timed bigtrain's
+    step with and without XLA: the llama block's XLA step took 0.92-0.93x the plain step's CPU
+    time at seq 128 in three runs but 0.93-1.05x at seq 1024 (wall 0.89-1.12x), and gpt2's
+    1.01x at seq 128. A ~7% gain at short context that is not reliably there at long context or
+    for the other block gives no clean context-length rule, and XLA adds a compilation of the
+    step to every CPU run and test, so CPU stays off.
     GPU: not measured here (no GPU was available to this work); on is the usual win there,
     XLA fusing the elementwise ops around the matmuls (benchmarks/train_throughput.py)."""
     if runtime.xla != "auto":

@@ -1,7 +1,7 @@
 """Attention's share of the training step at seq 128 and 1024, plain vs XLA, side by side in one run.
 
     python benchmarks/attention_cost.py                         # llama block, 4096 tokens/step
-    python benchmarks/attention_cost.py --arch llama gpt2 --tokens 8192 --blocks 4
+    python benchmarks/attention_cost.py --arch llama gpt2 --seq 128 256 512 1024
 
 For each block type (model.arch) and each sequence length T, at the same tokens per step
 (tokens = batch x T: 32 x 128 and 4 x 1024 at 4096), float32, dropout 0, one device:
@@ -17,8 +17,9 @@ For each block type (model.arch) and each sequence length T, at the same tokens 
              mask, softmax, weights x V); the qkv and output projections are per-token matmuls
              and stay in the step's other share.
 Printed per case: median and quartiles of seconds per call, wall clock and this process's CPU
-time, and the first call's wall time (tracing, and with XLA the compilation); attention's share of the step (attention median / step median) for each path; and XLA /
-plain time ratios (< 1: XLA faster). The paths run in alternating blocks of repetitions (plain,
+time, and the first call's wall time (tracing, and with XLA the compilation; the first path of
+the process also pays its one-time warm-up); attention's share of the step (attention median /
+step median) for each path; and XLA / plain time ratios (< 1: XLA faster). The paths run in alternating blocks of repetitions (plain,
 XLA, plain, XLA, ...) after a warm-up that includes XLA's compilation, so a shared machine's
 load falls on both alike. The figure behind runtime.xla=auto (components/training/loop.use_xla).
 """

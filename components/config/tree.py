@@ -242,7 +242,7 @@ class RuntimeConfig:
     cpu_replicas: int = 2
     precision: str = "float32"
     # jit-compile (XLA) the per-replica forward/backward: `auto` = on with GPUs, off on CPU (see
-    # benchmarks/train_throughput.py for the measured choice), or `on` / `off`.
+    # benchmarks/attention_cost.py and train_throughput.py for the measured choice), or `on` / `off`.
     xla: str = "auto"
     # Device memory (GiB per replica) the Trainer's memory estimate is checked against; 0 = detect
     # (GPU total memory, or the machine's RAM for CPU replicas).

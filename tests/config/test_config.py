@@ -16,8 +16,11 @@ def test_default_and_presets_use_the_modern_block_and_gpt2_stays_selectable():
     for name in config_lib.PRESETS:
         model = build_config(name).model
         assert model.arch == "llama" and model.n_head % (model.n_kv_head or model.n_head) == 0
-    old = build_config("tiny", overrides=["model.arch=gpt2"])
+    old = build_config("tiny", overrides=["model.arch=gpt2", "train.lr_schedule=cosine",
+                                          "train.global_batch_size=32", "train.train_steps=500"])
     assert old.model.arch == "gpt2" and old.train.lr_schedule == "cosine"
+    recipe = build_config("tiny").train   # the measured recipe (docs/benchmarks.md, "Recipe")
+    assert (recipe.global_batch_size, recipe.train_steps, recipe.lr_schedule) == (16, 1000, "wsd")
 
 
 def test_override_types_are_coerced_and_checked():

@@ -22,6 +22,9 @@ import os
 import sys
 
 
+SMOOTH = 5
+
+
 def model_run_dir(path: str) -> str:
     """A Trainer model_run folder, or the newest one under a bigtrain home."""
     if os.path.isdir(os.path.join(path, "train")):
@@ -65,7 +68,11 @@ def main() -> int:
         bytes_per_token = float(per_token or 1.0)
         to_bpb = 1.0 / (math.log(2) * bytes_per_token)
         curve = loss_curve(run_dir)
-        line, = ax.plot([t for t, _ in curve], [loss * to_bpb for _, loss in curve], label=label)
+        # One logged batch is a noisy point (streams differ in how compressible they are): the
+        # mean of the last SMOOTH logged losses.
+        smooth = [sum(l for _, l in curve[max(0, i - SMOOTH + 1):i + 1]) / len(curve[max(0, i - SMOOTH + 1):i + 1])
+                  for i in range(len(curve))]
+        line, = ax.plot([max(t, 1.0) for t, _ in curve], [loss * to_bpb for loss in smooth], label=label)
         with open(os.path.join(run_dir, "training_summary.json"), encoding="utf-8") as fh:
             summary = json.load(fh)
         end = curve[-1][0]
@@ -74,12 +81,15 @@ def main() -> int:
                     textcoords="offset points", xytext=(4, 6), fontsize=8, color=line.get_color())
         for name, key in (("zlib-9", "zlib9_bits_per_byte"), ("lzma-9", "lzma9_bits_per_byte")):
             drawn.setdefault((name, round(summary[key], 3)), []).append(label)
+    everyone = len(args.run)
     for (name, value), labels in drawn.items():
         ax.axhline(value, linestyle=":" if name == "zlib-9" else "--", linewidth=0.8, color="gray")
-        ax.annotate(f"{name} {value:.3f} ({', '.join(labels)} eval sample)", (0, value), fontsize=7,
+        whose = "every run's eval sample" if len(labels) == everyone else ", ".join(labels)
+        ax.annotate(f"{name} {value:.3f} ({whose})", (1.0, value), fontsize=7,
                     textcoords="offset points", xytext=(2, 2), color="gray")
-    ax.set_xlabel("training wall time (s)")
-    ax.set_ylabel("bits per byte (training loss; dot: eval)")
+    ax.set_xscale("log")
+    ax.set_xlabel("training wall time (s, log scale)")
+    ax.set_ylabel(f"bits per byte (training loss, mean of {SMOOTH} logs; dot: eval)")
     ax.set_ylim(1.0, 5.0)
     ax.grid(alpha=0.3)
     ax.legend()

@@ -57,7 +57,7 @@ def step_fn(config, batch: int, steps: int, xla: bool):
 
     strategy = make_strategy(RuntimeConfig(strategy="one_device"))
     with strategy.scope():
-        model = build_model(config, steps, "float32")
+        model = build_model(config, steps, "float32", vocab_size=VOCAB_SIZE)
         state = TrainState()
         optimizer = make_optimizer(TrainConfig(), 1e-4, model)
     ids = tf.random.stateless_uniform([batch, steps + 1], seed=[3, 4], minval=1,

@@ -49,9 +49,10 @@ def measure(preset: str, new_tokens: int, batch: int) -> dict:
 
     config = build_config(preset)
     context = config.data.seq_len
-    model = build_model(config.model, context, "float32")
+    tokenizer = ByteTokenizer()
+    model = build_model(config.model, context, "float32", vocab_size=tokenizer.vocab_size)
     server = LanguageModelServer(model, context, max_new_tokens_limit=max(new_tokens, 1),
-                                 tokenizer=ByteTokenizer())
+                                 tokenizer=tokenizer)
     banned = tf.logical_or(tf.equal(tf.range(VOCAB_SIZE), PAD_ID), tf.equal(tf.range(VOCAB_SIZE), EOS_ID))
 
     def choose(logits, i):
@@ -85,8 +86,9 @@ def greedy_server(preset: str, new_tokens: int):
 
     config = build_config(preset)
     context = config.data.seq_len
-    server = LanguageModelServer(build_model(config.model, context, "float32"), context,
-                                 max_new_tokens_limit=new_tokens, tokenizer=ByteTokenizer())
+    tokenizer = ByteTokenizer()
+    model = build_model(config.model, context, "float32", vocab_size=tokenizer.vocab_size)
+    server = LanguageModelServer(model, context, max_new_tokens_limit=new_tokens, tokenizer=tokenizer)
     banned = tf.constant([PAD_ID, BOS_ID, EOS_ID])
     choose = lambda logits, i: tf.argmax(decoding.ban(logits, banned), axis=-1, output_type=tf.int32)
     return server, choose, context

@@ -158,17 +158,18 @@ def keras_fit_run(config, shard: str, steps: int, xla: bool) -> Run:
     import keras
 
     from components.model.gpt import build_model
-    from components.tokenizer.byte_level import PAD_ID
+    from components.tokenizer.spec import token_spec
     from components.training import input as input_lib
-    t = config.train
+    t, tokens = config.train, token_spec(config.data)
     keras.utils.set_random_seed(t.seed)
     keras.mixed_precision.set_dtype_policy("float32")
-    model = build_model(config.model, config.data.seq_len, config.runtime.precision)
+    model = build_model(config.model, config.data.seq_len, config.runtime.precision,
+                        vocab_size=tokens.vocab_size)
     model.compile(optimizer=keras.optimizers.AdamW(learning_rate=t.learning_rate,
                                                    weight_decay=t.weight_decay,
                                                    global_clipnorm=t.clip_norm),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                                  ignore_class=PAD_ID),
+                                                                  ignore_class=tokens.pad_id),
                   jit_compile=xla)
     stamps = []
 
@@ -231,6 +232,7 @@ def arch_main(args) -> None:
     import tensorflow as tf
 
     from components.model.gpt import build_model, flops_per_token
+    from components.tokenizer.spec import token_spec
     print(f"machine: {describe()}")
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -245,7 +247,9 @@ def arch_main(args) -> None:
             lambda: bigtrain_run(configs["llama"], shard, workdir, args.steps, device),
             lambda: bigtrain_run(configs["gpt2"], shard, workdir, args.steps, device), args.repeats)
     for arch, run in (("llama", llama), ("gpt2", gpt2)):
-        flops = flops_per_token(build_model(configs[arch].model, base.data.seq_len), base.data.seq_len)
+        model = build_model(configs[arch].model, base.data.seq_len,
+                            vocab_size=token_spec(base.data).vocab_size)
+        flops = flops_per_token(model, base.data.seq_len)
         print(f"[{arch}] d_model 256, 4 layers, T={base.data.seq_len}: {run.tokens_per_s:,.0f} tokens/s, "
               f"{run.tokens_per_cpu_s:,.0f} tokens per CPU-second, {flops / 1e6:.2f} MFLOP/token, "
               f"MFU {run.tokens_per_s * flops / peak:.1%} wall, "
@@ -309,6 +313,7 @@ def main(argv=None) -> None:
     import tensorflow as tf
 
     from components.model.gpt import build_model, flops_per_token, parameter_count
+    from components.tokenizer.spec import token_spec
     from components.training.loop import use_xla
     gpus = tf.config.list_physical_devices("GPU")
     device = "GPU:0" if gpus else "CPU:0"
@@ -339,7 +344,8 @@ def main(argv=None) -> None:
                                    configs[0][1].data.seq_len)
         last = None
         for name, config in configs:
-            built = build_model(config.model, config.data.seq_len)
+            built = build_model(config.model, config.data.seq_len,
+                                vocab_size=token_spec(config.data).vocab_size)
             n, flops = parameter_count(built), flops_per_token(built, config.data.seq_len)
             xla = use_xla(config.runtime)
             ours, fit = side_by_side(lambda: bigtrain_run(config, shard, workdir, args.steps, device),

@@ -22,7 +22,6 @@ from components.model.layers import (RMSNorm, attend, causal_mask,  # noqa: F401
                                      normal as _normal, stateless_dropout)
 from components.model.llama import LlamaBlock
 from components.model.shapes import swiglu_hidden
-from components.tokenizer.byte_level import VOCAB_SIZE
 
 
 class CausalSelfAttention(keras.layers.Layer):
@@ -108,8 +107,8 @@ class GPT(keras.Model):
     QK-norm. Both share the embedding, the tied/untied head and everything around the blocks."""
 
     def __init__(self, *, context_length: int, n_layer: int, n_head: int, d_model: int,
-                 mlp_ratio: int = 4, dropout: float = 0.0, tie_embeddings: bool = True,
-                 vocab_size: int = VOCAB_SIZE, dtype: str = "float32",
+                 vocab_size: int, mlp_ratio: int = 4, dropout: float = 0.0,
+                 tie_embeddings: bool = True, dtype: str = "float32",
                  remat: str = "none", arch: str = "gpt2", n_kv_head: int = 0,
                  rope_theta: float = 10000.0, norm_eps: float = 1e-5, qk_norm: bool = False,
                  mlp_hidden: int = 0, **kwargs):
@@ -227,8 +226,10 @@ def decay_variables(model: GPT, decay_embeddings: bool = True) -> list:
 
 
 def build_model(model_config, context_length: int, precision: str = "float32",
-                remat: str = "none", vocab_size: int = VOCAB_SIZE) -> GPT:
-    """A built (weights created) GPT for a config; `precision` is a Keras dtype policy name."""
+                remat: str = "none", *, vocab_size: int) -> GPT:
+    """A built (weights created) GPT for a config; `precision` is a Keras dtype policy name.
+    `vocab_size` is the tokenizer's (token_spec(config.data).vocab_size); it has no default, so a
+    caller cannot get the byte tokenizer's size by leaving it out."""
     model = GPT(context_length=context_length, dtype=precision, remat=remat, vocab_size=vocab_size,
                 **model_arguments(model_config))
     model(tf.zeros([1, context_length], tf.int32))

@@ -21,7 +21,8 @@ def tiny_model_config(arch: str = "llama"):
 
 def tiny_model(seed: int = 0, context: int = CONTEXT, arch: str = "llama"):
     from components.model.gpt import build_model
-    model = build_model(tiny_model_config(arch), context)
+    from components.tokenizer.byte_level import VOCAB_SIZE
+    model = build_model(tiny_model_config(arch), context, vocab_size=VOCAB_SIZE)
     rng = np.random.RandomState(seed)
     model.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in model.get_weights()])
     return model
@@ -44,9 +45,10 @@ def trained_tiny_model(arch: str, steps: int = 200, seed: int = 0, context: int 
     bytes of the stdlib json package, from gpt2_scale_weights: weights of a trained model's
     scale, for the quantized variants (about 2.3 nats per byte, 2-3 s on the 2-core VM)."""
     from components.model.gpt import build_model
+    from components.tokenizer.byte_level import VOCAB_SIZE
     from tests.components.test_tokenizer import stdlib_texts
     text = np.frombuffer("".join(stdlib_texts(["json"])).encode(), np.uint8).astype(np.int32)
-    model = build_model(tiny_model_config(arch), context)
+    model = build_model(tiny_model_config(arch), context, vocab_size=VOCAB_SIZE)
     rng = np.random.RandomState(seed)
     model.set_weights(gpt2_scale_weights(model, rng))
     optimizer = tf.keras.optimizers.Adam(3e-3)

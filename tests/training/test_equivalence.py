@@ -9,6 +9,7 @@ tests/model/test_llama_reference.py (rotary, RMSNorm, SwiGLU, GQA written from t
 import numpy as np
 import pytest
 
+from components.tokenizer.byte_level import VOCAB_SIZE
 from components.training import loop
 from tests.training.conftest import tiny_config
 
@@ -36,7 +37,7 @@ def test_reference_run_moves_the_weights(one_device_big_batch, tmp_path, shards)
     from components.model.gpt import build_model
     import keras
     keras.utils.set_random_seed(config.train.seed)
-    untrained = build_model(config.model, config.data.seq_len)
+    untrained = build_model(config.model, config.data.seq_len, vocab_size=VOCAB_SIZE)
     moved = max(float(np.max(np.abs(x - y))) for x, y in
                 zip(untrained.get_weights(), one_device_big_batch.model.get_weights()))
     assert moved > 1e-4

@@ -30,7 +30,7 @@ import tensorflow as tf
 from components.serving.metrics import evaluate_logits_fn
 from components.model.gpt import build_model
 from components.text_example_gen import shards as shard_files
-from components.tokenizer.byte_level import PAD_ID, ByteTokenizer
+from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE, ByteTokenizer
 from components.training import input as input_lib
 from components.training import loop, train_step
 from components.training.strategy import make_strategy
@@ -53,7 +53,7 @@ def ids(shards):
 
 def reference(config, weights, ids):
     """Loss and gradient of the global mean token loss, one device, one tape, no strategy."""
-    model = build_model(config.model, SEQ_LEN, "float32")
+    model = build_model(config.model, SEQ_LEN, "float32", vocab_size=VOCAB_SIZE)
     model.set_weights(weights)
     inputs, targets = tf.constant(ids[:, :-1]), tf.constant(ids[:, 1:])
     with tf.GradientTape() as tape:
@@ -160,7 +160,7 @@ def test_half_padded_batch_train_loss_equals_metrics_loss(ids, tmp_path):
     with tf.io.TFRecordWriter(path, options="GZIP") as writer:
         for row in ids:
             writer.write(shard_files.encode_examples(np.asarray(row)[None])[0])
-    model = build_model(config.model, SEQ_LEN)
+    model = build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE)
     model.set_weights(weights)
     metrics = evaluate_logits_fn(lambda x: model(x, training=False), path, SEQ_LEN, 4, 0,
                                tokenizer=ByteTokenizer())
@@ -242,7 +242,7 @@ def test_two_workers_match_reference(ids, tmp_path):
     """MultiWorkerMirroredStrategy (2 processes on loopback, TF_CONFIG) x 2 micro-batches."""
     config = tiny_config("runtime.strategy=one_device")
     keras.utils.set_random_seed(config.train.seed)
-    weights = build_model(config.model, SEQ_LEN).get_weights()
+    weights = build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE).get_weights()
     np.savez(tmp_path / "in.npz", ids=ids, *weights)
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     cluster = {"worker": [f"localhost:{p}" for p in ports]}

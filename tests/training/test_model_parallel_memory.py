@@ -8,6 +8,7 @@ import math
 import pytest
 
 from components.config import build_config
+from components.tokenizer.byte_level import VOCAB_SIZE
 from components.training import memory
 
 GIB = memory.GIB
@@ -19,7 +20,7 @@ def test_parameter_split_matches_the_built_model(arch):
     from components.model.gpt import build_model, parameter_count
     config = build_config("tiny", overrides=["model.tie_embeddings=false", *arch])
     embedding, block, final = memory.parameter_split(config)
-    model = build_model(config.model, config.data.seq_len)
+    model = build_model(config.model, config.data.seq_len, vocab_size=VOCAB_SIZE)
     assert embedding + config.model.n_layer * block + final == parameter_count(model)
 
 

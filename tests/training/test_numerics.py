@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from components.model import gpt, llama
-from components.tokenizer.byte_level import PAD_ID, ByteTokenizer
+from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE, ByteTokenizer
 from components.training import loop, train_step
 from components.serving.export import export_saved_model
 from components.training.schedule import learning_rate_at
@@ -39,7 +39,7 @@ def test_residual_stream_float32_at_block_boundaries(monkeypatch, precision, arc
 
     monkeypatch.setattr(BLOCKS[arch], "call", recording)
     config = tiny_config(f"runtime.precision={precision}", *(GPT2 if arch == "gpt2" else ()))
-    model = gpt.build_model(config.model, SEQ_LEN, precision)
+    model = gpt.build_model(config.model, SEQ_LEN, precision, vocab_size=VOCAB_SIZE)
     seen.clear()
     logits = model(tf.zeros([2, SEQ_LEN], tf.int32), training=True)
     assert seen == [(tf.float32, tf.float32)] * config.model.n_layer
@@ -74,8 +74,8 @@ def test_mixed_precision_tracks_float32_loss(shards, tmp_path, float32_losses, p
 @pytest.mark.slow   # trains and exports a model (fast tier: docs/benchmarks.md)
 def test_dropout_off_in_evaluation_and_export(shards, tmp_path):
     config = tiny_config("model.dropout=0.1")
-    model = gpt.build_model(config.model, SEQ_LEN)
-    plain = gpt.build_model(tiny_config().model, SEQ_LEN)       # same shapes, dropout 0
+    model = gpt.build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE)
+    plain = gpt.build_model(tiny_config().model, SEQ_LEN, vocab_size=VOCAB_SIZE)  # dropout 0
     plain.set_weights(model.get_weights())
     ids = tf.constant(np.arange(2 * SEQ_LEN).reshape(2, SEQ_LEN) % 256, tf.int32)
     assert not np.allclose(model(ids, training=True), plain(ids, training=True))  # dropout is live
@@ -96,7 +96,7 @@ def test_weight_decay_by_role_not_by_name(arch):
     kernels and embeddings decay, biases and norm scales/offsets (LayerNorm; RMSNorm, QK-norm
     included) do not."""
     config = tiny_config("model.name=gpt-beta-bias", "model.n_layer=1", *arch)
-    model = gpt.build_model(config.model, SEQ_LEN)
+    model = gpt.build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE)
     decayed = lambda optimizer: sorted(v.path for v in model.trainable_variables
                                        if optimizer._use_weight_decay(v))
     kernels = ["gpt-beta-bias/block_0/attn/qkv/kernel", "gpt-beta-bias/block_0/attn/proj/kernel",
@@ -113,7 +113,7 @@ def test_weight_decay_by_role_not_by_name(arch):
 def test_gpt2_initialization(arch):
     """Both blocks: N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 L)), norms at 1."""
     config = tiny_config("model.n_layer=8", "model.d_model=64", *(GPT2 if arch == "gpt2" else ()))
-    model = gpt.build_model(config.model, SEQ_LEN)
+    model = gpt.build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE)
     block = model.blocks[3]
     residual = 0.02 / np.sqrt(2 * 8)
     for kernel, std in [(block.attn.qkv.kernel, 0.02), (block.fc.kernel, 0.02),

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from components.config import ConfigError
 from components.model.gpt import build_model
-from components.tokenizer.byte_level import PAD_ID
+from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
 from components.training import input as input_lib
 from components.training import loop, pipeline_stages
 from components.training.strategy import make_strategy
@@ -110,7 +110,7 @@ def test_more_stages_than_devices_is_a_config_error():
 def test_same_seed_same_initial_weights_as_unsplit():
     _, _, model, _, _ = staged(2)
     keras.utils.set_random_seed(tiny_config().train.seed)
-    plain = build_model(tiny_config("model.n_layer=4").model, SEQ_LEN)
+    plain = build_model(tiny_config("model.n_layer=4").model, SEQ_LEN, vocab_size=VOCAB_SIZE)
     for a, b in zip(model.get_weights(), plain.get_weights()):
         np.testing.assert_array_equal(a, b)
 

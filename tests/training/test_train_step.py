@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from components.model.gpt import build_model
-from components.tokenizer.byte_level import BOS_ID, PAD_ID
+from components.tokenizer.byte_level import BOS_ID, PAD_ID, VOCAB_SIZE
 from components.training import input as input_lib
 from components.training.schedule import learning_rate_at
 from components.training.train_step import TrainState, make_optimizer, make_train_step
@@ -30,7 +30,7 @@ def test_non_finite_step_is_skipped_counted_and_scale_halved(shards):
     config = tiny_config("runtime.precision=mixed_float16")
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
-        model = build_model(config.model, SEQ_LEN, "mixed_float16")
+        model = build_model(config.model, SEQ_LEN, "mixed_float16", vocab_size=VOCAB_SIZE)
         optimizer = make_optimizer(config.train, 1e-3)
         optimizer.build(model.trainable_variables)
         state = TrainState()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.tokenizer.byte_level import ByteTokenizer
+from components.tokenizer.byte_level import VOCAB_SIZE, ByteTokenizer
 from components.model.gpt import build_model
 from components.training import loop, warm_start
 from components.serving.export import export_saved_model
@@ -116,7 +116,7 @@ def test_warm_start_across_architectures_is_a_named_error(tmp_path, parent_arch,
     """Raised by the hook that runs before training, naming both archs; the same arch loads."""
     def built(arch):
         config = tiny_config(*(GPT2 if arch == "gpt2" else ()))
-        return build_model(config.model, config.data.seq_len)
+        return build_model(config.model, config.data.seq_len, vocab_size=VOCAB_SIZE)
     prefix = warm_start.save_weights(built(parent_arch), str(tmp_path / "weights"))
     prepare = warm_start.preparer(prefix, (), {})
     with pytest.raises(warm_start.ArchitectureMismatch,
@@ -133,7 +133,7 @@ def test_warm_start_loads_the_parents_weights(parent):
     # The named weights beside the SavedModel (ExportArchive stores its variables unnamed).
     assert prefix.endswith("Format-Weights/weights")
     assert warm_start.checkpoint_prefix(os.path.join(model_dir, "Format-Serving")) == prefix
-    child = build_model(config.model, config.data.seq_len)
+    child = build_model(config.model, config.data.seq_len, vocab_size=VOCAB_SIZE)
     assert warm_start.load_weights(child, prefix) == len(child.weights)
     for a, b in zip(child.get_weights(), result.model.get_weights()):
         np.testing.assert_array_equal(a, b)
@@ -145,11 +145,13 @@ def test_shape_mismatch_names_the_variable(parent):
     wider = tiny_config("model.d_model=48", "model.n_head=2")
     with pytest.raises(warm_start.WarmStartError, match=r"variable model/\S+ has shape \[\d+, 32\] "
                                                         r"in the checkpoint but \[\d+, 48\]"):
-        warm_start.load_weights(build_model(wider.model, wider.data.seq_len),
+        warm_start.load_weights(build_model(wider.model, wider.data.seq_len,
+                                            vocab_size=VOCAB_SIZE),
                                 warm_start.checkpoint_prefix(model_dir))
     deeper = tiny_config("model.n_layer=3")
     with pytest.raises(warm_start.WarmStartError, match="no variable model/blocks/2/"):
-        warm_start.load_weights(build_model(deeper.model, deeper.data.seq_len),
+        warm_start.load_weights(build_model(deeper.model, deeper.data.seq_len,
+                                            vocab_size=VOCAB_SIZE),
                                 warm_start.checkpoint_prefix(model_dir))
     # The Trainer's path for an imported folder that is not a Model artifact: <path>/Format-Serving.
     sm = os.path.join(model_dir, "Format-Serving")

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from pipeline.lineage.store import properties
+from components.config import build_config
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,7 @@ def model_artifact(data_run):
 def test_training_figures_are_mlmd_properties(model_artifact, data_run):
     props = properties(model_artifact, custom_only=True)
     assert props["steps"] == 120 and props["resumed_from_step"] == 0
-    assert props["tokens_seen"] == 120 * 32 * 64
+    assert props["tokens_seen"] == 120 * build_config("tiny").train.global_batch_size * 64
     assert props["num_replicas"] == 2
     assert props["parameter_count"] > 100_000 and props["flops_per_token"] > 6 * props["parameter_count"]
     assert props["tokens_per_second"] > 0

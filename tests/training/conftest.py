@@ -37,12 +37,17 @@ def shards(tmp_path_factory, corpus):
 GPT2 = ("model.arch=gpt2", "model.n_kv_head=0")
 
 
+# What tiny_config() sets over the tiny preset; also the worker processes' CLI overrides
+# (test_multi_worker.config_args), so a worker and the single-process reference build one model.
+TINY_OVERRIDES = (
+    f"data.seq_len={SEQ_LEN}", "model.n_layer=2", "model.d_model=32", "model.n_head=2",
+    "model.n_kv_head=1",
+    "train.global_batch_size=16", "train.train_steps=3", "train.warmup_steps=1",
+    "train.learning_rate=1e-3", "train.min_learning_rate=1e-4", "train.shuffle_buffer=256",
+    "train.log_every=1", "train.checkpoint_every=100")
+
+
 def tiny_config(*overrides):
     """The default (llama) block with grouped-query attention: 2 query heads, 1 key/value head."""
-    return build_config("tiny", overrides=[
-        f"data.seq_len={SEQ_LEN}", "model.n_layer=2", "model.d_model=32", "model.n_head=2",
-        "model.n_kv_head=1",
-        "train.global_batch_size=16", "train.train_steps=3", "train.warmup_steps=1",
-        "train.learning_rate=1e-3", "train.min_learning_rate=1e-4", "train.shuffle_buffer=256",
-        "train.log_every=1", "train.checkpoint_every=100", "runtime.strategy=one_device",
-        *overrides])
+    return build_config("tiny", overrides=[*TINY_OVERRIDES, "runtime.strategy=one_device",
+                                           *overrides])

@@ -170,7 +170,7 @@ def test_empty_files_are_left_out_of_the_streams(tmp_path):
 def test_streams_must_divide_the_global_batch():
     with pytest.raises(ConfigError, match=r"train\.input_streams \(3\) must be 0 \(auto\) or "
                                           r"divide train\.global_batch_size \(32\)"):
-        build_config("tiny", overrides=["train.input_streams=3"])
+        build_config("tiny", overrides=["train.input_streams=3", "train.global_batch_size=32"])
     with pytest.raises(ConfigError, match=r"train\.input_streams \(3\) must divide"):
         input_lib.resolve_streams(3, 32, 8)
     assert build_config("tiny").train.input_streams == 0

@@ -21,11 +21,8 @@ OVERRIDES = ["train.train_steps=3", "train.checkpoint_every=2"]
 
 def config_args(*overrides):
     # The same settings tiny_config() applies, as CLI overrides for the worker processes.
-    from tests.training.conftest import SEQ_LEN
-    base = [f"data.seq_len={SEQ_LEN}", "model.n_layer=2", "model.d_model=32", "model.n_head=2",
-            "train.global_batch_size=16", "train.train_steps=3", "train.warmup_steps=1",
-            "train.learning_rate=1e-3", "train.min_learning_rate=1e-4", "train.shuffle_buffer=256",
-            "train.log_every=1", "train.checkpoint_every=100", *overrides]
+    from tests.training.conftest import TINY_OVERRIDES
+    base = [*TINY_OVERRIDES, *overrides]
     return [arg for item in base for arg in ("--set", item)]
 
 

@@ -33,8 +33,12 @@ def test_wsd_warms_up_holds_the_peak_then_decays_to_the_floor():
     assert [float(again(s)) for s in (0, 50, 85, 99)] == [lr[s] for s in (0, 50, 85, 99)]
 
 
-def test_cosine_stays_the_default():
-    assert type(make_schedule(build_config("tiny").train)) is WarmupCosine
+def test_cosine_stays_the_config_default_and_the_tiny_recipe_is_wsd():
+    """TrainConfig's default schedule is cosine (old configs keep theirs); the tiny preset (the
+    default run) uses the measured recipe's wsd (docs/benchmarks.md, "Recipe")."""
+    from components.config import TrainConfig
+    assert type(make_schedule(TrainConfig())) is WarmupCosine
+    assert type(make_schedule(build_config("tiny").train)) is not WarmupCosine
 
 
 def test_spikes_are_warned_with_step_value_and_mean(caplog):

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from components.tokenizer.byte_level import VOCAB_SIZE, ByteTokenizer
+from components.model import weights
 from components.model.gpt import build_model
 from components.training import loop, warm_start
 from components.serving.export import export_saved_model
@@ -117,7 +118,7 @@ def test_warm_start_across_architectures_is_a_named_error(tmp_path, parent_arch,
     def built(arch):
         config = tiny_config(*(GPT2 if arch == "gpt2" else ()))
         return build_model(config.model, config.data.seq_len, vocab_size=VOCAB_SIZE)
-    prefix = warm_start.save_weights(built(parent_arch), str(tmp_path / "weights"))
+    prefix = weights.save_weights(built(parent_arch), str(tmp_path / "weights"))
     prepare = warm_start.preparer(prefix, (), {})
     with pytest.raises(warm_start.ArchitectureMismatch,
                        match=f"parent is a model.arch={parent_arch} model but this config builds "

@@ -18,8 +18,8 @@ import tensorflow as tf
 from keras.src.backend import AutocastScope
 
 from components.config.tree import ARCHS, REMAT_MODES
-from components.model.layers import (RMSNorm, attend, causal_mask,  # noqa: F401 (gpt.attend)
-                                     normal as _normal, stateless_dropout)
+from components.model.layers import (RMSNorm, attend, attend_with_dropout,  # noqa: F401 (gpt.attend)
+                                     causal_mask, normal as _normal, stateless_dropout)
 from components.model.llama import LlamaBlock
 from components.model.shapes import swiglu_hidden
 
@@ -52,11 +52,7 @@ class CausalSelfAttention(keras.layers.Layer):
     def call(self, x, training=False, seed=None):
         q, k, v = self.split_heads(x)
         steps = tf.shape(x)[1]
-        seeds = (None, None) if seed is None or not training else (
-            tf.random.experimental.stateless_fold_in(seed, 0),
-            tf.random.experimental.stateless_fold_in(seed, 1))
-        out = self.attend_and_merge(q, k, v, causal_mask(steps, steps), seed=seeds[0])
-        return out if seeds[1] is None or not self.rate else stateless_dropout(out, self.rate, seeds[1])
+        return attend_with_dropout(self, q, k, v, causal_mask(steps, steps), training, seed)
 
 
 class Block(keras.layers.Layer):

@@ -44,6 +44,18 @@ def attend(q, k, v, mask, *, dropout_rate: float = 0.0, seed=None):
     return tf.matmul(tf.cast(weights, v.dtype), v)
 
 
+def attend_with_dropout(attention, q, k, v, mask, training, seed):
+    """An attention layer's training-time call after its head split, shared by both blocks:
+    attention.attend_and_merge(q, k, v, mask) with two dropout seeds folded from `seed` (0: the
+    attention weights, 1: the projected output), none without training or a seed. The caller
+    builds the mask (its own causal_mask), so a block's masking stays its own."""
+    seeds = (None, None) if seed is None or not training else (
+        tf.random.experimental.stateless_fold_in(seed, 0),
+        tf.random.experimental.stateless_fold_in(seed, 1))
+    out = attention.attend_and_merge(q, k, v, mask, seed=seeds[0])
+    return out if seeds[1] is None or not attention.rate else stateless_dropout(out, attention.rate, seeds[1])
+
+
 def normal(stddev: float):
     return keras.initializers.RandomNormal(stddev=stddev)
 

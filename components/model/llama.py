@@ -17,7 +17,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from components.model.layers import (RMSNorm, apply_rotary, attend, causal_mask, normal,
+from components.model.layers import (RMSNorm, apply_rotary, attend, attend_with_dropout,
+                                     causal_mask, normal,
                                      rotary_angles, stateless_dropout)
 
 class GroupedQueryAttention(keras.layers.Layer):
@@ -63,11 +64,7 @@ class GroupedQueryAttention(keras.layers.Layer):
     def call(self, x, training=False, seed=None):
         steps = tf.shape(x)[1]
         q, k, v = self.split_heads(x, tf.range(steps)[None])
-        seeds = (None, None) if seed is None or not training else (
-            tf.random.experimental.stateless_fold_in(seed, 0),
-            tf.random.experimental.stateless_fold_in(seed, 1))
-        out = self.attend_and_merge(q, k, v, causal_mask(steps, steps), seed=seeds[0])
-        return out if seeds[1] is None or not self.rate else stateless_dropout(out, self.rate, seeds[1])
+        return attend_with_dropout(self, q, k, v, causal_mask(steps, steps), training, seed)
 
 
 class LlamaBlock(keras.layers.Layer):

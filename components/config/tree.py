@@ -241,8 +241,8 @@ class RuntimeConfig:
     # exercise real replicas. Ignored when GPUs are present.
     cpu_replicas: int = 2
     precision: str = "float32"
-    # jit-compile (XLA) the per-replica forward/backward: `auto` = on with GPUs, off on CPU (see
-    # benchmarks/attention_cost.py and train_throughput.py for the measured choice), or `on` / `off`.
+    # jit-compile (XLA) the per-replica forward/backward: `auto` = the faster path per device type
+    # as measured (on for CPU and GPU: AUTO_XLA in components/training/loop.py), or `on` / `off`.
     xla: str = "auto"
     # Device memory (GiB per replica) the Trainer's memory estimate is checked against; 0 = detect
     # (GPU total memory, or the machine's RAM for CPU replicas).

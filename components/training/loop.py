@@ -35,19 +35,22 @@ class TrainingDiverged(RuntimeError):
     """train.max_consecutive_skipped steps in a row had non-finite gradients."""
 
 
+# runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, measured.
+# CPU: the whole default run (d_model 64, T 128) trains in 0.76x the CPU time and 0.48x the wall
+# time with XLA (benchmarks/recipe_sweep.py, docs/benchmarks.md "Attention cost"): the small
+# model's step is many small ops, which XLA fuses; at d_model 256 the llama step is 0.92-0.93x at
+# T 128 and 0.93-1.05x at T 1024 (benchmarks/attention_cost.py), never clearly slower, and the
+# first call (trace + compile) took 13.8 s against 23.7 s plain.
+# GPU: not measured here (no GPU was lent to this work); on is the usual win, XLA fusing the
+# elementwise ops around the matmuls.
+AUTO_XLA = {"CPU": True, "GPU": True}
+
+
 def use_xla(runtime) -> bool:
-    """runtime.xla: on / off, or auto = on with a GPU, off on CPU.
-    CPU: benchmarks/attention_cost.py (docs/benchmarks.md, "Attention cost") timed bigtrain's
-    step with and without XLA: the llama block's XLA step took 0.92-0.93x the plain step's CPU
-    time at seq 128 in three runs but 0.93-1.05x at seq 1024 (wall 0.89-1.12x), and gpt2's
-    1.01x at seq 128. A ~7% gain at short context that is not reliably there at long context or
-    for the other block gives no clean context-length rule, and XLA adds a compilation of the
-    step to every CPU run and test, so CPU stays off.
-    GPU: not measured here (no GPU was available to this work); on is the usual win there,
-    XLA fusing the elementwise ops around the matmuls (benchmarks/train_throughput.py)."""
+    """runtime.xla: on / off, or auto = AUTO_XLA for the device type the step runs on."""
     if runtime.xla != "auto":
         return runtime.xla == "on"
-    return bool(tf.config.list_physical_devices("GPU"))
+    return AUTO_XLA["GPU" if tf.config.list_physical_devices("GPU") else "CPU"]
 
 
 @dataclasses.dataclass

@@ -39,6 +39,7 @@ class Piece(NamedTuple):
     start: int            # nominal byte range (aligned by the reader); whole file: 0, None
     end: int | None
     first: bool           # the piece that counts (or quarantines) the file itself
+    source: str = ""      # the data.sources name the file was listed under ("": no mixture)
 
 
 class Unit(NamedTuple):

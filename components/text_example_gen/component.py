@@ -100,8 +100,9 @@ def write_listing(path: str, listed) -> dict[str, dict]:
             lines.append(json.dumps(record, sort_keys=True) + "\n")
             span["bytes_listed"] += record["size"] or 0
             if record["mtime"] is not None:
-                span["first_mtime"] = min(span["first_mtime"] or record["mtime"], record["mtime"])
-                span["last_mtime"] = max(span["last_mtime"] or record["mtime"], record["mtime"])
+                known = [t for t in (span["first_mtime"], span["last_mtime"]) if t is not None]
+                span["first_mtime"] = min(known + [record["mtime"]])
+                span["last_mtime"] = max(known + [record["mtime"]])
     fs.write_text(path, "".join(lines))
     return spans
 

@@ -20,8 +20,9 @@ Counters per source and split (Beam counters, MLMD int properties of the Example
   source_<name>_bytes_<split>       their input bytes, each copy counted
   source_<name>_tokens_<split>      their text tokens (no BOS/EOS/padding), each copy counted
   source_<name>_unique_<split>      distinct documents packed (copies not counted)
-  source_<name>_sampled_out         documents the weight rule left out (copies == 0)
-`source_table` reads them back; the realized epochs of a source are documents_train/unique_train.
+  source_<name>_sampled_out_<split> documents the weight rule left out (copies == 0)
+`source_table` reads them back. The realized epochs of a source: its train documents packed (every
+copy) / its distinct train documents after exact dedup (packed or sampled out): ~ the weight.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from components.corpus import documents as docs
 from components.corpus import readers
 
 SPLITS = ("train", "eval")
-MEASURES = ("documents", "bytes", "tokens", "unique")
+MEASURES = ("documents", "bytes", "tokens", "unique", "sampled_out")
 _COUNTER = re.compile(r"source_(?P<name>.+)_(?P<measure>%s)_(?P<split>train|eval)"
                       % "|".join(MEASURES))
-_SAMPLED_OUT = re.compile(r"source_(?P<name>.+)_sampled_out")
 
 
 class SourceSpec(NamedTuple):
@@ -80,29 +80,20 @@ def counter_name(source: str, measure: str, split: str) -> str:
     return f"source_{source}_{measure}_{split}"
 
 
-def sampled_out_name(source: str) -> str:
-    return f"source_{source}_sampled_out"
-
-
 def is_source_counter(name: str) -> bool:
-    return bool(_COUNTER.fullmatch(name) or _SAMPLED_OUT.fullmatch(name))
+    return bool(_COUNTER.fullmatch(name))
 
 
 def source_table(counters: dict[str, int]) -> dict[str, dict]:
-    """{source: {"documents": {split: n}, "bytes": ..., "tokens": ..., "unique": ...,
-    "sampled_out": n, "epochs": train documents / unique train documents}} from the counters."""
+    """{source: {measure: {split: n}} for every measure, and "epochs" (module docstring)}
+    from the counters."""
     table: dict[str, dict] = {}
-
-    def entry(name):
-        return table.setdefault(name, dict({m: dict.fromkeys(SPLITS, 0) for m in MEASURES},
-                                           sampled_out=0))
     for key, value in counters.items():
         match = _COUNTER.fullmatch(key)
         if match:
-            entry(match["name"])[match["measure"]][match["split"]] += int(value)
-        elif _SAMPLED_OUT.fullmatch(key):
-            entry(_SAMPLED_OUT.fullmatch(key)["name"])["sampled_out"] += int(value)
+            row = table.setdefault(match["name"], {m: dict.fromkeys(SPLITS, 0) for m in MEASURES})
+            row[match["measure"]][match["split"]] += int(value)
     for row in table.values():
-        unique = row["unique"]["train"]
-        row["epochs"] = round(row["documents"]["train"] / unique, 6) if unique else 0.0
+        distinct = row["unique"]["train"] + row["sampled_out"]["train"]
+        row["epochs"] = round(row["documents"]["train"] / distinct, 6) if distinct else 0.0
     return table

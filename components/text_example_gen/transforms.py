@@ -157,7 +157,7 @@ class ConvertUnitFn(beam.DoFn):
         if copies == 0:
             out.counts["documents_sampled_out"] += 1
             out.counts["bytes_sampled_out"] += document.source_bytes
-            out.counts[mixture.sampled_out_name(source.name)] += 1
+            out.counts[mixture.counter_name(source.name, "sampled_out", split)] += 1
             return
         out.counts["documents_packed"] += 1
         out.counts["bytes_packed"] += document.source_bytes
@@ -176,7 +176,7 @@ class ConvertUnitFn(beam.DoFn):
 def source_counter_names(source: str) -> list[str]:
     """Every counter of one source (mixture.py)."""
     return [mixture.counter_name(source, measure, split)
-            for measure in mixture.MEASURES for split in SPLITS] + [mixture.sampled_out_name(source)]
+            for measure in mixture.MEASURES for split in SPLITS]
 
 
 class UnitWriter:

@@ -93,7 +93,7 @@ def test_data_stage_records_sources_listing_and_counters(world):
     expected = reference_counts(world["corpus"], WEIGHTS)
     sources = {s["name"]: s for s in json.loads(props["sources"])}
     for name in ("a", "b"):
-        for measure in ("documents", "bytes", "tokens", "unique"):
+        for measure in ("documents", "bytes", "tokens", "unique", "sampled_out"):
             assert sources[name][measure] == expected[name][measure], (name, measure)
             for split in ("train", "eval"):
                 assert props[f"source_{name}_{measure}_{split}"] == expected[name][measure][split]
@@ -103,8 +103,9 @@ def test_data_stage_records_sources_listing_and_counters(world):
         mtimes = [os.stat(p).st_mtime for _, p in files]
         assert (sources[name]["first_mtime"], sources[name]["last_mtime"]) == (min(mtimes), max(mtimes))
     assert sources["b"]["filters"] == ["word_count"] and sources["a"]["filters"] is None
-    assert sources["a"]["epochs"] == round(expected["a"]["documents"]["train"]
-                                           / expected["a"]["unique"]["train"], 6)
+    for name in ("a", "b"):  # packed train copies / distinct train documents
+        assert sources[name]["epochs"] == round(expected[name]["documents"]["train"] / (
+            expected[name]["unique"]["train"] + expected[name]["sampled_out"]["train"]), 6)
     records = list(listing.read_listing(fs.read_text(props["input_listing"])))
     assert sorted(r["path"] for r in records) == sorted(
         p for name in ("a", "b") for _, p in listing.list_input_files(world["corpus"][name])[1])

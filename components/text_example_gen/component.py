@@ -44,7 +44,7 @@ def counters_from_metrics(result, sources: tuple[str, ...] = ()) -> dict[str, in
         name = counter.key.metric.name
         counters[name] = counters.get(name, 0) + int(value or 0)
     names = list(transforms.COUNTER_NAMES) + [
-        key for source in sources for key in transforms.source_counter_names(source)]
+        key for source in sources for key in mixture.counter_names(source)]
     return {name: counters.get(name, 0) for name in names}
 
 

@@ -80,8 +80,9 @@ def counter_name(source: str, measure: str, split: str) -> str:
     return f"source_{source}_{measure}_{split}"
 
 
-def is_source_counter(name: str) -> bool:
-    return bool(_COUNTER.fullmatch(name))
+def counter_names(source: str) -> list[str]:
+    """Every counter of one source."""
+    return [counter_name(source, measure, split) for measure in MEASURES for split in SPLITS]
 
 
 def source_table(counters: dict[str, int]) -> dict[str, dict]:

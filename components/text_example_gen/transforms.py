@@ -95,7 +95,7 @@ class ConvertUnitFn(beam.DoFn):
         self._specials = (PAD_ID, BOS_ID, EOS_ID)
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
         for name in self._sources:
-            for key in source_counter_names(name):
+            for key in mixture.counter_names(name):
                 self._counters[key] = Metrics.counter(NAMESPACE, key)
 
     def setup(self):
@@ -171,12 +171,6 @@ class ConvertUnitFn(beam.DoFn):
             for measure, value in (("documents", copies), ("bytes", copies * document.source_bytes),
                                    ("tokens", copies * tokens), ("unique", 1)):
                 out.counts[mixture.counter_name(source.name, measure, split)] += value
-
-
-def source_counter_names(source: str) -> list[str]:
-    """Every counter of one source (mixture.py)."""
-    return [mixture.counter_name(source, measure, split)
-            for measure in mixture.MEASURES for split in SPLITS]
 
 
 class UnitWriter:

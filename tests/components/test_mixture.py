@@ -64,8 +64,8 @@ def reader(format="text", document="file"):
     return readers.ReaderConfig(format, document, b"\n\n", "text", 10**7, 10**7)
 
 
-def run_stage(out_dir, files=(), config=None, sources=None, **overrides):
-    p = TestPipeline(options=PipelineOptions(BEAM_ARGS), blocking=True)
+def run_stage(out_dir, files=(), config=None, sources=None, beam_args=BEAM_ARGS, **overrides):
+    p = TestPipeline(options=PipelineOptions(beam_args), blocking=True)
     _ = p | transforms.TextToTFRecordShards(list(files), out_dir, reader_config=config or reader(),
                                             sources=sources, **dict(PARAMS, **overrides))
     result = p.run()
@@ -250,3 +250,14 @@ def test_fingerprint_covers_every_source(corpus):
         listing.list_input_files(corpus["a"])[1])        # unchanged: caches stay valid
     assert len({listing.fingerprint_input(d) for d in (one, both, shorthand)}) == 3
     assert listing.input_signature(one, "f") != listing.input_signature(both, "f")
+
+
+@pytest.mark.slow
+def test_mixture_shards_do_not_depend_on_parallelism(corpus, tmp_path):
+    """The mixture's copies and samples depend on content and source only: two worker processes
+    write the shards one process writes."""
+    one = run_stage(str(tmp_path / "one"), sources=two_sources(corpus))
+    two = run_stage(str(tmp_path / "two"), sources=two_sources(corpus), beam_args=[
+        "--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    assert one == two
+    assert shard_digests(str(tmp_path / "one")) == shard_digests(str(tmp_path / "two"))

@@ -253,11 +253,17 @@ def test_fingerprint_covers_every_source(corpus):
 
 
 @pytest.mark.slow
-def test_mixture_shards_do_not_depend_on_parallelism(corpus, tmp_path):
-    """The mixture's copies and samples depend on content and source only: two worker processes
-    write the shards one process writes."""
+def test_mixture_shards_do_not_depend_on_the_runner(corpus, tmp_path):
+    """The mixture's copies and samples depend on content and source only: two DirectRunner
+    worker processes, and the PortableRunner with SDK workers in separate processes (the Fn API
+    path of Flink, Spark and Dataflow), write the shards and counters one process writes."""
+    from tests.support.beam_worker_pool import portable_args, worker_pool
     one = run_stage(str(tmp_path / "one"), sources=two_sources(corpus))
     two = run_stage(str(tmp_path / "two"), sources=two_sources(corpus), beam_args=[
         "--direct_running_mode=multi_processing", "--direct_num_workers=2"])
-    assert one == two
-    assert shard_digests(str(tmp_path / "one")) == shard_digests(str(tmp_path / "two"))
+    with worker_pool(str(tmp_path / "pool.log")) as (port, _):
+        portable = run_stage(str(tmp_path / "portable"), sources=two_sources(corpus),
+                             beam_args=portable_args(port))
+    assert one == two == portable
+    for other in ("two", "portable"):
+        assert shard_digests(str(tmp_path / other)) == shard_digests(str(tmp_path / "one")), other

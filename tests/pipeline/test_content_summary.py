@@ -156,3 +156,15 @@ def test_cli_summary_and_trace(world, capsys):
     assert cli.main(["lineage", "trace", "--down", world["extra"], "--home", world["home"]]) == 0
     out = capsys.readouterr().out
     assert "pushed versions trained on it:" in out and "run-2" in out
+
+
+def test_run_report_has_a_row_per_source(world):
+    from pipeline.lineage.report import sources_section
+    props = properties(world["examples"].mlmd_artifact)
+    rows = {line.split()[0]: line.split() for line in sources_section(props)[2:]}
+    for name in ("a", "b"):
+        documents = f"{props[f'source_{name}_documents_train']}/{props[f'source_{name}_documents_eval']}"
+        tokens = f"{props[f'source_{name}_tokens_train']}/{props[f'source_{name}_tokens_eval']}"
+        row = "".join(rows[name][3:])
+        assert documents in row and row.endswith(tokens), rows[name]
+        assert float(rows[name][1]) == WEIGHTS[name]

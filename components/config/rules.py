@@ -160,9 +160,6 @@ def validate_sources(config: Config) -> None:
             raise ConfigError(f"{key}.separator: must not be empty with document=separator")
         if source.format in ("jsonl", "parquet") and not source.text_field:
             raise ConfigError(f"{key}.text_field: must name the text field for format={source.format}")
-    if d.sources and d.tokenizer == "sentencepiece":
-        raise ConfigError("data.sources with data.tokenizer=sentencepiece: the tokenizer sample "
-                          "reads data.input only; train the tokenizer on one source for now")
 
 
 def validate_tokenizer(config: Config) -> None:

@@ -54,12 +54,7 @@ def plan_mixture(sources: Iterable[tuple[SourceSpec, list[tuple[str, str]]]]) ->
     """Units of every source in config order (plan_units per source, each source's files with its
     own reader settings), numbered on across sources; each piece names its source. One source:
     exactly plan_units' units, so the shorthand's shards do not move."""
-    units: list[readers.Unit] = []
-    for spec, files in sources:
-        for unit in readers.plan_units(files, spec.reader):
-            units.append(readers.Unit(len(units), tuple(
-                piece._replace(source=spec.name) for piece in unit.pieces)))
-    return units
+    return readers.plan_sources((spec.name, spec.reader, files) for spec, files in sources)
 
 
 def _fraction(content_key: str, source: str, repeat: int) -> float:

@@ -134,13 +134,18 @@ def write_graph_files(graph: dict, out_dir: str) -> dict:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from pipeline.lineage import queries, render
+    from pipeline.lineage import content, queries, render
     lin = open_lineage(args)
     what = args.lineage_command
     if what == "runs":
         result, text = queries.list_runs(lin, limit=args.limit or None), render.runs_text
+    elif what == "trace" and args.down:  # an artifact, or an input file of the data stage
+        result = content.trace_down(lin, args.target)
+        text = render.input_file_text if "input_file" in result else render.trace_text
     elif what == "trace":
-        result, text = queries.trace(lin, args.target, down=args.down), render.trace_text
+        result, text = queries.trace(lin, args.target), render.trace_text
+    elif what == "summary":
+        result, text = content.summary(lin, args.target), render.summary_markdown
     elif what == "diff":
         result, text = queries.diff(lin, args.run_a, args.run_b), render.diff_text
     elif what == "why":
@@ -296,9 +301,16 @@ def _add_lineage(sub, common: list) -> None:
         "Pipeline runs, newest first: id, start, duration, state, per-stage state, pushed version.",
         (["--limit"], dict(type=int, default=20, help="newest N runs (default 20; 0: all)")))
     add("trace", "walk from a pushed model / artifact to its raw data",
-        "TARGET: a pushed model directory, an artifact URI or id. Walks upstream (default) or "
-        "downstream (--down).", (["target"], {}),
+        "TARGET: a pushed model directory, an artifact URI or id; with --down also an input "
+        "file (path or URI) of the data stage: the pushed versions trained on it. Walks "
+        "upstream (default) or downstream (--down).", (["target"], {}),
         (["--down"], dict(action="store_true", help="walk downstream (what was made from it)")))
+    add("summary", "what a pushed model was trained on (Markdown; --json)",
+        "The training-content summary of a pushed model, read from MLMD: sources with sizes, "
+        "time span, weights and epochs, formats, every filter, dedup and sampling step with its "
+        "counts, the tokenizer, the evaluation sets checked for contamination. TARGET: a pushed "
+        "version (a number is read as a version first), a pushed model directory, or a Model / "
+        "PushedModel id or URI.", (["target"], {}))
     add("diff", "what changed between two runs",
         "Input fingerprints, config values, code digest, metrics, and which stages ran or were "
         "cached, for two runs.", (["run_a"], {}), (["run_b"], {}))

@@ -49,7 +49,7 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
 
     # TFX writes artifacts with tf.io.gfile: s3:// needs tensorflow-io's filesystem registered
     # in this process before the first stage (fs.prepare); Beam stages reach S3 by apache-beam[aws].
-    fs.prepare(paths.pipeline_root, paths.serving_dir, config.data.input)
+    fs.prepare(paths.pipeline_root, paths.serving_dir, *(s.input for s in config.data.mixture()))
     fs.makedirs(paths.pipeline_root)
     pipeline = create_pipeline(
         config,

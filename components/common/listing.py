@@ -11,10 +11,11 @@ from __future__ import annotations
 import fnmatch
 import glob
 import hashlib
+import json
 import os
 import stat
 import sysconfig
-from typing import Iterable
+from typing import Iterable, Iterator
 
 UNRESOLVED = "unresolved-at-compile-time"
 # Listing metadata of remote objects, path -> (size, last modified seconds), filled by the listing
@@ -149,22 +150,82 @@ def input_fingerprint(files: list[tuple[str, str]]) -> str:
     return outer.hexdigest()
 
 
+def list_sources(data) -> list[tuple[object, str, list[tuple[str, str]]]]:
+    """(source, root, files) for every source of a DataConfig's mixture (data.sources, or the one
+    source data.input stands for: DataConfig.mixture), each listed by list_input_files."""
+    return [(source, *list_input_files(source.input, source.exclude)) for source in data.mixture()]
+
+
 def fingerprint_input(data) -> str:
     """The fingerprint of a DataConfig's input, or UNRESOLVED when the input is not visible where
     the pipeline is built (a volume mounted only in the cluster): the executor then records the
     real fingerprint, but the cache cannot notice edited input (docs/operations.md). The one
     place a pipeline's fingerprint is computed: each runner calls it once, where it starts
     (runners/local.py, kubeflow.py, airflow.py), and hands the value to create_pipeline and the
-    up-to-date check; nothing below recomputes it."""
+    up-to-date check; nothing below recomputes it. A mixture's: sources_fingerprint."""
     try:
-        _, files = list_input_files(data.input, data.exclude)
+        listed = list_sources(data)
     except FileNotFoundError:
         return UNRESOLVED
-    return input_fingerprint(files)
+    return sources_fingerprint(data, listed)
+
+
+def sources_fingerprint(data, listed) -> str:
+    """The one-source shorthand: input_fingerprint of its files (the value before mixtures
+    existed, so caches stay valid); data.sources: sha256 over each source's name and
+    input_fingerprint, in config order."""
+    if not data.sources:
+        return input_fingerprint(listed[0][2])
+    outer = hashlib.sha256()
+    for source, _, files in listed:
+        outer.update(f"{source.name}\0{input_fingerprint(files)}\n".encode("utf-8"))
+    return outer.hexdigest()
 
 
 def input_signature(data, fingerprint: str) -> str:
-    """What the up-to-date check compares: the expanded input spec and its fingerprint (the run's
-    one value, fingerprint_input)."""
-    return hashlib.sha256(f"{expand_input(data.input)}\0{fingerprint}".encode(
+    """What the up-to-date check compares: the expanded input specs and their fingerprint (the
+    run's one value, fingerprint_input)."""
+    spec = "\0".join(f"{s.name}={expand_input(s.input)}" for s in data.sources) \
+        if data.sources else expand_input(data.input)
+    return hashlib.sha256(f"{spec}\0{fingerprint}".encode(
         "utf-8", "surrogateescape")).hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# The listing the data stage records in its Examples artifact: one JSON line per input file
+# (source, path, size, mtime), so lineage can answer which models a file went into and the time
+# span of each source without holding 100k paths in MLMD properties.
+
+LISTING_FILE = "input_files.jsonl"
+
+
+def file_metadata(path: str) -> tuple[int | None, float | None]:
+    """(size, modification time in seconds) from the listing (remote) or one stat (local)."""
+    if is_remote(path):
+        return _REMOTE_METADATA.get(path, (None, None))
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, None
+    return (st.st_size if stat.S_ISREG(st.st_mode) else None), st.st_mtime
+
+
+def listing_records(source_name: str, files: list[tuple[str, str]]) -> Iterator[dict]:
+    """The listing's records for one source's files: source, path, relative, size, mtime."""
+    for relative, absolute in files:
+        size, mtime = file_metadata(absolute)
+        yield {"source": source_name, "path": absolute, "relative": relative, "size": size,
+               "mtime": mtime}
+
+
+def read_listing(text: str) -> Iterator[dict]:
+    for line in text.splitlines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two listed paths or URIs name one file (local paths normalized, URIs as written)."""
+    if is_remote(a) or is_remote(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))

@@ -8,6 +8,7 @@ import difflib
 import hashlib
 import json
 import os
+import types
 import typing
 from dataclasses import fields, replace
 from typing import Any, Mapping
@@ -21,8 +22,18 @@ from components.config.tree import ON_OFF_KEYS, Config, ConfigError
 def _coerce(key: str, value: Any, annotation: Any) -> Any:
     """Return `value` as the field's type, or raise ConfigError naming `key`."""
     origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):  # `X | None`: null keeps None
+        if value is None:
+            return None
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _coerce(key, value, inner[0])
     if origin is tuple:
         item_type = typing.get_args(annotation)[0]
+        if dataclasses.is_dataclass(item_type):  # a list of sections, each a mapping
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"{key}: expected a list of mappings, got {value!r}")
+            return tuple(item if isinstance(item, item_type) else merge(item_type(), item, f"{key}[{i}].")
+                         for i, item in enumerate(value))
         if item_type is not str:  # numbers: each item checked like a scalar field
             if not isinstance(value, (list, tuple)):
                 value = [value]
@@ -178,7 +189,7 @@ def to_dict(config: Any) -> dict[str, Any]:
         if dataclasses.is_dataclass(value):
             out[f.name] = to_dict(value)
         elif isinstance(value, tuple):
-            out[f.name] = list(value)
+            out[f.name] = [to_dict(v) if dataclasses.is_dataclass(v) else v for v in value]
         else:
             out[f.name] = value
     return out

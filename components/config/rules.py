@@ -5,6 +5,8 @@ screenful of concern; `build_config` applies them."""
 from __future__ import annotations
 
 import datetime
+import math
+import re
 
 from components.config.tree import (ARCHS, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
                                     MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
@@ -128,7 +130,36 @@ def validate_data(config: Config) -> None:
         raise ConfigError("data.separator: must not be empty with data.document=separator")
     if d.format in ("jsonl", "parquet") and not d.text_field:
         raise ConfigError(f"data.text_field: must name the text field for data.format={d.format}")
+    validate_sources(config)
     validate_tokenizer(config)
+
+
+# A source name becomes part of counter and property names (source_<name>_documents_train).
+SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def validate_sources(config: Config) -> None:
+    """data.sources: named, unique, readable settings, finite positive weights."""
+    d, names = config.data, set()
+    for i, source in enumerate(d.sources):
+        key = f"data.sources[{i}]"
+        if not SOURCE_NAME.fullmatch(source.name):
+            raise ConfigError(f"{key}.name: {source.name!r} is not a source name (letters, digits, "
+                              "_ and -, starting with a letter or digit)")
+        key = f"data.sources[{i}] ({source.name})"
+        if source.name in names:
+            raise ConfigError(f"{key}.name: {source.name!r} names two sources; names must be unique")
+        names.add(source.name)
+        if not source.input:
+            raise ConfigError(f"{key}.input: must name a glob, a directory or an object-store URI")
+        if not (math.isfinite(source.weight) and source.weight > 0):
+            raise ConfigError(f"{key}.weight: must be a finite number > 0, got {source.weight}")
+        one_of(f"{key}.format", source.format, tuple(f for f in DATA_FORMATS if f != "tfrecord"))
+        one_of(f"{key}.document", source.document, DOCUMENT_MODES)
+        if source.document == "separator" and not source.separator:
+            raise ConfigError(f"{key}.separator: must not be empty with document=separator")
+        if source.format in ("jsonl", "parquet") and not source.text_field:
+            raise ConfigError(f"{key}.text_field: must name the text field for format={source.format}")
 
 
 def validate_tokenizer(config: Config) -> None:

@@ -35,6 +35,29 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class SourceConfig:
+    """One named source of a mixture (`data.sources`). Its reading settings mean what the
+    data-level ones of the same name mean; `weight` is how many epochs of this source the train
+    split holds in expectation (docs/data.md, mixtures): 2.5 = every document twice plus half of
+    them a third time, 0.3 = a 30% sample."""
+    name: str = ""
+    input: str = ""
+    exclude: tuple[str, ...] = ()
+    format: str = "text"
+    document: str = "file"
+    separator: str = "\n\n"
+    text_field: str = "text"
+    weight: float = 1.0
+    # Quality filters for this source's documents: None = the data-level setting, a list = exactly
+    # these filter names ([] = none).
+    filters: tuple[str, ...] | None = None
+
+
+# The name of the one source that data.input (the shorthand, no data.sources) stands for.
+DEFAULT_SOURCE = "default"
+
+
+@dataclass(frozen=True)
 class DataConfig:
     # Raw input: a glob or a directory (all files below it). `<stdlib>` expands to the running
     # interpreter's standard library, the default corpus present on every machine.
@@ -90,6 +113,19 @@ class DataConfig:
     # UTF-8 bytes of train documents the tokenizer is trained on (the eval sample for its
     # bytes-per-token figure uses the same budget).
     tokenizer_sample_bytes: int = 8_000_000
+    # A mixture: named sources, each with its own input, reading settings and weight. Empty: one
+    # source named `default` made of data.input, exclude, format, document, separator and
+    # text_field with weight 1 (those six settings are not read when sources are given).
+    sources: tuple[SourceConfig, ...] = ()
+
+    def mixture(self) -> tuple[SourceConfig, ...]:
+        """The sources this config reads: data.sources, or the one source data.input stands for.
+        The one place the shorthand is expanded (listing, fingerprint, data stage, rules)."""
+        if self.sources:
+            return self.sources
+        return (SourceConfig(name=DEFAULT_SOURCE, input=self.input, exclude=self.exclude,
+                             format=self.format, document=self.document,
+                             separator=self.separator, text_field=self.text_field),)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import json
 import os
 import stat
 import zlib
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from components.common.listing import regular_size
 from components.corpus import documents as docs
@@ -39,6 +39,7 @@ class Piece(NamedTuple):
     start: int            # nominal byte range (aligned by the reader); whole file: 0, None
     end: int | None
     first: bool           # the piece that counts (or quarantines) the file itself
+    source: str = ""      # the data.sources name the file was listed under ("": no mixture)
 
 
 class Unit(NamedTuple):
@@ -130,6 +131,17 @@ def plan_units(files: list[tuple[str, str]], config: ReaderConfig) -> list[Unit]
         if batch_bytes >= config.range_bytes or len(batch) >= MAX_FILES_PER_UNIT:
             flush()
     flush()
+    return units
+
+
+def plan_sources(sources: Iterable[tuple[str, ReaderConfig, list[tuple[str, str]]]]) -> list[Unit]:
+    """Units of several named sources (name, reader settings, files) in the order given:
+    plan_units per source, numbered on across sources, each piece naming its source. One source
+    gives plan_units' units (the pieces then carry its name)."""
+    units: list[Unit] = []
+    for name, config, files in sources:
+        for unit in plan_units(files, config):
+            units.append(Unit(len(units), tuple(p._replace(source=name) for p in unit.pieces)))
     return units
 
 

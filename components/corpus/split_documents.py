@@ -7,9 +7,11 @@ from __future__ import annotations
 from components.corpus import readers
 
 
-def reader_config(data) -> readers.ReaderConfig:
-    """The reader settings of a DataConfig."""
+def reader_config(data, source=None) -> readers.ReaderConfig:
+    """The reader settings of a DataConfig, or of one of its sources (a SourceConfig: its format,
+    document, separator and text_field; the sizes and newline rule are the data section's)."""
+    own = source if source is not None else data
     return readers.ReaderConfig(
-        format=data.format, document=data.document, separator=data.separator.encode("utf-8"),
-        text_field=data.text_field, max_document_bytes=data.max_document_bytes,
+        format=own.format, document=own.document, separator=own.separator.encode("utf-8"),
+        text_field=own.text_field, max_document_bytes=data.max_document_bytes,
         range_bytes=data.range_bytes, newline=getattr(data, "newline", "normalize"))

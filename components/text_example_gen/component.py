@@ -21,10 +21,11 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.components.util import examples_utils
 
 from components.common.digest import code_digest
-from components.common.listing import UNRESOLVED, input_fingerprint, list_input_files
+from components.common.listing import (LISTING_FILE, UNRESOLVED, list_sources, listing_records,
+                                       sources_fingerprint)
 from components.corpus import documents
 from components.corpus.split_documents import reader_config
-from components.text_example_gen import shards, transforms
+from components.text_example_gen import mixture, shards, transforms
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer import spec as spec_lib
 from components.tokenizer.component import Tokenizer
@@ -33,14 +34,18 @@ from components import config as config_lib
 COUNTERS_FILE = "counters.json"
 
 
-def counters_from_metrics(result) -> dict[str, int]:
+def counters_from_metrics(result, sources: tuple[str, ...] = ()) -> dict[str, int]:
+    """The stage's counters (COUNTER_NAMES, and every counter of each named mixture source),
+    zero where a counter never moved."""
     counters: dict[str, int] = {}
     query = result.metrics().query(MetricsFilter().with_namespace(transforms.NAMESPACE))
     for counter in query["counters"]:
         value = counter.committed if counter.committed is not None else counter.attempted
         name = counter.key.metric.name
         counters[name] = counters.get(name, 0) + int(value or 0)
-    return {name: counters.get(name, 0) for name in transforms.COUNTER_NAMES}
+    names = list(transforms.COUNTER_NAMES) + [
+        key for source in sources for key in mixture.counter_names(source)]
+    return {name: counters.get(name, 0) for name in names}
 
 
 def check_accounting(counters: dict[str, int], files_listed: int, manifest: str, *,
@@ -53,12 +58,14 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
                            f"{counters['files_seen']}, read {counters['files_read']}, "
                            f"quarantined {skipped}")
     accounted = (counters["bytes_packed"] + counters["bytes_quarantined"]
-                 + counters["bytes_separators"] + counters["bytes_duplicate"])
+                 + counters["bytes_separators"] + counters["bytes_duplicate"]
+                 + counters.get("bytes_sampled_out", 0))
     if counters["bytes_read"] != accounted:
         raise RuntimeError(f"byte accounting broken: read {counters['bytes_read']} != packed "
                            f"{counters['bytes_packed']} + quarantined {counters['bytes_quarantined']}"
                            f" + separators {counters['bytes_separators']} + duplicates "
-                           f"{counters['bytes_duplicate']}")
+                           f"{counters['bytes_duplicate']} + sampled out "
+                           f"{counters.get('bytes_sampled_out', 0)}")
     for split in ("train", "eval") if both_splits else ():
         if counters[f"sequences_{split}"] == 0:
             documents_skipped = sum(counters[f"documents_skipped_{r}"] for r in documents.DOCUMENT_REASONS)
@@ -69,11 +76,47 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
                 f"documents (data.document=separator or record) or change data.eval_fraction")
 
 
-def run_fingerprint(exec_properties: dict, files: list[tuple[str, str]]) -> str:
+def run_fingerprint(exec_properties: dict, data, listed) -> str:
     """The fingerprint the run computed once when it built the pipeline (the cache key); from
     this listing's metadata only when the input was not visible there (UNRESOLVED)."""
     fingerprint = exec_properties["input_fingerprint"]
-    return input_fingerprint(files) if fingerprint == UNRESOLVED else fingerprint
+    return sources_fingerprint(data, listed) if fingerprint == UNRESOLVED else fingerprint
+
+
+def source_specs(data, listed) -> list[tuple[mixture.SourceSpec, list[tuple[str, str]]]]:
+    """The mixture as the Beam stage takes it: (SourceSpec, files) per source, config order."""
+    return [(mixture.SourceSpec(source.name, reader_config(data, source), source.weight,
+                                source.filters), files) for source, _, files in listed]
+
+
+def write_listing(path: str, listed) -> dict[str, dict]:
+    """The input listing file (components/common/listing.py: one JSON line per file) and, per
+    source, what it says in sum: {name: {"bytes_listed", "first_mtime", "last_mtime"}}."""
+    lines, spans = [], {}
+    for source, _, files in listed:
+        span = spans.setdefault(source.name, {"bytes_listed": 0, "first_mtime": None,
+                                              "last_mtime": None})
+        for record in listing_records(source.name, files):
+            lines.append(json.dumps(record, sort_keys=True) + "\n")
+            span["bytes_listed"] += record["size"] or 0
+            if record["mtime"] is not None:
+                known = [t for t in (span["first_mtime"], span["last_mtime"]) if t is not None]
+                span["first_mtime"] = min(known + [record["mtime"]])
+                span["last_mtime"] = max(known + [record["mtime"]])
+    fs.write_text(path, "".join(lines))
+    return spans
+
+
+def sources_summary(listed, counters: dict[str, int], spans: dict[str, dict]) -> list[dict]:
+    """Per source: its settings, listing (files, bytes, mtime span) and what the stage packed
+    (mixture.source_table: documents, bytes, tokens per split, epochs). The `sources` property."""
+    table = mixture.source_table(counters)
+    return [dict({"name": source.name, "input": source.input, "root": root,
+                  "format": source.format, "document": source.document,
+                  "weight": source.weight, "filters": None if source.filters is None
+                  else list(source.filters), "files": len(files)},
+                 **spans[source.name], **table.get(source.name, {}))
+            for source, root, files in listed]
 
 
 class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
@@ -82,15 +125,17 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         data = config_lib.from_dict(config_lib.DataConfig, json.loads(exec_properties["data_config"]))
         examples = artifact_utils.get_single_instance(output_dict["examples"])
-        root, files = list_input_files(data.input, data.exclude)
-        fingerprint = run_fingerprint(exec_properties, files)
+        listed = list_sources(data)
+        files_listed = sum(len(files) for _, _, files in listed)
+        fingerprint = run_fingerprint(exec_properties, data, listed)
         logging.getLogger("bigtrain.data").info(
-            "TextExampleGen: %d files under %s (fingerprint %s)", len(files), root, fingerprint[:16])
+            "TextExampleGen: %d files in %d source(s) (fingerprint %s)", files_listed, len(listed),
+            fingerprint[:16])
 
         # The stage's Tokenizer artifact (data.tokenizer=sentencepiece), else UTF-8 bytes. Its
         # files are copied next to the shards: the Examples say which ids they hold, and the
         # Trainer (which sees only the examples) embeds exactly this tokenizer in the export.
-        tokenizer_dir = None
+        tokenizer_dir, loaded = None, None
         if input_dict.get("tokenizer"):
             tokenizer_dir = tokenizer_artifact.examples_tokenizer_dir(examples.uri)
             fs.copytree(artifact_utils.get_single_instance(input_dict["tokenizer"]).uri, tokenizer_dir)
@@ -99,46 +144,64 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
 
         beam_pipeline = self._make_beam_pipeline()
         _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
-            files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
+            [], examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
             eval_fraction=data.eval_fraction, split_salt=data.split_salt,
             train_shards=data.train_shards, eval_shards=data.eval_shards,
-            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup)
+            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup,
+            sources=source_specs(data, listed))
         result = beam_pipeline.run()
         result.wait_until_finish()
         # The pieces live until the whole stage has committed its shards (a retried assembly
         # bundle reads them again): removed here, after the pipeline finished.
         fs.rmtree(os.path.join(examples.uri, shards.PIECES_DIR))
 
-        counters = counters_from_metrics(result)
+        counters = counters_from_metrics(result, tuple(s.name for s, _, _ in listed))
         manifest = os.path.join(examples.uri, transforms.QUARANTINE_MANIFEST)
-        check_accounting(counters, len(files), manifest)
-        emitted = counters["tokens_real"] + counters["tokens_padding"]
-        summary = dict(counters, files_listed=len(files),
-                       real_token_fraction=round(counters["tokens_real"] / max(emitted, 1), 6))
-        fs.write_text(os.path.join(examples.uri, COUNTERS_FILE), json.dumps(
-            dict(summary, input=data.input, input_root=root, format=data.format,
-                 document=data.document, input_fingerprint=fingerprint), indent=2, sort_keys=True))
-        logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
+        check_accounting(counters, files_listed, manifest)
+        listing = os.path.join(examples.uri, LISTING_FILE)
+        sources = sources_summary(listed, counters, write_listing(listing, listed))
+        record_outputs(examples, data, counters, dict(
+            files_listed=files_listed, fingerprint=fingerprint, manifest=manifest,
+            listing=listing, sources=sources, tokenizer_dir=tokenizer_dir, loaded=loaded))
 
-        examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
-        examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
-        examples_utils.set_file_format(examples, "tfrecords_gzip")
-        for name, value in counters.items():
-            examples.set_int_custom_property(name, value)
-        examples.set_int_custom_property("files_listed", len(files))
-        examples.set_float_custom_property("real_token_fraction", summary["real_token_fraction"])
-        examples.set_int_custom_property("seq_len", data.seq_len)
-        examples.set_string_custom_property("input", data.input)
-        examples.set_string_custom_property("format", data.format)
-        examples.set_string_custom_property("document", data.document)
-        examples.set_string_custom_property("input_root", root)
-        examples.set_string_custom_property("input_fingerprint", fingerprint)
-        examples.set_string_custom_property("quarantine_manifest", manifest)
-        if tokenizer_dir is not None:
-            examples.set_string_custom_property("tokenizer_dir", tokenizer_dir)
-            examples.set_string_custom_property("tokenizer_kind", loaded.kind)
-            examples.set_int_custom_property("vocab_size", loaded.vocab_size)
-            examples.set_int_custom_property("pad_id", loaded.pad_id)
+
+def record_outputs(examples, data, counters: dict[str, int], found: dict) -> None:
+    """counters.json beside the shards, and every figure as an MLMD property of the Examples:
+    each counter (per source too), the `sources` summary (JSON), where the listing and the
+    quarantine manifest are, the tokenizer."""
+    emitted = counters["tokens_real"] + counters["tokens_padding"]
+    summary = dict(counters, files_listed=found["files_listed"],
+                   real_token_fraction=round(counters["tokens_real"] / max(emitted, 1), 6))
+    sources = found["sources"]
+    described = {"input": data.input if not data.sources else
+                 "; ".join(f"{s['name']}={s['input']}" for s in sources),
+                 "input_root": "; ".join(s["root"] for s in sources),
+                 "format": ",".join(sorted({s["format"] for s in sources})),
+                 "document": ",".join(sorted({s["document"] for s in sources})),
+                 "input_fingerprint": found["fingerprint"],
+                 "quarantine_manifest": found["manifest"], "input_listing": found["listing"],
+                 "sources": json.dumps(sources, sort_keys=True)}
+    fs.write_text(os.path.join(examples.uri, COUNTERS_FILE), json.dumps(
+        dict(summary, **dict(described, sources=sources)), indent=2, sort_keys=True))
+    logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
+
+    examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
+    examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
+    examples_utils.set_file_format(examples, "tfrecords_gzip")
+    for name, value in counters.items():
+        examples.set_int_custom_property(name, value)
+    examples.set_int_custom_property("files_listed", found["files_listed"])
+    examples.set_float_custom_property("real_token_fraction", summary["real_token_fraction"])
+    examples.set_int_custom_property("seq_len", data.seq_len)
+    for name, value in described.items():
+        examples.set_string_custom_property(name, value)
+    examples.set_string_custom_property("tokenizer", data.tokenizer)
+    if found["tokenizer_dir"] is not None:
+        loaded = found["loaded"]
+        examples.set_string_custom_property("tokenizer_dir", found["tokenizer_dir"])
+        examples.set_string_custom_property("tokenizer_kind", loaded.kind)
+        examples.set_int_custom_property("vocab_size", loaded.vocab_size)
+        examples.set_int_custom_property("pad_id", loaded.pad_id)
 
 
 # What decides the Examples: the data stage's import closure within this repository (the data

@@ -37,10 +37,12 @@ class Packer:
         self._eos = np.array([specials[2]], dtype=np.int32)
         self._parts: list[np.ndarray] = []
         self._pending_ids = 0
+        self.last_tokens = 0      # ids of the last document added (no BOS/EOS): per-source counts
 
     def add(self, text: bytes) -> np.ndarray | None:
         """Add one document; returns the windows completed so far (n, seq_len + 1) or None."""
         ids = self._tokenize(text)
+        self.last_tokens = len(ids)
         self._parts += [self._bos, ids, self._eos]
         self._pending_ids += len(ids) + 2
         return self._drain() if self._pending_ids >= _DRAIN_IDS else None

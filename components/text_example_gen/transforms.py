@@ -14,6 +14,7 @@ the manifest) or a separator.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from typing import Callable
@@ -25,7 +26,7 @@ from apache_beam.metrics import Metrics
 from components.corpus import documents as docs
 from components.corpus import readers
 from components.corpus.documents import Document, Separator, Skipped
-from components.text_example_gen import packing, shards
+from components.text_example_gen import mixture, packing, shards
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 
@@ -35,7 +36,8 @@ SPLITS = ("train", "eval")
 COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", "bytes_packed",
                   "bytes_quarantined", "bytes_separators", "bytes_duplicate",
                   "sequences_train", "sequences_eval",
-                  "tokens_real", "tokens_padding"]
+                  "tokens_real", "tokens_padding", "documents_repeated",
+                  "documents_sampled_out", "bytes_sampled_out"]
                  + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
                  + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
 
@@ -75,16 +77,26 @@ class ConvertUnitFn(beam.DoFn):
                  eval_fraction: float, split_salt: str, num_shards: dict[str, int],
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
-                 tokenizer_dir: str | None = None):
+                 tokenizer_dir: str | None = None,
+                 sources: dict[str, mixture.SourceSpec] | None = None):
         """tokenizer_dir: a Tokenizer artifact's directory; each worker loads it once (setup) and
-        tokenizes with it (only the path is pickled). None: `tokenize` (UTF-8 bytes)."""
+        tokenizes with it (only the path is pickled). None: `tokenize` (UTF-8 bytes).
+        sources: {name: SourceSpec} of a mixture; a piece of a listed source is read with its
+        reader settings, packed by its weight and counted under its name (mixture.py); other
+        pieces are read with `config`, packed once and not counted per source."""
         self._config, self._output_dir, self._seq_len = config, output_dir, seq_len
+        self._sources = dict(sources or {})
+        # Per source: the quality filter names of its documents (None: the data-level setting).
+        self._filters = {name: spec.filters for name, spec in self._sources.items()}
         self._gzip_level = gzip_level
         self._eval_fraction, self._salt = eval_fraction, split_salt
         self._num_shards, self._tokenize = dict(num_shards), tokenize
         self._tokenizer_dir = tokenizer_dir
         self._specials = (PAD_ID, BOS_ID, EOS_ID)
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
+        for name in self._sources:
+            for key in mixture.counter_names(name):
+                self._counters[key] = Metrics.counter(NAMESPACE, key)
 
     def setup(self):
         self._load_tokenizer()
@@ -105,22 +117,19 @@ class ConvertUnitFn(beam.DoFn):
         ordinal = -1
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
-        packers = {split: packing.Packer(self._seq_len, self._tokenize, self._specials)
-                   for split in SPLITS}
+        packers: dict[tuple[str, int], packing.Packer] = {}  # (split, copy) -> its stream
         for piece in unit.pieces:
             out.counts["files_seen"] += piece.first
             file_problem = False
-            for event in readers.read_piece(piece, self._config):
+            source = self._sources.get(piece.source)
+            for event in readers.read_piece(piece, source.reader if source else self._config):
                 if isinstance(event, Document):
                     ordinal += 1
                     if ordinal in later_copies:
                         out.counts[f"documents_skipped_{docs.DUPLICATE}"] += 1
                         out.counts["bytes_duplicate"] += event.source_bytes
                         continue
-                    split = docs.split_of(event, self._eval_fraction, self._salt)
-                    out.counts["documents_packed"] += 1
-                    out.counts["bytes_packed"] += event.source_bytes
-                    out.write(split, packers[split].add(event.text))
+                    self._pack(out, packers, event, source)
                 elif isinstance(event, Skipped):
                     file_problem = out.quarantine(event) or file_problem
                 elif isinstance(event, Separator):
@@ -128,13 +137,40 @@ class ConvertUnitFn(beam.DoFn):
                 else:  # ("consumed", bytes read from the input)
                     out.counts["bytes_read"] += event[1]
             out.counts["files_read"] += piece.first and not file_problem
+        for split, copy in sorted(packers):
+            out.write(split, packers[(split, copy)].finish())
         for split in SPLITS:
-            out.write(split, packers[split].finish(), final=True)
+            out.write(split, None, final=True)
         for name, value in out.counts.items():
             if value:
                 self._counters[name].inc(value)
         self._load_tokenizer()
         yield from out.close()
+
+    def _pack(self, out: "UnitWriter", packers: dict, document: Document,
+              source: mixture.SourceSpec | None) -> None:
+        """Pack a document as often as its source's weight says (mixture.py), copy r into the
+        stream of copy r; count it under its source."""
+        split = docs.split_of(document, self._eval_fraction, self._salt)
+        copies = 1 if source is None else mixture.copies(document.text, source.name,
+                                                         source.weight, split)
+        if copies == 0:
+            out.counts["documents_sampled_out"] += 1
+            out.counts["bytes_sampled_out"] += document.source_bytes
+            out.counts[mixture.counter_name(source.name, "sampled_out", split)] += 1
+            return
+        out.counts["documents_packed"] += 1
+        out.counts["bytes_packed"] += document.source_bytes
+        out.counts["documents_repeated"] += copies - 1
+        for copy in range(copies):
+            if (split, copy) not in packers:
+                packers[(split, copy)] = packing.Packer(self._seq_len, self._tokenize, self._specials)
+            out.write(split, packers[(split, copy)].add(document.text))
+        if source is not None:
+            tokens = packers[(split, 0)].last_tokens
+            for measure, value in (("documents", copies), ("bytes", copies * document.source_bytes),
+                                   ("tokens", copies * tokens), ("unique", 1)):
+                out.counts[mixture.counter_name(source.name, measure, split)] += value
 
 
 class UnitWriter:
@@ -145,7 +181,7 @@ class UnitWriter:
                  gzip_level: int, *, pad_id: int):
         self.unit_index, self.output_dir, self.num_shards = unit_index, output_dir, num_shards
         self.gzip_level, self.pad_id = gzip_level, pad_id
-        self.counts = dict.fromkeys(COUNTER_NAMES, 0)
+        self.counts = collections.Counter(dict.fromkeys(COUNTER_NAMES, 0))
         self.pending = {split: [] for split in SPLITS}
         self.batches = dict.fromkeys(SPLITS, 0)
         self.writers: dict[tuple[str, int], shards.PieceWriter] = {}
@@ -201,13 +237,14 @@ class UnitWriter:
 class DigestUnitFn(beam.DoFn):
     """Unit -> (content_key digest, (unit index, ordinal)) for each packable document."""
 
-    def __init__(self, config: readers.ReaderConfig):
-        self._config = config
+    def __init__(self, config: readers.ReaderConfig,
+                 sources: dict[str, mixture.SourceSpec] | None = None):
+        self._config, self._readers = config, {n: s.reader for n, s in (sources or {}).items()}
 
     def process(self, unit: readers.Unit):
         ordinal = 0
         for piece in unit.pieces:
-            for event in readers.read_piece(piece, self._config):
+            for event in readers.read_piece(piece, self._readers.get(piece.source, self._config)):
                 if isinstance(event, Document):
                     yield bytes.fromhex(docs.content_key(event.text)), (unit.index, ordinal)
                     ordinal += 1
@@ -247,13 +284,14 @@ class FindDuplicates(beam.PTransform):
     (unit, ordinal) pair per document, never a text, and what reaches ConvertUnitFn (a side
     input) is the later copies' locations only, O(duplicates) integers."""
 
-    def __init__(self, config: readers.ReaderConfig):
+    def __init__(self, config: readers.ReaderConfig,
+                 sources: dict[str, mixture.SourceSpec] | None = None):
         super().__init__()
-        self._config = config
+        self._config, self._sources = config, sources
 
     def expand(self, units):
         return (units
-                | "Digests" >> beam.ParDo(DigestUnitFn(self._config))
+                | "Digests" >> beam.ParDo(DigestUnitFn(self._config, self._sources))
                 | "GroupCopies" >> beam.GroupByKey()
                 | "LaterCopies" >> beam.FlatMap(_later_copies)
                 | "ByUnit" >> beam.GroupByKey()
@@ -299,20 +337,27 @@ class TextToTFRecordShards(beam.PTransform):
                  split_salt: str, train_shards: int, eval_shards: int,
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
-                 tokenizer_dir: str | None = None, dedup: str = "exact"):
+                 tokenizer_dir: str | None = None, dedup: str = "exact",
+                 sources: list[tuple[mixture.SourceSpec, list[tuple[str, str]]]] | None = None):
+        """sources: a mixture, [(SourceSpec, its files)] in config order (`files` and
+        `reader_config` then only read pieces outside it: none); None: `files`, read with
+        `reader_config`, packed once each."""
         super().__init__()
-        self._units = readers.plan_units(files, reader_config)
+        self._units = (mixture.plan_mixture(sources) if sources is not None
+                       else readers.plan_units(files, reader_config))
+        self._sources = {spec.name: spec for spec, _ in sources or ()}
         self._reader_config, self._dedup = reader_config, dedup
         num_shards = {"train": train_shards, "eval": eval_shards}
         self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
                                       eval_fraction=eval_fraction, split_salt=split_salt,
                                       num_shards=num_shards, gzip_level=gzip_level,
-                                      tokenize=tokenize, tokenizer_dir=tokenizer_dir)
+                                      tokenize=tokenize, tokenizer_dir=tokenizer_dir,
+                                      sources=self._sources)
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
         units = pbegin | "PlanUnits" >> beam.Create(self._units)
-        duplicates = (units | "FindDuplicates" >> FindDuplicates(self._reader_config)
+        duplicates = (units | "FindDuplicates" >> FindDuplicates(self._reader_config, self._sources)
                       if self._dedup == "exact" else None)
         return (units
                 | "ConvertUnits" >> ConvertUnits(self._convert, duplicates)

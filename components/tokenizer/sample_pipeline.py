@@ -22,7 +22,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from components.common import fs
-from components.common.listing import list_input_files
+from components.common.listing import list_sources
 from components.corpus import documents as docs
 from components.corpus import readers
 from components.corpus.split_documents import reader_config
@@ -40,8 +40,12 @@ class CandidatesFn(beam.DoFn):
     (SKIPPED). The unit's own accumulator drops most documents before they become elements."""
 
     def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str,
-                 max_bytes: int, dedup: bool):
+                 max_bytes: int, dedup: bool,
+                 readers_by_source: dict[str, readers.ReaderConfig] | None = None):
+        """readers_by_source: a mixture's reader settings by source name (Piece.source); a
+        piece of another source is read with `config`."""
         self._config, self._eval_fraction, self._salt = config, eval_fraction, split_salt
+        self._readers = dict(readers_by_source or {})
         self._max_bytes, self._dedup = max_bytes, dedup
         self._skipped = Metrics.counter(NAMESPACE, "records_skipped")
 
@@ -50,7 +54,7 @@ class CandidatesFn(beam.DoFn):
                    for split in SPLITS}
         ordinal = 0
         for piece in unit.pieces:
-            for event in readers.read_piece(piece, self._config):
+            for event in readers.read_piece(piece, self._readers.get(piece.source, self._config)):
                 if isinstance(event, docs.Document):
                     digest = docs.content_key(event.text)
                     split = docs.split_for(digest, self._eval_fraction, self._salt)
@@ -172,10 +176,15 @@ class ReadSample(beam.PTransform):
     ("figures", {documents_seen_<split>, bytes_seen_<split>, skipped_<reason>: count})."""
 
     def __init__(self, files: list[tuple[str, str]], *, config: readers.ReaderConfig,
-                 eval_fraction: float, split_salt: str, max_bytes: int, dedup: bool):
+                 eval_fraction: float, split_salt: str, max_bytes: int, dedup: bool,
+                 sources: list[tuple[str, readers.ReaderConfig, list[tuple[str, str]]]] | None = None):
+        """sources: a mixture, (name, reader settings, files) per source (readers.plan_sources;
+        `files` unused); None: `files` read with `config`."""
         super().__init__()
-        self._units = readers.plan_units(files, config)
-        self._read = CandidatesFn(config, eval_fraction, split_salt, max_bytes, dedup)
+        self._units = (readers.plan_sources(sources) if sources is not None
+                       else readers.plan_units(files, config))
+        self._read = CandidatesFn(config, eval_fraction, split_salt, max_bytes, dedup,
+                                  {name: reader for name, reader, _ in sources or ()})
         self._combine = SampleCombineFn(max_bytes, dedup)
         self._dedup = dedup
 
@@ -210,12 +219,13 @@ def read_samples(data, output_dir: str, make_pipeline: Callable[[], beam.Pipelin
                  ) -> tuple[dict[str, sampling.Sample], collections.Counter]:
     """Run SampleDocuments for a DataConfig on a pipeline from make_pipeline (the stage's
     beam_pipeline_args); returns ({split: Sample}, quarantined records by reason)."""
-    _, files = list_input_files(data.input, data.exclude)
+    sources = [(source.name, reader_config(data, source), files)
+               for source, _, files in list_sources(data)]
     staging = fs.join(output_dir, STAGING_DIR)
     fs.rmtree(staging)   # a retried execution's leftovers
     pipeline = make_pipeline()
     _ = pipeline | "SampleDocuments" >> SampleDocuments(
-        files, staging, config=reader_config(data), eval_fraction=data.eval_fraction,
+        [], staging, config=reader_config(data), sources=sources, eval_fraction=data.eval_fraction,
         split_salt=data.split_salt, max_bytes=data.tokenizer_sample_bytes,
         dedup=getattr(data, "dedup", "exact") == "exact")
     pipeline.run().wait_until_finish()

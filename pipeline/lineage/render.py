@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import json
 
 
 def table(rows: list[list], header: list[str]) -> str:
@@ -61,6 +62,10 @@ def trace_text(result: dict) -> str:
             lines.append(f"{pad}  {arrow} {use['node']} (execution {use['execution_id']}, {use['state']})")
     if result["direction"] == "down":
         lines.append(f"models trained on it: {', '.join(f'#{m}' for m in result['models']) or 'none'}")
+    if "pushed_versions" in result:
+        lines.append("pushed versions made from it: " + (", ".join(
+            f"{p['pushed_version']} ({p['destination']})" for p in result["pushed_versions"])
+            or "none"))
     return "\n".join(lines)
 
 
@@ -205,3 +210,61 @@ def to_png(g: dict, path: str) -> None:
                                fill=fill, outline="#333333")
         draw.text((x + w / 2, y + h / 2), n["label"], fill="black", font=font, anchor="mm")
     image.save(path, "PNG")
+
+
+def _date(seconds) -> str:
+    if seconds is None:
+        return "?"
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _per_split(row: dict, measure: str) -> str:
+    counts = row.get(measure)
+    return f"{counts['train']} / {counts['eval']}" if isinstance(counts, dict) else "-"
+
+
+def summary_markdown(result: dict) -> str:
+    """`lineage summary` as Markdown: model, sources, steps, tokenizer, decontamination."""
+    version = result["pushed_version"]
+    lines = [f"# Training content of {'pushed version ' + str(version) if version else result['target']}",
+             "", f"- model: Model #{result['model_id']}, trained in run `{result['run_id']}`"
+             + (f", pushed to `{result['destination']}`" if result["destination"] else ""),
+             f"- data: Examples #{result['examples_id']} (`{result['examples_uri']}`), input "
+             f"listing `{result['input_listing'] or 'not recorded'}`",
+             f"- formats: {', '.join(result['formats'])}",
+             f"- tokenizer: {result['tokenizer'].get('kind')}"
+             + (f", vocabulary {result['tokenizer']['vocab_size']}"
+                if result["tokenizer"].get("vocab_size") else "")]
+    if result["fine_tuned_from"]:
+        lines.append(f"- fine-tuned from Model #{result['fine_tuned_from']}: its training content "
+                     "is part of this model's too (`bigtrain lineage summary` on it)")
+    lines += ["", "## Sources", "", "| source | input | format | files | bytes listed | modified "
+              "| weight | epochs | documents train / eval | bytes train / eval | tokens train / eval |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in result["sources"]:
+        lines.append(f"| {s.get('name')} | `{s.get('input')}` | {s.get('format')} | {s.get('files')} "
+                     f"| {s.get('bytes_listed')} | {_date(s.get('first_mtime'))} .. "
+                     f"{_date(s.get('last_mtime'))} | {s.get('weight')} | {s.get('epochs', '-')} "
+                     f"| {_per_split(s, 'documents')} | {_per_split(s, 'bytes')} "
+                     f"| {_per_split(s, 'tokens')} |")
+    lines += ["", "## Filters, deduplication and sampling", "", "| step | count |", "|---|---|"]
+    lines += [f"| {step['step']}" + (f" (data.dedup={step['dedup']})" if step["dedup"] else "")
+              + f" | {step['count']} |" for step in result["steps"]]
+    lines += ["", "## Totals", ""] + [f"- {k}: {v}" for k, v in result["totals"].items()]
+    lines += ["", "## Decontamination", ""]
+    lines += ([f"- {k}: {json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v}"
+               for k, v in result["decontamination"].items()]
+              or ["- no evaluation sets were checked for overlap (nothing recorded)"])
+    return "\n".join(lines)
+
+
+def input_file_text(result: dict) -> str:
+    """`trace --down FILE`: the Examples whose listing holds it and the versions pushed from them."""
+    lines = [f"input file {result['input_file']}"]
+    for found in result["examples"]:
+        lines.append(f"  in Examples #{found['artifact_id']} (source {found['source']}): "
+                     f"{found['uri']}")
+    rows = [[p["pushed_version"], p["destination"], f"Model #{p['model_id']}", p["run_id"]]
+            for p in result["pushed_versions"]]
+    lines.append("pushed versions trained on it:" if rows else "no pushed version was trained on it")
+    return "\n".join(lines + ([table(rows, ["version", "destination", "model", "run"])] if rows else []))

@@ -8,6 +8,8 @@ when it is written long after the run."""
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 
 from ml_metadata.proto import metadata_store_pb2
@@ -176,7 +178,9 @@ DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
                  "documents_skipped_too_large", "documents_skipped_invalid_json",
                  "documents_skipped_missing_field", "documents_skipped_not_string",
                  "documents_skipped_truncated_input", "documents_skipped_duplicate", "bytes_read",
-                 "bytes_packed", "bytes_quarantined", "bytes_separators", "bytes_duplicate", "sequences_train", "sequences_eval",
+                 "bytes_packed", "bytes_quarantined", "bytes_separators", "bytes_duplicate",
+                 "documents_sampled_out", "bytes_sampled_out", "documents_repeated",
+                 "sequences_train", "sequences_eval",
                  "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
                     "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
@@ -281,6 +285,26 @@ def variants_section(evaluation: dict) -> list[str]:
     return lines
 
 
+def sources_section(examples: dict) -> list[str]:
+    """Per source of the data stage (its `sources` property): weight, realized epochs, and the
+    documents, bytes and tokens it put into each split (every copy counted)."""
+    try:
+        sources = json.loads(examples.get("sources") or "[]")
+    except ValueError:
+        return []
+    rows = [s for s in sources if isinstance(s.get("documents"), dict)]
+    if not rows:
+        return []
+    lines = ["  sources (train / eval; copies counted):",
+             f"    {'source':<12} {'weight':>6} {'epochs':>7} {'documents':>17} {'bytes':>23} "
+             f"{'tokens':>23}"]
+    for s in rows:
+        pair = lambda m: f"{s[m]['train']} / {s[m]['eval']}"
+        lines.append(f"    {s['name']:<12} {s['weight']:>6g} {s['epochs']:>7.3f} "
+                     f"{pair('documents'):>17} {pair('bytes'):>23} {pair('tokens'):>23}")
+    return lines
+
+
 def format_report(report: RunReport) -> str:
     width = max([len(s.node) for s in report.stages] + [5])
     lines = [f"run {report.run_id}" + (f" (ran because: {report.why_run})" if report.why_run else ""),
@@ -295,6 +319,7 @@ def format_report(report: RunReport) -> str:
     if "files_listed" in examples:
         lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
+        lines += sources_section(examples)
     lines += tuning_summary.trials_table(report.output("TunerResults"))
     model = next((s.outputs["Model"] for s in report.stages if not reemits(s.node)
                   and "Model" in s.outputs and "steps" in s.outputs["Model"]), {})

@@ -114,3 +114,22 @@ def test_model_bytes_are_equal_on_every_runner(sample_input, tmp_path):
         assert other_model == model, name
         other_figures = dict(other_figures, training_seconds=figures["training_seconds"])
         assert other_figures == figures, name
+
+
+def test_read_sample_of_a_mixture_reads_every_source(tmp_path):
+    """data.sources: the sample is drawn from every source's documents, each read with its own
+    reader settings (the single-process reference reads them the same way)."""
+    from components.config import SourceConfig
+    from tests.components.test_mixture import make_sources
+    corpus = make_sources(str(tmp_path))
+    data = data_config("", sources=(SourceConfig(name="a", input=corpus["a"], weight=2.0),
+                                    SourceConfig(name="b", input=corpus["b"], format="jsonl")))
+    expected = reference(data)
+    ids = {document_id for split, sample in expected if split != "figures"
+           for document_id, _ in sample}
+    assert any(i.startswith("doc_") for i in ids) and any(i.startswith("part-") for i in ids)
+    samples, _ = sample_pipeline.read_samples(
+        data, str(tmp_path / "out"), lambda: TestPipeline(options=PipelineOptions(BEAM_ARGS)))
+    for split, sample in expected:
+        if split != "figures":
+            assert list(zip(samples[split].document_ids, samples[split].texts)) == sample, split

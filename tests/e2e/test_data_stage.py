@@ -213,3 +213,28 @@ def test_until_names_an_unknown_stage(tmp_path, session_capsys, corpus):
     run = run_cli(session_capsys, str(tmp_path / "home"), "--until", "Trainr",
                   "--set", f"data.input={corpus[0]}")
     assert run.exit_code == 2 and "no such stage" in run.stderr and "Trainer" in run.stderr
+
+
+def test_lineage_summary_and_trace_down_a_file(data_run):
+    """`lineage summary` of the first run's pushed version and `trace --down` of one of its input
+    files, on the real run's MLMD; the reference: the Examples' own counters and the listing."""
+    from pipeline.lineage import content
+    from pipeline.lineage.explore import pushed_model
+    from pipeline.lineage.store import Lineage
+    store = data_run.store()
+    lin = Lineage(store)
+    version = pushed_model(lin, data_run.run_id)["version"]
+    assert version is not None
+    result = content.summary(lin, str(version))
+    props = properties(examples_artifact(store))
+    files = listing.list_input_files(data_run.corpus)[1]
+    (source,) = result["sources"]
+    assert (source["name"], source["files"], result["run_id"]) == ("default", len(files), data_run.run_id)
+    assert source["documents"]["train"] + source["documents"]["eval"] == props["documents_packed"]
+    assert source["epochs"] == 1.0
+    steps = {s["step"]: s["count"] for s in result["steps"]}
+    assert steps["documents_skipped_duplicate"] == props["documents_skipped_duplicate"]
+    assert result["tokenizer"]["kind"] == "bytes"
+    kept = next(path for relative, path in files if relative not in data_run.quarantined)
+    versions = [p["pushed_version"] for p in content.trace_down(lin, kept)["pushed_versions"]]
+    assert str(version) in versions

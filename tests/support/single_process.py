@@ -21,14 +21,15 @@ def read_split_documents(data, skipped: collections.Counter | None = None
     counted in `skipped` by reason (a file-level skip is one file, as the data stage counts it),
     never silently lost."""
     skipped = skipped if skipped is not None else collections.Counter()
-    _, files = list_input_files(data.input, data.exclude)
-    config = reader_config(data)
+    listed = [(source.name, reader_config(data, source),
+               list_input_files(source.input, source.exclude)[1]) for source in data.mixture()]
+    configs = {name: config for name, config, _ in listed}
     # data.dedup=exact: the first copy in reading order (the one the data stage packs) is kept.
     # Memory: one 32-byte digest per distinct document (the Beam stage keeps them in its shuffle).
     seen: set[bytes] | None = set() if getattr(data, "dedup", "exact") == "exact" else None
-    for unit in readers.plan_units(files, config):
+    for unit in readers.plan_sources(listed):
         for piece in unit.pieces:
-            for event in readers.read_piece(piece, config):
+            for event in readers.read_piece(piece, configs[piece.source]):
                 if isinstance(event, documents.Document):
                     key = documents.content_key(event.text)
                     if seen is not None:

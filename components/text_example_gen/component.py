@@ -65,8 +65,32 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
             raise ValueError(
                 f"split {split!r} received no sequences ({counters['files_read']} files read, "
                 f"{skipped} quarantined; {counters['documents_packed']} documents packed, "
-                f"{documents_skipped} quarantined: see {manifest}); add input, split files into "
-                f"documents (data.document=separator or record) or change data.eval_fraction")
+                f"{documents_skipped} quarantined{quarantined_inline(counters, manifest)}); add "
+                f"input, split files into documents (data.document=separator or record) or "
+                f"change data.eval_fraction")
+
+
+def quarantined_inline(counters: dict[str, int], manifest: str, examples: int = 3) -> str:
+    """What was quarantined, in the message itself: a failed stage's outputs (the manifest
+    among them) are deleted by TFX, so the message cannot send the user to that file."""
+    reasons = [f"{counters[f'{kind}_skipped_{r}']} {kind} {r}"
+               for kind, names in (("files", documents.FILE_REASONS),
+                                   ("documents", documents.DOCUMENT_REASONS))
+               for r in names if counters[f"{kind}_skipped_{r}"]]
+    if not reasons:
+        return ""
+    first = []
+    try:
+        with fs.open_file(manifest, "rb") if fs.exists(manifest) else open(os.devnull, "rb") as fh:
+            for line in fh:
+                record = json.loads(line)
+                first.append(f"{record['path']} ({record['reason']})")
+                if len(first) == examples:
+                    break
+    except (OSError, ValueError, KeyError):  # the reasons alone still say what happened
+        pass
+    return (": " + ", ".join(reasons)
+            + (f"; first quarantined: {', '.join(first)}" if first else ""))
 
 
 def run_fingerprint(exec_properties: dict, files: list[tuple[str, str]]) -> str:

@@ -21,6 +21,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.components.util import examples_utils
 
 from components.common.digest import code_digest
+from components.common.errors import BigtrainError
 from components.common.listing import UNRESOLVED, input_fingerprint, list_input_files
 from components.corpus import documents
 from components.corpus.split_documents import reader_config
@@ -79,18 +80,26 @@ def quarantined_inline(counters: dict[str, int], manifest: str, examples: int = 
                for r in names if counters[f"{kind}_skipped_{r}"]]
     if not reasons:
         return ""
-    first = []
+    first = _first_quarantined(manifest, examples)
+    return (": " + ", ".join(reasons)
+            + (f"; first quarantined: {', '.join(first)}" if first else ""))
+
+
+def _first_quarantined(manifest: str, count: int) -> list[str]:
+    """'path (reason)' of the manifest's first `count` records, while the file still exists."""
+    first: list[str] = []
     try:
-        with fs.open_file(manifest, "rb") if fs.exists(manifest) else open(os.devnull, "rb") as fh:
+        if not fs.exists(manifest):
+            return first
+        with fs.open_file(manifest, "rb") as fh:
             for line in fh:
                 record = json.loads(line)
                 first.append(f"{record['path']} ({record['reason']})")
-                if len(first) == examples:
+                if len(first) == count:
                     break
-    except (OSError, ValueError, KeyError):  # the reasons alone still say what happened
+    except (OSError, ValueError, KeyError, BigtrainError):  # the reasons alone still say it
         pass
-    return (": " + ", ".join(reasons)
-            + (f"; first quarantined: {', '.join(first)}" if first else ""))
+    return first
 
 
 def run_fingerprint(exec_properties: dict, files: list[tuple[str, str]]) -> str:

@@ -134,6 +134,35 @@ def test_blessing_decision_names_threshold_value_and_baseline(candidate, baselin
     assert decision.reason.startswith("blessed:" if blessed else "not blessed:")
 
 
+STEP = 2.0**-20   # exact in binary: the step past a threshold is not lost to rounding
+
+
+@pytest.mark.parametrize("candidate, baseline, eval_config, per_token, gate, step", [
+    ({"loss": 3.0, "accuracy": 0.5}, None, dict(max_loss=3.0), True, "loss", STEP),
+    ({"loss": 2.0, "accuracy": 0.25}, None, dict(min_accuracy=0.25), True, "accuracy", -STEP),
+    ({"loss": 2.25, "accuracy": 0.5}, {"loss": 2.0}, dict(max_loss_regression=0.25), True,
+     "loss", STEP),
+    ({"loss": 2.0, "accuracy": 0.5, "bits_per_byte": 1.5}, None, dict(max_bits_per_byte=1.5),
+     False, "bits_per_byte", STEP),
+    ({"loss": 2.0, "accuracy": 0.5, "bits_per_byte": 1.5}, {"loss": 2.0, "bits_per_byte": 1.25},
+     dict(max_bits_per_byte_regression=0.25), False, "bits_per_byte", STEP),
+    ({"loss": 2.0, "accuracy": 0.5, "bits_per_byte": 1.5}, None, dict(max_bits_per_byte=1.5),
+     True, "bits_per_byte", STEP),
+])
+def test_a_model_exactly_at_a_threshold_is_blessed(candidate, baseline, eval_config, per_token,
+                                                   gate, step):
+    """The thresholds are inclusive (loss <= eval.max_loss, accuracy >= eval.min_accuracy, loss
+    <= baseline + eval.max_loss_regression, bits per byte likewise): a model exactly on one is
+    blessed, the smallest step past it is not. Catches `>` written `>=` in any gate (the other
+    cases sit well inside or outside their thresholds)."""
+    config = EvalConfig(**{"max_loss": 3.0, "min_accuracy": 0.0, **eval_config})
+    at = decide_blessing(candidate, baseline, config, per_token)
+    assert at.blessed, at.reason
+    past = decide_blessing(dict(candidate, **{gate: candidate[gate] + step}), baseline, config,
+                           per_token)
+    assert not past.blessed, past.reason
+
+
 def test_quantized_serving_compares_float_with_the_baseline_float():
     """export.serve=int8: the baseline gate compares this float model with the baseline's float
     model (training quality); the quantization cost is bounded by the variant's own fitness.

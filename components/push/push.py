@@ -106,8 +106,9 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
             fs.remove(staging.version_claim(base_dir, version))
         if isinstance(err, OSError) and err.errno == errno.ENOSPC:
             raise DiskFullError(
+                # not err.filename: shutil's copy names its source there, on another disk
                 f"no space left on device while pushing {saved_model_dir} into {base_dir} "
-                f"({err.strerror}: {err.filename or base_dir}); nothing of the push is left "
+                f"({err.strerror}); nothing of the push is left "
                 f"there (staging folder and claims removed), earlier versions are intact. Free "
                 f"space under {base_dir} and push again") from err
         raise

@@ -85,6 +85,17 @@ def is_disk_full(exc: BaseException) -> bool:
     return False
 
 
+def named_disk_full(exc: BaseException) -> DiskFullError | None:
+    """The DiskFullError a stage raised itself (it names where it was writing), if any."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DiskFullError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
     """The lock's last holder died: say so, and remove what it left half-written."""
     print(f"note: {lock.stale_note()}", flush=True)
@@ -194,6 +205,9 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         _record_run(config, plan, error)
     if error is not None and is_disk_full(error):
         removed = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
+        named = named_disk_full(error)
+        if named is not None:  # the stage named the folder it failed in (push: the serving dir)
+            raise DiskFullError(f"{named}; {len(removed)} partial checkpoint file(s) pruned")
         raise DiskFullError(
             f"no space left on device while writing under {paths.home} ({failure[1]}); the failed "
             f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "

@@ -4,13 +4,23 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
 
+class StageFailedLine(logging.Filter):
+    """TFX's launcher logs `Execution N failed.` at ERROR before it re-raises the stage's error;
+    the run then prints its own one line for that failure (runners/local.py), so the console
+    drops this record (the run's log file keeps it; -v shows it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "Execution %d failed."
+                    and os.path.basename(record.pathname) == "launcher.py")
+
+
 def configure_logging(verbose: bool, log_path: str | None = None) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1" if verbose else "3")
-    import logging
     import warnings
     if not verbose:
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -22,6 +32,10 @@ def configure_logging(verbose: bool, log_path: str | None = None) -> None:
     absl_logging.use_absl_handler()
     for handler in root.handlers + [absl_logging.get_absl_handler()]:  # console handlers
         handler.setLevel(logging.INFO if verbose else logging.ERROR)
+        for old in [f for f in handler.filters if isinstance(f, StageFailedLine)]:
+            handler.removeFilter(old)
+        if not verbose:
+            handler.addFilter(StageFailedLine())
     for name in ("apache_beam", "tensorflow", "absl"):
         logging.getLogger(name).setLevel(logging.INFO)
     formatter = logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", "%H:%M:%S")
@@ -41,7 +55,6 @@ def configure_logging(verbose: bool, log_path: str | None = None) -> None:
 
 def remove_file_handlers(log_path: str) -> None:
     """Close a run's log file handler (several runs in one process, e.g. the tests)."""
-    import logging
     root = logging.getLogger()
     for handler in list(root.handlers):
         if isinstance(handler, logging.FileHandler) and handler.baseFilename == os.path.abspath(log_path):

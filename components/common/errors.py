@@ -48,3 +48,9 @@ class DiskFullError(BigtrainError):
 class ObjectStoreError(BigtrainError):
     """An s3:// or gs:// URI could not be reached: endpoint down, no bucket, bad credentials."""
     exit_code = EXIT_OBJECT_STORE
+
+
+class NonFiniteError(BigtrainError):
+    """A stage produced a NaN or infinite figure (a diverged loss): it fails naming the figure,
+    and nothing non-finite reaches ML Metadata (components/common/figures.py)."""
+    exit_code = EXIT_FAILED

@@ -79,8 +79,7 @@ def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[
         prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
         root = os.path.abspath(prefix if prefix.endswith(os.sep) else os.path.dirname(prefix))
     paths = []
-    for path in glob.glob(pattern, recursive=True):
-        path = os.path.abspath(path)
+    for path in expand_pattern(os.path.abspath(pattern)):
         if os.path.isdir(path):
             continue
         if any(fnmatch.fnmatch(path, pat) for pat in exclude):
@@ -89,6 +88,63 @@ def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[
     if not paths:
         raise FileNotFoundError(f"data.input {spec!r} (expanded to {pattern!r}) matches no files")
     return root, sorted(paths)
+
+
+def expand_pattern(pattern: str) -> list[str]:
+    """Paths matching an absolute glob pattern, with glob's rules (`*`, `?`, `[...]` within one
+    name, `**` any depth, hidden names only when the pattern's name starts with a dot), except
+    that `**` descends into each directory once: a directory reached again by a link (DIR/sub/
+    parent -> ..) is recognised by (st_dev, st_ino) and not entered, so the listing ends after
+    one visit of every directory instead of recursing until path names overflow."""
+    parts = pattern.split(os.sep)
+    return list(_expand(parts[0] + os.sep, [p for p in parts[1:] if p]))
+
+
+def _expand(base: str, parts: list[str]) -> Iterable[str]:
+    if not parts:
+        yield base
+        return
+    part, rest = parts[0], parts[1:]
+    if part == "**":
+        for directory in _directories_once(base):
+            yield from _expand(directory, rest)
+            if not rest:  # a final `**` matches the files too
+                yield from (os.path.join(directory, name) for name in _names(directory)
+                            if not name.startswith("."))
+    elif glob.has_magic(part):
+        for name in _names(base):
+            if (not name.startswith(".") or part.startswith(".")) and fnmatch.fnmatchcase(name, part):
+                yield from _expand(os.path.join(base, name), rest)
+    else:
+        path = os.path.join(base, part)
+        if os.path.lexists(path) if not rest else os.path.isdir(path):
+            yield from _expand(path, rest)
+
+
+def _directories_once(top: str) -> Iterable[str]:
+    """`top` and every directory under it, links followed, hidden names skipped like glob's
+    `**`; each directory (by device and inode) at most once."""
+    seen: set[tuple[int, int]] = set()
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            st = os.stat(directory)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen or not stat.S_ISDIR(st.st_mode):
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        yield directory
+        pending.extend(os.path.join(directory, name) for name in sorted(_names(directory), reverse=True)
+                       if not name.startswith("."))
+
+
+def _names(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:  # not a directory, unreadable, vanished: glob skips it too
+        return []
 
 
 def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = ()

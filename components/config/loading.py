@@ -16,8 +16,49 @@ from typing import Any, Mapping
 import yaml
 
 from components.config.presets import PRESETS
-from components.config.rules import validate
+from components.config.rules import finite, validate
 from components.config.tree import ON_OFF_KEYS, Config, ConfigError
+
+# Deeper than any config (section.key: a list of numbers is depth 3): a 10,000-deep list would
+# otherwise exhaust Python's recursion in PyYAML's composer and dump thousands of frames.
+MAX_YAML_NESTING = 32
+
+
+class YAMLStructureError(yaml.constructor.ConstructorError):
+    """YAML that parses but that no config can be: a duplicate key (last-wins would silently drop
+    a setting) or nesting deeper than MAX_YAML_NESTING."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate mapping keys and pathological nesting."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_NESTING:
+                raise YAMLStructureError(None, None, f"nested deeper than {MAX_YAML_NESTING} levels",
+                                         self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise YAMLStructureError(
+                    None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+def strict_yaml(text: str):
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (StrictLoader is a SafeLoader)
+
 
 def _coerce(key: str, value: Any, annotation: Any) -> Any:
     """Return `value` as the field's type, or raise ConfigError naming `key`."""
@@ -53,12 +94,14 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if annotation is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            return finite(key, float(value))
         if isinstance(value, str):  # YAML 1.1 reads `3e-4` (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+            else:
+                return finite(key, number)
         raise ConfigError(f"{key}: expected a number, got {value!r}")
     if annotation is str:
         if isinstance(value, str):
@@ -104,7 +147,9 @@ def parse_override(text: str) -> dict[str, Any]:
     if not all(parts):
         raise ConfigError(f"override {text!r}: empty key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = strict_yaml(raw) if raw.strip() else ""
+    except YAMLStructureError as err:
+        raise ConfigError(f"override {dotted.strip()}: {err.problem}") from None
     except yaml.YAMLError:
         value = raw  # not YAML (e.g. "@daily"): a plain string, type-checked like any value
     if value is None:
@@ -123,7 +168,7 @@ def load_yaml(path: str) -> dict[str, Any]:
         reason = err.strerror if isinstance(err, OSError) else f"not UTF-8 text ({err.reason})"
         raise ConfigError(f"--config {path}: cannot read the file: {reason}") from None
     try:
-        loaded = yaml.safe_load(text) or {}
+        loaded = strict_yaml(text) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
@@ -146,7 +191,7 @@ def yaml_key_lines(path: str) -> dict[str, int]:
                 walk(value, dotted + ".")
     try:
         with open(path, encoding="utf-8") as fh:
-            walk(yaml.compose(fh), "")
+            walk(yaml.compose(fh, Loader=StrictLoader), "")
     except (OSError, yaml.YAMLError):
         pass
     return lines

@@ -4,6 +4,7 @@ screenful of concern; `build_config` applies them."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import re
@@ -21,6 +22,24 @@ def one_of(key: str, value, choices: tuple) -> None:
         raise ConfigError(f"{key}: {value!r} is not one of {choices}")
 
 
+def finite(key: str, value: float) -> float:
+    """Every config number is finite: NaN passes `value <= 0` and inf passes every bound."""
+    if not math.isfinite(value):
+        raise ConfigError(f"{key}: must be a finite number, got {value}")
+    return value
+
+
+def validate_finite(section, prefix: str = "") -> None:
+    """Every float of the tree, tuples included (a config built in code skips the loader)."""
+    for field in dataclasses.fields(section):
+        key, value = prefix + field.name, getattr(section, field.name)
+        if dataclasses.is_dataclass(value):
+            validate_finite(value, key + ".")
+        for i, item in enumerate(value if isinstance(value, tuple) else (value,)):
+            if isinstance(item, float):
+                finite(f"{key}[{i}]" if isinstance(value, tuple) else key, item)
+
+
 def expected_replicas(config: Config) -> int:
     """Replicas the strategy will have on a machine without GPUs (the CLI's early check)."""
     if config.runtime.strategy == "mirrored":
@@ -31,6 +50,7 @@ def expected_replicas(config: Config) -> int:
 def validate(config: Config, num_replicas: int | None = None) -> None:
     """Cross-field checks that must fail before anything runs, section by section (the first
     broken rule raises ConfigError naming its keys)."""
+    validate_finite(config)
     validate_positive(config)
     validate_orchestrator(config)
     validate_eval(config)

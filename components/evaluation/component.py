@@ -16,12 +16,14 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 
 from components import config as config_lib
 from components.common import fs
+from components.common.figures import set_figure
 from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
                                            measure_variants, memoized_metrics)
 from components.tokenizer.artifact import examples_tokenizer
 
 METRICS_FILE = "metrics.json"
+DIVERGED = "the model's eval loss is not finite: its training diverged"
 LOGGER = logging.getLogger("bigtrain.eval")
 
 
@@ -31,21 +33,22 @@ def evaluation_properties(evaluation, candidate: dict, baseline_metrics: dict | 
     variant <variant>_loss, _loss_delta (vs float), _loss_delta_se, _batches (measured on),
     _size_bytes, _latency_ms, _fit_to_serve, _reason."""
     for name in ("loss", "perplexity", "accuracy", "bits_per_byte", "loss_standard_error"):
-        evaluation.set_float_custom_property(name, float(candidate[name]))
+        set_figure(evaluation, name, float(candidate[name]), "Evaluator", hint=DIVERGED)
     evaluation.set_int_custom_property("examples", candidate["examples"])
     evaluation.set_int_custom_property("sample_sequences", candidate["sample_sequences"])
     evaluation.set_int_custom_property("tokens", candidate["tokens"])
     if baseline_metrics is not None:
-        evaluation.set_float_custom_property("baseline_loss", float(baseline_metrics["loss"]))
+        set_figure(evaluation, "baseline_loss", float(baseline_metrics["loss"]), "Evaluator")
         if baseline_metrics.get("bits_per_byte") is not None:
-            evaluation.set_float_custom_property("baseline_bits_per_byte",
-                                                 float(baseline_metrics["bits_per_byte"]))
+            set_figure(evaluation, "baseline_bits_per_byte",
+                       float(baseline_metrics["bits_per_byte"]), "Evaluator")
     evaluation.set_string_custom_property("variants", ",".join(variant_metrics))
     evaluation.set_string_custom_property("serve_variant", serve)
     for name, m in variant_metrics.items():
         for figure in ("loss", "loss_delta", "loss_delta_se", "latency_ms"):
             if m.get(figure) is not None:
-                evaluation.set_float_custom_property(f"{name}_{figure}", float(m[figure]))
+                set_figure(evaluation, f"{name}_{figure}", float(m[figure]), "Evaluator",
+                           hint=f"the {name} variant's {figure}")
         for figure in ("size_bytes", "batches"):
             if figure in m:
                 evaluation.set_int_custom_property(f"{name}_{figure}", int(m[figure]))

@@ -19,6 +19,7 @@ models pushed at once never share a number.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -27,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from components.common import fs
-from components.common.errors import BigtrainError
+from components.common.errors import BigtrainError, DiskFullError
 from components.push import staging
 from components.push.deployment import publish_deployment_files
 from components.push.layout import GRAPH_FILE, PUSH_RECORD, served_as, version_dir
@@ -91,13 +92,25 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
         waited = _wait_for_other_push(base_dir, digest, claim)
         if waited is not None:
             return waited
+    version = None
     try:
+        staging.remove_dead_staging_of(base_dir)
         version = staging.claim_version(base_dir)
         final = _publish(saved_model_dir, base_dir, version, dict(
             record or {}, model_digest=digest, version=version,
             pushed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
-    except BaseException:
-        fs.remove(claim)  # let a later (or waiting) push try again
+    except BaseException as err:
+        # Let a later (or waiting) push try again, under the same version number if it likes.
+        fs.remove(claim)
+        if version is not None:
+            fs.remove(staging.version_claim(base_dir, version))
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            raise DiskFullError(
+                # not err.filename: shutil's copy names its source there, on another disk
+                f"no space left on device while pushing {saved_model_dir} into {base_dir} "
+                f"({err.strerror}); nothing of the push is left "
+                f"there (staging folder and claims removed), earlier versions are intact. Free "
+                f"space under {base_dir} and push again") from err
         raise
     LOGGER.info("pushed %s -> %s", saved_model_dir, final)
     publish_deployment_files(base_dir, version, **(deploy or {}))
@@ -123,12 +136,12 @@ def _publish(saved_model_dir: str, base_dir: str, version: int, push_record: dic
     record_bytes = json.dumps(push_record, indent=2).encode()
     if not fs.is_remote(base_dir):  # stage under a non-numeric name, rename in one step
         incoming = staging.staging_dir(base_dir, version)
-        fs.rmtree(incoming)
-        fs.copytree(saved_model_dir, incoming)
-        fs.makedirs(os.path.dirname(fs.join(incoming, PUSH_RECORD)))
-        fs.write_bytes(fs.join(incoming, PUSH_RECORD), record_bytes)
-        _pause_before_publish()
-        try:
+        try:  # the copy too: a full disk mid-copy must not leave a half-copied staging folder
+            fs.rmtree(incoming)
+            fs.copytree(saved_model_dir, incoming)
+            fs.makedirs(os.path.dirname(fs.join(incoming, PUSH_RECORD)))
+            fs.write_bytes(fs.join(incoming, PUSH_RECORD), record_bytes)
+            _pause_before_publish()
             fs.rename(incoming, final)  # atomic; the version number is ours (claimed)
         except BaseException:
             fs.rmtree(incoming)

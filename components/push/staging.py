@@ -68,12 +68,16 @@ def claim_stale(held: dict) -> bool:
     return time.time() - float(held.get("claimed_at", 0)) > CLAIM_STALE_S
 
 
+def version_claim(base_dir: str, version: int) -> str:
+    """The claim object of one version number (a failed push removes its own)."""
+    return fs.join(base_dir, CLAIMS_DIR, f"version-{version}")
+
+
 def claim_version(base_dir: str) -> int:
     """A version number no other push holds: at least now (seconds) and above every served one."""
     versions = served_versions(base_dir)
     version = max(int(time.time()), versions[-1] + 1 if versions else 0)
-    while not fs.create_exclusive(fs.join(base_dir, CLAIMS_DIR, f"version-{version}"),
-                                  str(os.getpid()).encode()):
+    while not fs.create_exclusive(version_claim(base_dir, version), str(os.getpid()).encode()):
         version += 1
     return version
 
@@ -82,13 +86,23 @@ def remove_dead_staging(serving_dir: str) -> list[str]:
     """The staging folders of dead pushers (this host) under every model of serving_dir: TF
     Serving never reads them, but they would pile up. Returns what was removed."""
     removed = []
-    host = this_process()["host"]
     for model in fs.listdir(serving_dir):
-        base = fs.join(serving_dir, model)
-        for name in fs.listdir(base):
-            pid = name.rsplit("-", 1)[-1]
-            if (name.startswith(_STAGING_PREFIX) and pid.isdigit()
-                    and process_alive({"pid": pid, "host": host}) is False):
-                fs.rmtree(fs.join(base, name))
-                removed.append(fs.join(base, name))
+        removed += remove_dead_staging_of(fs.join(serving_dir, model))
+    return removed
+
+
+def remove_dead_staging_of(base_dir: str) -> list[str]:
+    """The staging folders of dead pushers (this host) of one model: every push starts here.
+    Only a local push stages (an object store has no rename)."""
+    removed = []
+    if fs.is_remote(base_dir):
+        return removed
+    host = this_process()["host"]
+    for name in fs.listdir(base_dir):
+        pid = name.rsplit("-", 1)[-1]
+        if (name.startswith(_STAGING_PREFIX) and pid.isdigit()
+                and process_alive({"pid": pid, "host": host}) is False):
+            LOGGER.info("removing the staging folder of a dead push: %s", fs.join(base_dir, name))
+            fs.rmtree(fs.join(base_dir, name))
+            removed.append(fs.join(base_dir, name))
     return removed

@@ -23,6 +23,7 @@ from tfx.components.util import examples_utils
 from components.common.digest import code_digest
 from components.common.listing import (LISTING_FILE, UNRESOLVED, list_sources, listing_records,
                                        sources_fingerprint)
+from components.common.errors import BigtrainError
 from components.corpus import documents
 from components.corpus.split_documents import reader_config
 from components.text_example_gen import mixture, shards, transforms
@@ -72,8 +73,40 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
             raise ValueError(
                 f"split {split!r} received no sequences ({counters['files_read']} files read, "
                 f"{skipped} quarantined; {counters['documents_packed']} documents packed, "
-                f"{documents_skipped} quarantined: see {manifest}); add input, split files into "
-                f"documents (data.document=separator or record) or change data.eval_fraction")
+                f"{documents_skipped} quarantined{quarantined_inline(counters, manifest)}); add "
+                f"input, split files into documents (data.document=separator or record) or "
+                f"change data.eval_fraction")
+
+
+def quarantined_inline(counters: dict[str, int], manifest: str, examples: int = 3) -> str:
+    """What was quarantined, in the message itself: a failed stage's outputs (the manifest
+    among them) are deleted by TFX, so the message cannot send the user to that file."""
+    reasons = [f"{counters[f'{kind}_skipped_{r}']} {kind} {r}"
+               for kind, names in (("files", documents.FILE_REASONS),
+                                   ("documents", documents.DOCUMENT_REASONS))
+               for r in names if counters[f"{kind}_skipped_{r}"]]
+    if not reasons:
+        return ""
+    first = _first_quarantined(manifest, examples)
+    return (": " + ", ".join(reasons)
+            + (f"; first quarantined: {', '.join(first)}" if first else ""))
+
+
+def _first_quarantined(manifest: str, count: int) -> list[str]:
+    """'path (reason)' of the manifest's first `count` records, while the file still exists."""
+    first: list[str] = []
+    try:
+        if not fs.exists(manifest):
+            return first
+        with fs.open_file(manifest, "rb") as fh:
+            for line in fh:
+                record = json.loads(line)
+                first.append(f"{record['path']} ({record['reason']})")
+                if len(first) == count:
+                    break
+    except (OSError, ValueError, KeyError, BigtrainError):  # the reasons alone still say it
+        pass
+    return first
 
 
 def run_fingerprint(exec_properties: dict, data, listed) -> str:

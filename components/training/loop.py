@@ -219,7 +219,8 @@ class StepWindow:
         return loss
 
 
-def _describe_and_check(config, model, replicas: int) -> tuple[int, int, bool]:
+def _describe_and_check(config, model, replicas: int, device_memory: float
+                        ) -> tuple[int, int, bool]:
     """Log the model, batch split, remat/XLA and memory estimate; raise when it cannot fit.
     Returns (parameter count, training FLOPs per token, XLA on)."""
     t, runtime = config.train, config.runtime
@@ -231,7 +232,7 @@ def _describe_and_check(config, model, replicas: int) -> tuple[int, int, bool]:
          t.global_batch_size // (replicas * t.accumulation_steps))
     xla = use_xla(runtime)
     _log("remat %s, XLA %s (runtime.xla=%s)", t.remat, "on" if xla else "off", runtime.xla)
-    needed = memory.estimate(config, n_params, replicas, memory.device_memory_bytes(runtime, replicas))
+    needed = memory.estimate(config, n_params, replicas, device_memory)
     _log("%s", needed.describe())
     memory.check(config, needed, replicas)
     return n_params, flops, xla
@@ -301,11 +302,16 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     if t.global_batch_size % (replicas * t.accumulation_steps):
         raise ValueError(f"train.global_batch_size ({t.global_batch_size}) is not divisible by "
                          f"{replicas} replicas x {t.accumulation_steps} accumulation steps")
+    # Before any variable or op exists: a model for data.seq_len=1000000 would die inside
+    # TensorFlow (out of memory building it) before a check after the build could speak.
+    device_memory = memory.device_memory_bytes(runtime, replicas)
+    memory.check(config, memory.estimate(config, memory.analytic_parameters(config), replicas,
+                                         device_memory), replicas)
     model, state, optimizer, schedule = build_training(config, strategy, prepare_model)
     chief, shared_checkpoint_dir = is_chief(strategy), checkpoint_dir
     if not chief:
         checkpoint_dir, model_run_dir = _worker_dirs(strategy, checkpoint_dir, model_run_dir)
-    n_params, flops, xla = _describe_and_check(config, model, replicas)
+    n_params, flops, xla = _describe_and_check(config, model, replicas, device_memory)
 
     # Restore first: the input opens at the checkpointed step (its saved state, or reading on).
     manager = _restore_or_start(tf.train.Checkpoint(model=model, optimizer=optimizer, state=state),

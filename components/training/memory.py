@@ -97,6 +97,12 @@ def estimate(config, n_params: int, replicas: int, device_memory: float = 0.0, *
     return model_parallel_estimate(config, whole, replicas)      # sharded state / stages
 
 
+def analytic_parameters(config) -> int:
+    """The parameter count of config's model without building it (parameter_split's sum)."""
+    embedding, block, final = parameter_split(config)
+    return embedding + config.model.n_layer * block + final
+
+
 def block_activation_bytes(m, T: int, s: int) -> int:
     """A: activation bytes per token of one block of model config m (see the module docstring)."""
     C, H = m.d_model, m.n_head
@@ -120,7 +126,8 @@ def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
             f"{available / GIB:.1f} GiB ({estimate_.describe()}). Micro-batches of {b} sequences "
             f"(train.global_batch_size={t.global_batch_size} / ({replicas} replicas x "
             f"train.accumulation_steps={t.accumulation_steps})): raise train.accumulation_steps, "
-            f"set train.remat=blocks (now {t.remat}), or lower train.global_batch_size "
+            f"set train.remat=blocks (now {t.remat}), lower train.global_batch_size, or lower "
+            f"data.seq_len (now {config.data.seq_len}: attention scores grow with its square) "
             f"(runtime.device_memory_gb overrides the detected size)")
     fixed = estimate_.parameters + estimate_.optimizer_state + estimate_.gradients
     if fixed + estimate_.evaluation_micro_batch > available:
@@ -128,7 +135,7 @@ def check(config, estimate_: MemoryEstimate, replicas: int) -> None:
             f"evaluation micro-batches of eval.batch_size={config.eval.batch_size} sequences need "
             f"~{estimate_.evaluation_micro_batch / GIB:.1f} GiB on top of {fixed / GIB:.1f} GiB of "
             f"weights and optimizer state; the device has {available / GIB:.1f} GiB: lower "
-            f"eval.batch_size")
+            f"eval.batch_size or data.seq_len (now {config.data.seq_len})")
 
 
 # --- Per-device bytes under sharded optimizer state (ZeRO-1) and pipeline stages. ---
@@ -197,8 +204,7 @@ def fit_table(config, devices: int = 8, device_gb: float = 80.0) -> list[str]:
     """Which layouts of `config`'s model fit `devices` devices of `device_gb` GiB: per-device
     parameters, gradients, optimizer state, activations (GiB) and the verdict, one line each."""
     from components.config import merge
-    embedding, block, final = parameter_split(config)
-    n_params = embedding + config.model.n_layer * block + final
+    n_params = analytic_parameters(config)
     layouts = [("mirrored", devices, {"runtime": {"strategy": "mirrored"}}),
                ("mirrored + shard_optimizer_state", devices,
                 {"runtime": {"strategy": "mirrored"}, "train": {"shard_optimizer_state": True}})]

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 
 from tfx.components.trainer.executor import GenericExecutor
 from tfx.types import artifact_utils
 
-from components.common import checkpoints, fs
+from components.common import checkpoints, figures, fs
 from components.common.digest import code_digest
 from components.config import hyperparameters as hyperparameters_lib
 from components.tokenizer import artifact as tokenizer_artifact
 from components import config as config_lib
 
 SUMMARY_FILE = "training_summary.json"
+DIVERGED = ("training diverged ({steps} steps, {skipped} skipped as non-finite): lower "
+            "train.learning_rate, keep train.clip_norm on, or look for a bad batch; nothing was "
+            "exported")
 
 
 def training_view(config: config_lib.Config) -> dict:
@@ -143,6 +145,8 @@ def run_fn(fn_args) -> None:
     first_loss = {}
     result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
                         prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss))
+    figures.require_finite("Trainer", "final training loss", result.final_loss, DIVERGED.format(
+        steps=result.steps, skipped=result.skipped_steps))
     tokenizer = examples_tokenizer(fn_args.train_files, config)
     metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer)
     summary = training_summary(config, result, metrics, baseline)
@@ -185,10 +189,4 @@ class TrainerExecutor(GenericExecutor):
         if parents:  # the warm-start parent, an input of this execution (lineage: fine-tuned from)
             model.set_int_custom_property("fine_tuned_from_model_id", parents[0].id)
         for name, value in summary.items():
-            # MLMD's sqlite store rejects NaN/inf doubles (a diverged loss): record those as text.
-            if isinstance(value, (bool, str)) or (isinstance(value, float) and not math.isfinite(value)):
-                model.set_string_custom_property(name, str(value))
-            elif isinstance(value, int):
-                model.set_int_custom_property(name, value)
-            else:
-                model.set_float_custom_property(name, float(value))
+            figures.set_figure(model, name, value, "Trainer", hint="training diverged")

@@ -17,6 +17,7 @@ from tfx.types import artifact_utils
 
 from components import config as config_lib
 from components.common.digest import code_digest
+from components.common.figures import set_figure
 from components.training.run_fn import TRAINING_CODE, training_view
 from components.tuner import space as space_lib
 
@@ -47,14 +48,7 @@ class TunerExecutor(tuner_executor.Executor):
 def _set(artifact, name: str, value, exact: bool = False) -> None:
     """exact: a float kept as its repr (MLMD's sqlite store rounds doubles to 6 decimals, which
     would turn a learning rate of 1.5e-6 into 2e-06)."""
-    if exact and isinstance(value, float):
-        artifact.set_string_custom_property(name, repr(value))
-    elif isinstance(value, bool) or value is None or isinstance(value, str):
-        artifact.set_string_custom_property(name, str(value))
-    elif isinstance(value, int):
-        artifact.set_int_custom_property(name, value)
-    else:
-        artifact.set_float_custom_property(name, float(value))
+    set_figure(artifact, name, value, "Tuner", exact=exact)
 
 
 def record_trials(best, results, records: list[dict], tune: dict) -> None:

@@ -78,3 +78,50 @@ def test_fifo_is_fingerprinted_without_opening_it(tmp_path):
     _corpus(str(tmp_path / "c"))
     os.mkfifo(str(tmp_path / "c" / "pipe"))
     assert len(fingerprint(str(tmp_path / "c"))) == 64  # would block forever if opened
+
+
+def _loop_corpus(root):
+    """DIR/a.py, DIR/sub/b.py, DIR/sub/.hidden.py and a link back up: DIR/sub/parent -> .."""
+    os.makedirs(os.path.join(root, "sub"))
+    for name in ("a.py", os.path.join("sub", "b.py"), os.path.join("sub", ".hidden.py")):
+        with open(os.path.join(root, name), "w") as fh:
+            fh.write("x = 1\n")
+    os.symlink("..", os.path.join(root, "sub", "parent"))
+
+
+@pytest.mark.parametrize("spec", ["{root}/**/*.py", "{root}", "{root}/**"])
+def test_a_directory_link_loop_is_followed_once(tmp_path, spec):
+    """glob(recursive=True) follows DIR/sub/parent -> .. again and again (each file listed once
+    per lap, and with two such links the laps multiply): the listing enters each directory (by
+    device and inode) once, so each file is listed once, under its shortest path."""
+    root = str(tmp_path / "DIR")
+    _loop_corpus(root)
+    _, files = listing.list_input_files(spec.format(root=root))
+    assert [relative for relative, _ in files] == ["a.py", os.path.join("sub", "b.py")]
+
+
+def test_a_link_loop_listing_reads_each_directory_once(tmp_path, monkeypatch):
+    """Bounded: two links up from one folder (2 ** depth paths for glob) cost two directory reads
+    per real directory (the walk and the name match); counted, not timed."""
+    root = str(tmp_path / "DIR")
+    _loop_corpus(root)
+    os.symlink("..", os.path.join(root, "sub", "parent2"))
+    reads = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: reads.append(path) or real_listdir(path))
+    _, files = listing.list_input_files(os.path.join(root, "**", "*.py"))
+    assert len(files) == 2
+    assert sorted(os.path.relpath(r, root) for r in reads) == [".", ".", "sub", "sub"]
+
+
+def test_a_link_to_another_folder_is_listed_through_the_link(tmp_path):
+    """Following links stays: a linked folder outside the input is part of it (once)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c.py").write_text("y = 2\n")
+    root = str(tmp_path / "DIR")
+    _loop_corpus(root)
+    os.symlink(str(outside), os.path.join(root, "linked"))
+    _, files = listing.list_input_files(root)
+    assert [relative for relative, _ in files] == ["a.py", os.path.join("linked", "c.py"),
+                                                    os.path.join("sub", "b.py")]

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import socket
 
 import numpy as np
@@ -346,3 +347,25 @@ def test_multi_processing_gives_the_same_bytes_as_in_memory(corpus, tmp_path):
     assert parallel == in_memory
     assert len(readers.plan_units(files, config)) > 10
     assert digest_tree(str(tmp_path / "parallel")) == digest_tree(str(tmp_path / "in_memory"))
+
+
+def test_an_empty_split_names_what_was_quarantined_not_a_file_tfx_deletes(tmp_path):
+    """The error of an empty split is raised inside the data stage, whose outputs (the quarantine
+    manifest among them) TFX deletes when the stage fails: the message must not send the user
+    to that file, but say inline what was quarantined and why."""
+    counters = {name: 0 for name in transforms.COUNTER_NAMES}
+    counters.update(files_seen=3, files_read=2, files_skipped_unreadable=1, documents_packed=1,
+                    documents_skipped_not_utf8=2, sequences_train=1, sequences_eval=0)
+    manifest = tmp_path / "Examples" / "quarantine.jsonl"
+    manifest.parent.mkdir()
+    manifest.write_text("".join(json.dumps({"path": p, "reason": r}) + "\n" for p, r in [
+        ("gone.txt", "unreadable"), ("a.txt@0", "not_utf8"), ("a.txt@9", "not_utf8"),
+        ("b.txt@4", "not_utf8")]))
+    with pytest.raises(ValueError) as raised:
+        check_accounting(counters, 3, str(manifest))
+    message = str(raised.value)
+    shutil.rmtree(manifest.parent)                       # what TFX does to a failed stage's outputs
+    assert "split 'eval' received no sequences" in message
+    assert str(manifest.parent) not in message
+    assert ("1 files unreadable, 2 documents not_utf8; first quarantined: gone.txt (unreadable), "
+            "a.txt@0 (not_utf8), a.txt@9 (not_utf8))") in message

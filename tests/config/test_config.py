@@ -120,3 +120,64 @@ def test_export_section_defaults_and_checks():
     ]:
         with pytest.raises(ConfigError, match=message):
             build_config("tiny", overrides=overrides)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("train.learning_rate=nan", "train.learning_rate"),
+    ("train.learning_rate=.nan", "train.learning_rate"),
+    ("train.learning_rate=inf", "train.learning_rate"),
+    ("train.learning_rate=-.inf", "train.learning_rate"),
+    ("train.clip_norm=.inf", "train.clip_norm"),
+    ("eval.max_loss=nan", "eval.max_loss"),
+])
+def test_every_config_number_is_finite(override, key):
+    """NaN passes `value <= 0` (every comparison with NaN is false) and inf passes any upper
+    bound: both are refused by name, from --set and from YAML."""
+    with pytest.raises(ConfigError, match=rf"^{key}: must be a finite number, got -?(nan|inf)$"):
+        build_config("tiny", overrides=[override])
+
+
+def test_a_non_finite_number_in_a_yaml_file_names_file_line_and_key(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  train_steps: 5\n  learning_rate: .nan\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:3: train\.learning_rate: must be a finite"):
+        build_config("tiny", str(path))
+
+
+def test_a_config_built_in_code_is_checked_for_finite_numbers_too():
+    import dataclasses
+    config = build_config("tiny")
+    broken = dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                   learning_rate=float("nan")))
+    with pytest.raises(ConfigError, match=r"^train\.learning_rate: must be a finite number"):
+        config_lib.validate(broken)
+
+
+def test_duplicate_yaml_keys_are_a_named_error(tmp_path):
+    """PyYAML keeps the last of two equal keys: one setting would be dropped without a word."""
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  learning_rate: 0.001\n  train_steps: 5\n  learning_rate: 0.002\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:4:3: .*duplicate key 'learning_rate' "
+                                          r"\(first on line 2\)"):
+        build_config("tiny", str(path))
+    path.write_text("train: {train_steps: 5}\ndata: {seq_len: 64}\ntrain: {train_steps: 6}\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:3:1: .*duplicate key 'train'"):
+        build_config("tiny", str(path))
+    with pytest.raises(ConfigError, match=r"override tune\.space: duplicate key 'd_model'"):
+        build_config("tiny", overrides=["tune.space={d_model: [64], d_model: [128]}"])
+
+
+def test_pathological_nesting_is_a_named_error_not_a_recursion_dump(tmp_path):
+    deep = "[" * 10_000 + "]" * 10_000
+    path = tmp_path / "c.yaml"
+    path.write_text(f"train:\n  learning_rate: {deep}\n")
+    with pytest.raises(ConfigError, match=r"^.*c\.yaml:2:\d+: invalid YAML: nested deeper than "
+                                          r"\d+ levels$"):
+        build_config("tiny", str(path))
+    with pytest.raises(ConfigError, match=r"^override train\.learning_rate: nested deeper than"):
+        build_config("tiny", overrides=[f"train.learning_rate={deep}"])
+
+
+def test_a_non_finite_number_in_a_list_names_its_item():
+    with pytest.raises(ConfigError, match=r"^tune\.space\.learning_rate\[1\]: must be a finite"):
+        build_config("tiny", overrides=["tune.space.learning_rate=[0.001, .inf]"])

@@ -237,3 +237,25 @@ def test_input_that_matches_nothing_names_it(home_copy, capsys, tmp_path):
     assert run.exit_code == EXIT_FAILED
     assert f"data.input '{tmp_path}/nothing/*.txt'" in run.stderr and "matches no files" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_failed_stage_is_one_line_naming_what_it_quarantined(capfd, tmp_path):
+    """A cheap real stage failure (seconds: the data stage on two tiny files, in a fresh home):
+    one document packed, and it lands in train, so the eval split is empty. stderr is bigtrain's
+    one line and the details hint, without TFX's `E... launcher.py:619] Execution N failed.`;
+    the message says inline what was quarantined, and names no file that no longer exists (TFX
+    deletes the failed stage's outputs, the quarantine manifest among them)."""
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "a.txt").write_bytes(b"only one document here\n")
+    (corpus / "b.txt").write_bytes(b"caf\xe9\n")
+    home = str(tmp_path / "home")
+    # capfd: absl's handler may write to the stream it was created with (file descriptor 2)
+    run = run_cli(capfd, home, "--set", f"data.input={corpus}", "--set", "data.seq_len=16")
+    assert run.exit_code == EXIT_FAILED, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and lines[1] == f"(details: bigtrain lineage why --home {home})", lines
+    assert lines[0].startswith("run FAILED: ValueError: split 'eval' received no sequences")
+    assert "1 documents not_utf8; first quarantined: b.txt (not_utf8)" in lines[0]
+    named = [word.strip("();,") for word in lines[0].split() if word.startswith(("/", "(/"))]
+    assert all(os.path.exists(path) for path in named), named

@@ -276,3 +276,18 @@ def test_check_ids_names_each_bad_input():
                          ([1, 2], "must be \\[batch, positions\\]")]:
         with pytest.raises(ValueError, match=message):
             variants.check_ids(ids, 259, CONTEXT)
+
+
+@pytest.mark.parametrize("figure, step", [("loss", 2.0**-20), ("size_bytes", 1),
+                                          ("latency_ms", 2.0**-20)])
+def test_a_variant_exactly_at_its_fitness_thresholds_is_fit_and_one_step_past_is_not(figure, step):
+    """Inclusive limits (loss delta <= eval.max_quantization_loss_delta, size <= ratio x float,
+    latency <= ratio x float), all three exactly met at once with binary-exact figures: catches
+    `>` written `>=` in any of them."""
+    base = {"loss": 2.0, "size_bytes": 1_000_000, "latency_ms": 64.0}
+    at = dict(base, loss=2.25, size_bytes=500_000, latency_ms=80.0)
+    limits = dict(max_loss_delta=0.25, max_size_ratio=0.5, max_latency_ratio=1.25)
+    ok, reason = variants.recommend(at, base, **limits)
+    assert ok, reason
+    ok, reason = variants.recommend(dict(at, **{figure: at[figure] + step}), base, **limits)
+    assert not ok, reason

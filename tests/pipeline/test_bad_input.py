@@ -201,6 +201,7 @@ def test_second_run_on_a_home_exits_at_once_naming_the_holder(tmp_path, capsys):
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(home)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
+        before = snapshot(home)                  # keep.txt and the holder's lock record
         start = time.monotonic()
         code, _, err = run(capsys, "run", "--home", str(home))
         assert code == EXIT_LOCKED, err
@@ -213,7 +214,11 @@ def test_second_run_on_a_home_exits_at_once_naming_the_holder(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
-    assert snapshot(home)["keep.txt"] == snapshot(home)["keep.txt"]
+    # The refused run wrote nothing into the home (no run folder, no log, no store) and left the
+    # holder's lock record as it was; keep.txt against its own bytes, not against a snapshot.
+    assert snapshot(home) == before
+    assert sorted(before) == [".bigtrain.lock", "keep.txt"]
+    assert before["keep.txt"] == hashlib.sha256(b"keep").hexdigest()
 
 
 def test_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path):

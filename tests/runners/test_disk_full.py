@@ -21,3 +21,21 @@ def test_enospc_is_recognised_through_wrappers():
     assert is_disk_full(RuntimeError("ResourceExhaustedError: /x/ckpt-2.data; No space left on device"))
     assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
 
+
+
+def test_a_stages_own_disk_full_error_is_found_through_wrappers():
+    """The push names the serving dir it failed in; the run keeps that message (not the home)."""
+    from components.common.errors import DiskFullError
+    from runners.local import named_disk_full
+    try:
+        try:
+            try:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            except OSError as inner:
+                raise DiskFullError("no space left on device while pushing m into /srv/gpt") from inner
+        except DiskFullError as named:
+            raise RuntimeError("Execution 9 failed") from named
+    except RuntimeError as outer:
+        assert is_disk_full(outer)
+        assert "into /srv/gpt" in str(named_disk_full(outer))
+    assert named_disk_full(OSError(errno.ENOSPC, "No space left on device")) is None

@@ -30,3 +30,42 @@ def test_interrupt_traceback_only_with_verbose(config_interrupted, capsys):
     err = capsys.readouterr().err
     assert "Traceback" in err and "KeyboardInterrupt" in err
     assert err.endswith("bigtrain: interrupted\n")
+
+
+REAL_SIGINT = """
+import sys, time
+from runners import cli
+
+def wait_for_ctrl_c(args):
+    print("working", flush=True)
+    time.sleep(120)          # a real SIGINT ends this wait (KeyboardInterrupt from the handler)
+    return 0
+
+cli.cmd_config = wait_for_ctrl_c
+sys.argv = ["bigtrain", "config"]
+cli.console_main()           # the `bigtrain` console script's own entry point
+"""
+
+
+def test_a_real_sigint_to_the_bigtrain_process_exits_130():
+    """The process's exit status, not main()'s return value: a real SIGINT delivered while a
+    command works, through Python's default handler and the console script (console_main,
+    fs.exit_process). Caught: KeyboardInterrupt escaping main (Python then re-kills itself with
+    SIGINT: status -2), or the console script exiting 0 or 1."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = subprocess.Popen([sys.executable, "-c", REAL_SIGINT], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=repo,
+                             env=dict(os.environ, PYTHONPATH=repo))
+    try:
+        assert child.stdout.readline().strip() == "working"
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 130, err
+    assert err == "bigtrain: interrupted\n"

@@ -41,3 +41,25 @@ def test_block_activations_follow_the_arch():
     llama = build_config("tiny", overrides=["model.n_kv_head=2"]).model
     expected = 12 * 64 + 4 * (6 * 64 + 3 * 32 + 4 * 192) + 8 * (64 + 32) + scores
     assert memory.block_activation_bytes(llama, 128, 4) == expected
+
+
+def test_a_huge_seq_len_is_refused_before_the_model_is_built(tmp_path, monkeypatch):
+    """data.seq_len=1000000: the attention scores alone (b x L x H x T^2 x 13 bytes in float32)
+    are petabytes. The Trainer must refuse with the named memory error before it builds the
+    model: building it (position table, a forward pass over T tokens) dies in TensorFlow."""
+    import tensorflow as tf
+    from components.training import loop
+    config = build_config("tiny", overrides=["data.seq_len=1000000", "runtime.device_memory_gb=80"])
+    t, m = config.train, config.model
+    scores = t.global_batch_size * m.n_layer * m.n_head * 10**12 * 13
+    embedding, block, final = memory.parameter_split(config)
+    estimate = memory.estimate(config, embedding + m.n_layer * block + final, 1, 80 * GIB)
+    assert estimate.activations_per_micro_batch > scores
+
+    def build_training(*args, **kwargs):
+        raise AssertionError("the model was built before the memory check")
+    monkeypatch.setattr(loop, "build_training", build_training)
+    with pytest.raises(MemoryError, match=r"but the device has 80\.0 GiB.*lower data\.seq_len "
+                                          r"\(now 1000000"):
+        loop.train(config, [], str(tmp_path / "run"), str(tmp_path / "ckpt"),
+                   strategy=tf.distribute.get_strategy())

@@ -1,0 +1,98 @@
+"""Nothing non-finite is written to ML Metadata (issue: `train.learning_rate=nan` trained 19
+skipped steps to loss nan, then the run died on MLMD's raw `no such column: nan` while the
+execution was RUNNING, and the next run called the stage abandoned). A stage that produces a NaN
+or infinite figure fails with NonFiniteError naming it, and `bigtrain lineage why` says so."""
+
+import json
+import math
+
+import pytest
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as pb
+from tfx.types import standard_artifacts
+
+from components.common.errors import NonFiniteError
+from components.common.figures import set_figure
+from pipeline.lineage import queries, record, render
+from pipeline.lineage.store import Lineage
+from tests.support import lineage_store
+
+
+def _store():
+    config = pb.ConnectionConfig()
+    config.fake_database.SetInParent()
+    return metadata_store.MetadataStore(config)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_figure_is_a_named_error_naming_it(value):
+    model = standard_artifacts.Model()
+    with pytest.raises(NonFiniteError, match=rf"^Trainer produced final_loss = {value}, not a "
+                                             r"finite number: training diverged"):
+        set_figure(model, "final_loss", value, "Trainer", hint="training diverged")
+    assert "final_loss" not in model.mlmd_artifact.custom_properties
+
+
+def test_finite_figures_keep_their_types():
+    model = standard_artifacts.Model()
+    for name, value in {"steps": 20, "loss": 2.5, "kind": "bytes", "tied": True, "none": None}.items():
+        set_figure(model, name, value, "Trainer")
+    set_figure(model, "lr", 1.5e-6, "Tuner", exact=True)
+    props = model.mlmd_artifact.custom_properties
+    assert (props["steps"].int_value, props["loss"].double_value, props["kind"].string_value,
+            props["tied"].string_value, props["none"].string_value, props["lr"].string_value) == \
+        (20, 2.5, "bytes", "True", "None", "1.5e-06")
+
+
+def test_the_trainer_executor_fails_on_a_nan_figure_instead_of_recording_it(tmp_path, monkeypatch):
+    """The executor reads the training summary and records it on the Model: a NaN loss in it
+    fails the stage (it used to be recorded as the text 'nan': the Trainer 'completed')."""
+    from tfx.components.trainer.executor import GenericExecutor
+    from components.training import run_fn
+    monkeypatch.setattr(GenericExecutor, "Do", lambda self, *args: None)
+    model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
+    model.uri, model_run.uri = str(tmp_path / "model"), str(tmp_path / "model_run")
+    (tmp_path / "model_run").mkdir()
+    (tmp_path / "model_run" / run_fn.SUMMARY_FILE).write_text(json.dumps(
+        {"steps": 20, "skipped_steps": 19, "final_loss": float("nan"), "eval_loss": 2.5}))
+    with pytest.raises(NonFiniteError, match=r"^Trainer produced final_loss = nan"):
+        run_fn.TrainerExecutor().Do({}, {"model": [model], "model_run": [model_run]}, {})
+
+
+def test_the_evaluator_fails_on_a_nan_loss_instead_of_recording_it():
+    from components.evaluation.component import evaluation_properties
+    candidate = {"loss": float("nan"), "perplexity": float("nan"), "accuracy": 0.0,
+                 "bits_per_byte": float("nan"), "loss_standard_error": 0.0, "examples": 4,
+                 "sample_sequences": 4, "tokens": 256}
+    evaluation = standard_artifacts.ModelEvaluation()
+    with pytest.raises(NonFiniteError, match=r"^Evaluator produced loss = nan, not a finite "
+                                             r"number: the model's eval loss is not finite"):
+        evaluation_properties(evaluation, candidate, None, {}, {}, "float")
+
+
+def test_mlmd_cannot_hold_nan_and_why_reports_the_named_cause(tmp_path):
+    """Why the figure must be refused before MLMD (its sqlite store writes the double into SQL
+    text), and what the user then reads: the run's failed Trainer with the NonFiniteError, not
+    an abandoned stage."""
+    path = lineage_store.build(str(tmp_path / "home"))
+    config = pb.ConnectionConfig()
+    config.sqlite.filename_uri = path
+    store = metadata_store.MetadataStore(config)
+    artifact = pb.Artifact(type_id=store.get_artifact_types()[0].id, uri="/x")
+    artifact.custom_properties["loss"].double_value = float("nan")
+    with pytest.raises(Exception, match="nan"):
+        store.put_artifacts([artifact])
+    try:
+        try:
+            set_figure(standard_artifacts.Model(), "final_loss", math.nan, "Trainer",
+                       hint="training diverged")
+        except NonFiniteError as err:
+            raise RuntimeError("Execution 12 failed") from err   # TFX's launcher re-raises
+    except RuntimeError as outer:
+        record.record_run(store, "run-c", str(tmp_path / "runs" / "run-c"),
+                          str(tmp_path / "run.log"), "digest", outer)
+    text = render.why_text(queries.why(Lineage(store), "run-c"))
+    assert "  stage:  Trainer" in text
+    assert "  error:  NonFiniteError: Trainer produced final_loss = nan, not a finite number: " \
+           "training diverged" in text
+    assert "abandoned" not in text.split("  stage:  Trainer", 1)[1].split("  stage:", 1)[0]

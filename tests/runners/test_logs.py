@@ -1,0 +1,58 @@
+"""The console shows one line per stage failure (bigtrain's own, runners/local.py): the record
+TFX's launcher logs at ERROR before re-raising (`Execution N failed.`, launcher.py:619) stays in
+the run's log file and off the console; other errors still reach the console."""
+
+import io
+import logging
+import sys
+
+import pytest
+
+from absl import logging as absl_logging
+from tfx.orchestration.portable import launcher
+
+from runners.logs import configure_logging, remove_file_handlers
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """configure_logging sets process-wide levels and filters: put them back for other tests."""
+    root, absl_handler = logging.getLogger(), absl_logging.get_absl_handler()
+    saved = [(h, h.level, list(h.filters)) for h in root.handlers + [absl_handler]]
+    level = root.level
+    yield
+    root.setLevel(level)
+    for handler, handler_level, filters in saved:
+        handler.setLevel(handler_level)
+        handler.filters[:] = filters
+
+
+def _log_from(filename: str, message: str, *args) -> None:
+    """absl.logging.error called from code whose file is `filename`: absl and logging take the
+    record's path from the caller's frame, exactly as for TFX's own call."""
+    code = compile("logging.error(message, *args)", filename, "exec")
+    exec(code, {"logging": absl_logging, "message": message, "args": args})  # noqa: S102
+
+
+def test_the_launchers_execution_failed_line_stays_off_the_console(tmp_path, monkeypatch):
+    console = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", console)  # where absl writes, looked up per record
+    log_path = str(tmp_path / "run.log")
+    configure_logging(False, log_path)
+    try:
+        _log_from(launcher.__file__, "Execution %d failed.", 7)
+        _log_from(__file__, "something else broke in %s", "a stage")
+    finally:
+        remove_file_handlers(log_path)
+    assert "Execution 7 failed." not in console.getvalue()
+    assert "something else broke in a stage" in console.getvalue()
+    assert "Execution 7 failed." in open(log_path, encoding="utf-8").read()
+
+
+def test_verbose_shows_the_launchers_line(tmp_path, monkeypatch):
+    console = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", console)  # where absl writes, looked up per record
+    configure_logging(False)
+    configure_logging(True)
+    _log_from(launcher.__file__, "Execution %d failed.", 8)
+    assert "Execution 8 failed." in console.getvalue()

@@ -12,7 +12,8 @@ from components.config.rules import expected_replicas, validate
 from components.config.tree import (
     STRATEGIES, PRECISIONS, DATA_FORMATS, DOCUMENT_MODES, REMAT_MODES, XLA_MODES, ON_OFF_KEYS,
     ARCHS, LR_SCHEDULES, TOKENIZERS, TOKENIZER_MODEL_TYPES, MIN_SENTENCEPIECE_VOCAB, ConfigError,
-    DataConfig, ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
+    DataConfig, NearDedupConfig, QualityFilterConfig, DecontaminationConfig, DEDUP_MODES,
+    NEAR_DEDUP_SHINGLES, QUALITY_FILTERS, DECONTAMINATION_ACTIONS, ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
     PushConfig, VERSION_POLICIES,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
     Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
@@ -23,6 +24,8 @@ __all__ = [
     "expected_replicas", "validate", "STRATEGIES", "PRECISIONS", "DATA_FORMATS",
     "DOCUMENT_MODES", "REMAT_MODES", "XLA_MODES", "ON_OFF_KEYS", "ARCHS", "LR_SCHEDULES", "TOKENIZERS",
     "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig",
+    "NearDedupConfig", "QualityFilterConfig", "DecontaminationConfig", "DEDUP_MODES",
+    "NEAR_DEDUP_SHINGLES", "QUALITY_FILTERS", "DECONTAMINATION_ACTIONS",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
     "ExportConfig", "PushConfig", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
     "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "Config",

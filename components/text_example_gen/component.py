@@ -22,7 +22,8 @@ from tfx.components.util import examples_utils
 
 from components.common.digest import code_digest
 from components.common.listing import UNRESOLVED, input_fingerprint, list_input_files
-from components.corpus import documents
+from components.corpus import documents, minhash
+from components.corpus.screen import screen_for
 from components.corpus.split_documents import reader_config
 from components.text_example_gen import shards, transforms
 from components.tokenizer import artifact as tokenizer_artifact
@@ -40,7 +41,25 @@ def counters_from_metrics(result) -> dict[str, int]:
         value = counter.committed if counter.committed is not None else counter.attempted
         name = counter.key.metric.name
         counters[name] = counters.get(name, 0) + int(value or 0)
-    return {name: counters.get(name, 0) for name in transforms.COUNTER_NAMES}
+    per_eval_set = {name: value for name, value in sorted(counters.items())
+                    if name.startswith(transforms.EVAL_SET_COUNTER)}
+    return dict({name: counters.get(name, 0) for name in transforms.COUNTER_NAMES}, **per_eval_set)
+
+
+def cleaning_properties(data, screen) -> dict:
+    """What the cleaning steps were, for MLMD and counters.json: the near-dedup parameters
+    (data.dedup=near), the enabled filters and the evaluation sets (their files included), so
+    the report can name every step beside its counts."""
+    out = {"dedup": data.dedup, "quality_filters": json.dumps(list(data.filters.enabled))}
+    if data.dedup == "near":
+        params = minhash.params_of(data.near_dedup)
+        out["near_dedup"] = json.dumps(dict(params._asdict(), threshold=data.near_dedup.threshold),
+                                       sort_keys=True)
+    if screen is not None and screen.eval_sets:
+        out["decontamination_eval_sets"] = json.dumps(
+            [{"name": name, "files": list(files)} for name, files in screen.eval_sets])
+        out["decontamination"] = json.dumps({"ngram": screen.ngram, "action": screen.action})
+    return out
 
 
 def check_accounting(counters: dict[str, int], files_listed: int, manifest: str, *,
@@ -97,12 +116,15 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 
+        screen = screen_for(data)
         beam_pipeline = self._make_beam_pipeline()
         _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
             files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
             eval_fraction=data.eval_fraction, split_salt=data.split_salt,
             train_shards=data.train_shards, eval_shards=data.eval_shards,
-            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup)
+            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup,
+            near_dedup=minhash.params_of(data.near_dedup), screen=screen,
+            filters=data.filters.enabled)
         result = beam_pipeline.run()
         result.wait_until_finish()
         # The pieces live until the whole stage has committed its shards (a retried assembly
@@ -115,8 +137,9 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         emitted = counters["tokens_real"] + counters["tokens_padding"]
         summary = dict(counters, files_listed=len(files),
                        real_token_fraction=round(counters["tokens_real"] / max(emitted, 1), 6))
+        cleaning = cleaning_properties(data, screen)
         fs.write_text(os.path.join(examples.uri, COUNTERS_FILE), json.dumps(
-            dict(summary, input=data.input, input_root=root, format=data.format,
+            dict(summary, **cleaning, input=data.input, input_root=root, format=data.format,
                  document=data.document, input_fingerprint=fingerprint), indent=2, sort_keys=True))
         logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
 
@@ -134,6 +157,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         examples.set_string_custom_property("input_root", root)
         examples.set_string_custom_property("input_fingerprint", fingerprint)
         examples.set_string_custom_property("quarantine_manifest", manifest)
+        for name, value in cleaning.items():
+            examples.set_string_custom_property(name, value)
         if tokenizer_dir is not None:
             examples.set_string_custom_property("tokenizer_dir", tokenizer_dir)
             examples.set_string_custom_property("tokenizer_kind", loaded.kind)

@@ -5,7 +5,9 @@
           ── AssembleShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz + quarantine.jsonl
 
 ConvertUnitFn streams one unit: read (readers.py) -> documents -> drop later copies of a document
-(FindDuplicates, data.dedup=exact) -> split by content (documents.py) -> pack
+(FindDuplicates, data.dedup=exact or near) -> drop near duplicates (cleaning.FindNearDuplicates,
+data.dedup=near) -> screen (quality filters, decontamination: corpus/screen.py) -> split by
+content (documents.py) -> pack
 (packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
 travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
 Every input byte is counted once: packed, quarantined (with its reason and location in
@@ -22,10 +24,12 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from components.config.tree import NearDedupConfig
 from components.corpus import documents as docs
-from components.corpus import readers
+from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
-from components.text_example_gen import packing, shards
+from components.corpus.screen import DocumentScreen, Verdict
+from components.text_example_gen import cleaning, packing, shards
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 
@@ -35,9 +39,12 @@ SPLITS = ("train", "eval")
 COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", "bytes_packed",
                   "bytes_quarantined", "bytes_separators", "bytes_duplicate",
                   "sequences_train", "sequences_eval",
-                  "tokens_real", "tokens_padding"]
+                  "tokens_real", "tokens_padding", "documents_flagged_contaminated"]
                  + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
                  + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
+# Contaminated documents (removed or flagged) per evaluation set: the i-th entry of
+# data.decontaminate.eval_files; a document may count for several sets.
+EVAL_SET_COUNTER = "documents_contaminated_eval_set_"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -75,15 +82,18 @@ class ConvertUnitFn(beam.DoFn):
                  eval_fraction: float, split_salt: str, num_shards: dict[str, int],
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
-                 tokenizer_dir: str | None = None):
+                 tokenizer_dir: str | None = None, screen: DocumentScreen | None = None,
+                 filters: tuple[str, ...] = ()):
         """tokenizer_dir: a Tokenizer artifact's directory; each worker loads it once (setup) and
-        tokenizes with it (only the path is pickled). None: `tokenize` (UTF-8 bytes)."""
+        tokenizes with it (only the path is pickled). None: `tokenize` (UTF-8 bytes).
+        screen, filters: the per-document screen and the quality filters it applies."""
         self._config, self._output_dir, self._seq_len = config, output_dir, seq_len
         self._gzip_level = gzip_level
         self._eval_fraction, self._salt = eval_fraction, split_salt
         self._num_shards, self._tokenize = dict(num_shards), tokenize
         self._tokenizer_dir = tokenizer_dir
         self._specials = (PAD_ID, BOS_ID, EOS_ID)
+        self._screen, self._filters = screen, tuple(filters)
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
 
     def setup(self):
@@ -98,10 +108,12 @@ class ConvertUnitFn(beam.DoFn):
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
             self._tokenizer_loaded = True
 
-    def process(self, unit: readers.Unit, duplicates=None):
-        """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates)."""
+    def process(self, unit: readers.Unit, duplicates=None, near_duplicates=None):
+        """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates);
+        near_duplicates: {unit index: [(ordinal, representative id)]} (FindNearDuplicates)."""
         self._load_tokenizer()
         later_copies = frozenset((duplicates or {}).get(unit.index, ()))
+        near = dict((near_duplicates or {}).get(unit.index, ()))
         ordinal = -1
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
@@ -113,14 +125,11 @@ class ConvertUnitFn(beam.DoFn):
             for event in readers.read_piece(piece, self._config):
                 if isinstance(event, Document):
                     ordinal += 1
-                    if ordinal in later_copies:
-                        out.counts[f"documents_skipped_{docs.DUPLICATE}"] += 1
-                        out.counts["bytes_duplicate"] += event.source_bytes
-                        continue
-                    split = docs.split_of(event, self._eval_fraction, self._salt)
-                    out.counts["documents_packed"] += 1
-                    out.counts["bytes_packed"] += event.source_bytes
-                    out.write(split, packers[split].add(event.text))
+                    if self._keep(out, event, ordinal in later_copies, near.get(ordinal)):
+                        split = docs.split_of(event, self._eval_fraction, self._salt)
+                        out.counts["documents_packed"] += 1
+                        out.counts["bytes_packed"] += event.source_bytes
+                        out.write(split, packers[split].add(event.text))
                 elif isinstance(event, Skipped):
                     file_problem = out.quarantine(event) or file_problem
                 elif isinstance(event, Separator):
@@ -132,9 +141,34 @@ class ConvertUnitFn(beam.DoFn):
             out.write(split, packers[split].finish(), final=True)
         for name, value in out.counts.items():
             if value:
+                if name not in self._counters:
+                    self._counters[name] = Metrics.counter(NAMESPACE, name)
                 self._counters[name].inc(value)
         self._load_tokenizer()
         yield from out.close()
+
+    def _keep(self, out: "UnitWriter", event: Document, later_copy: bool,
+              representative: str | None) -> bool:
+        """Whether to pack a document; a skip is counted and listed. Order: exact copies, near
+        duplicates (their cluster's pass already screened them), then the screen."""
+        if later_copy:
+            out.counts[f"documents_skipped_{docs.DUPLICATE}"] += 1
+            out.counts["bytes_duplicate"] += event.source_bytes
+            return False
+        if representative is not None:
+            out.quarantine(Skipped(event.id, docs.NEAR_DUPLICATE, event.source_bytes,
+                                   f"near duplicate of {representative}"),
+                           representative=representative)
+            return False
+        verdict = self.screen_document(event.text)
+        if verdict is None:
+            return True
+        out.screened(event, verdict, self._screen.eval_set_names)
+        return verdict.keep
+
+    def screen_document(self, text: bytes) -> Verdict | None:
+        """The one per-document screen: quality filters (self._filters), then decontamination."""
+        return None if self._screen is None else self._screen.check(text, self._filters)
 
 
 class UnitWriter:
@@ -179,16 +213,30 @@ class UnitWriter:
         self.counts["tokens_padding"] += padding
         self.counts["tokens_real"] += batch.size - padding
 
-    def quarantine(self, event: Skipped) -> bool:
-        """Count a skipped file or document and record it in the manifest; True for a file."""
+    def quarantine(self, event: Skipped, **extra) -> bool:
+        """Count a skipped file or document and record it in the manifest (with `extra` fields);
+        True for a file."""
         is_file = event.reason in docs.FILE_REASONS
         if is_file:
             self.counts[f"files_skipped_{event.reason}"] += 1
         else:
             self.counts[f"documents_skipped_{event.reason}"] += event.records
         self.counts["bytes_quarantined"] += event.bytes
-        self.manifest.write(event.record())
+        self.manifest.write(dict(event.record(), **extra))
         return is_file
+
+    def screened(self, event: Document, verdict: Verdict, eval_sets: tuple[str, ...]) -> None:
+        """A document the screen skipped (quarantined) or flagged (packed, listed with
+        "packed": true, its bytes not quarantined)."""
+        for name in verdict.eval_sets:
+            counter = f"{EVAL_SET_COUNTER}{eval_sets.index(name)}"
+            self.counts[counter] = self.counts.get(counter, 0) + 1
+        skipped = Skipped(event.id, verdict.reason, event.source_bytes, verdict.detail)
+        if not verdict.keep:
+            self.quarantine(skipped)
+            return
+        self.counts[f"documents_flagged_{verdict.reason}"] += 1
+        self.manifest.write(dict(skipped.record(), packed=True))
 
     def close(self):
         """Close every piece; yields ((kind, split, shard), (unit index, piece path))."""
@@ -262,15 +310,17 @@ class FindDuplicates(beam.PTransform):
 
 class ConvertUnits(beam.PTransform):
     """PCollection[Unit] -> piece records, one per piece file written. duplicates: the output of
-    FindDuplicates (data.dedup=exact), or None to pack every document."""
+    FindDuplicates (data.dedup=exact or near), or None to pack every copy; near_duplicates: the
+    output of cleaning.FindNearDuplicates (data.dedup=near) or None."""
 
-    def __init__(self, fn: ConvertUnitFn, duplicates=None):
+    def __init__(self, fn: ConvertUnitFn, duplicates=None, near_duplicates=None):
         super().__init__()
-        self._fn, self._duplicates = fn, duplicates
+        self._fn, self._duplicates, self._near = fn, duplicates, near_duplicates
 
     def expand(self, units):
-        side = {} if self._duplicates is None else {
-            "duplicates": beam.pvalue.AsDict(self._duplicates)}
+        side = {name: beam.pvalue.AsDict(collection) for name, collection in
+                (("duplicates", self._duplicates), ("near_duplicates", self._near))
+                if collection is not None}
         return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn, **side)
 
 
@@ -299,21 +349,31 @@ class TextToTFRecordShards(beam.PTransform):
                  split_salt: str, train_shards: int, eval_shards: int,
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
-                 tokenizer_dir: str | None = None, dedup: str = "exact"):
+                 tokenizer_dir: str | None = None, dedup: str = "exact",
+                 near_dedup: minhash.MinHashParams | None = None,
+                 screen: DocumentScreen | None = None, filters: tuple[str, ...] = ()):
+        """dedup: exact | near | none; near_dedup: MinHash parameters (data.near_dedup's
+        defaults when None); screen, filters: the per-document screen (corpus/screen.py)."""
         super().__init__()
         self._units = readers.plan_units(files, reader_config)
         self._reader_config, self._dedup = reader_config, dedup
+        self._near_dedup = near_dedup or minhash.params_of(NearDedupConfig())
+        self._screen, self._filters = screen, tuple(filters)
         num_shards = {"train": train_shards, "eval": eval_shards}
         self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
                                       eval_fraction=eval_fraction, split_salt=split_salt,
                                       num_shards=num_shards, gzip_level=gzip_level,
-                                      tokenize=tokenize, tokenizer_dir=tokenizer_dir)
+                                      tokenize=tokenize, tokenizer_dir=tokenizer_dir,
+                                      screen=screen, filters=self._filters)
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
         units = pbegin | "PlanUnits" >> beam.Create(self._units)
         duplicates = (units | "FindDuplicates" >> FindDuplicates(self._reader_config)
-                      if self._dedup == "exact" else None)
+                      if self._dedup in ("exact", "near") else None)
+        near = (units | "FindNearDuplicates" >> cleaning.FindNearDuplicates(
+            self._reader_config, self._near_dedup, duplicates, self._screen, self._filters)
+                if self._dedup == "near" else None)
         return (units
-                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates)
+                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates, near)
                 | "AssembleShards" >> self._assemble)

@@ -15,6 +15,11 @@ from components.corpus import contamination, quality
 from components.corpus.documents import CONTAMINATED, filter_reason
 
 
+# The data stage's counter of contaminated documents (removed or flagged) per evaluation set: the
+# i-th entry of data.decontaminate.eval_files; a document may count for several sets.
+EVAL_SET_COUNTER = "documents_contaminated_eval_set_"
+
+
 class Verdict(NamedTuple):
     reason: str
     detail: str

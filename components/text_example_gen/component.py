@@ -95,6 +95,18 @@ def run_fingerprint(exec_properties: dict, files: list[tuple[str, str]]) -> str:
     return input_fingerprint(files) if fingerprint == UNRESOLVED else fingerprint
 
 
+def data_stage(data, files: list[tuple[str, str]], output_dir: str, tokenizer_dir: str | None,
+               screen) -> transforms.TextToTFRecordShards:
+    """The whole stage's transform for a DataConfig."""
+    return transforms.TextToTFRecordShards(
+        files, output_dir, reader_config=reader_config(data), seq_len=data.seq_len,
+        eval_fraction=data.eval_fraction, split_salt=data.split_salt,
+        train_shards=data.train_shards, eval_shards=data.eval_shards,
+        gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup,
+        near_dedup=minhash.params_of(data.near_dedup), screen=screen,
+        filters=data.filters.enabled)
+
+
 class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
     """Unpacks the config, runs TextToTFRecordShards, records counters on the artifact."""
 
@@ -118,13 +130,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
 
         screen = screen_for(data)
         beam_pipeline = self._make_beam_pipeline()
-        _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
-            files, examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
-            eval_fraction=data.eval_fraction, split_salt=data.split_salt,
-            train_shards=data.train_shards, eval_shards=data.eval_shards,
-            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup,
-            near_dedup=minhash.params_of(data.near_dedup), screen=screen,
-            filters=data.filters.enabled)
+        _ = beam_pipeline | "TextToTFRecordShards" >> data_stage(data, files, examples.uri,
+                                                                 tokenizer_dir, screen)
         result = beam_pipeline.run()
         result.wait_until_finish()
         # The pieces live until the whole stage has committed its shards (a retried assembly
@@ -151,13 +158,9 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         examples.set_int_custom_property("files_listed", len(files))
         examples.set_float_custom_property("real_token_fraction", summary["real_token_fraction"])
         examples.set_int_custom_property("seq_len", data.seq_len)
-        examples.set_string_custom_property("input", data.input)
-        examples.set_string_custom_property("format", data.format)
-        examples.set_string_custom_property("document", data.document)
-        examples.set_string_custom_property("input_root", root)
-        examples.set_string_custom_property("input_fingerprint", fingerprint)
-        examples.set_string_custom_property("quarantine_manifest", manifest)
-        for name, value in cleaning.items():
+        for name, value in dict(input=data.input, format=data.format, document=data.document,
+                                input_root=root, input_fingerprint=fingerprint,
+                                quarantine_manifest=manifest, **cleaning).items():
             examples.set_string_custom_property(name, value)
         if tokenizer_dir is not None:
             examples.set_string_custom_property("tokenizer_dir", tokenizer_dir)

@@ -28,7 +28,7 @@ from components.config.tree import NearDedupConfig
 from components.corpus import documents as docs
 from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
-from components.corpus.screen import DocumentScreen, Verdict
+from components.corpus.screen import EVAL_SET_COUNTER, DocumentScreen, Verdict
 from components.text_example_gen import cleaning, packing, shards
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
@@ -42,9 +42,6 @@ COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", 
                   "tokens_real", "tokens_padding", "documents_flagged_contaminated"]
                  + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
                  + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
-# Contaminated documents (removed or flagged) per evaluation set: the i-th entry of
-# data.decontaminate.eval_files; a document may count for several sets.
-EVAL_SET_COUNTER = "documents_contaminated_eval_set_"
 
 
 # ----------------------------------------------------------------------------------------------

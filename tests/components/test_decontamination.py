@@ -107,3 +107,23 @@ def test_stage_removes_or_flags_contaminated_documents(tmp_path, action):
         assert counters["documents_flagged_contaminated"] == 2 and counters["documents_packed"] == 30
         assert counters["documents_skipped_contaminated"] == 0 and counters["bytes_quarantined"] == 0
         assert all(m["packed"] for m in manifest)
+
+
+def test_report_names_each_cleaning_step_with_its_counts(tmp_path):
+    """What the executor records (cleaning_properties) is what the run report reads back."""
+    from components.config import DataConfig, DecontaminationConfig, NearDedupConfig
+    from components.corpus.screen import screen_for
+    from components.text_example_gen.component import cleaning_properties
+    from pipeline.lineage import report
+    (tmp_path / "story.txt").write_text("once upon a time")
+    data = DataConfig(dedup="near", near_dedup=NearDedupConfig(threshold=0.7),
+                      filters=QualityFilterConfig(enabled=("word_count", "code")),
+                      decontaminate=DecontaminationConfig(eval_files=(str(tmp_path / "*.txt"),)))
+    props = dict(cleaning_properties(data, screen_for(data)), documents_skipped_filter_word_count=3,
+                 **{f"{transforms.EVAL_SET_COUNTER}0": 2})
+    lines = report.cleaning_lines(props)
+    assert lines[0].split()[:2] == ["dedup", "near"] and '"bands": 14' in lines[0]
+    assert lines[1].split() == ["filter", "word_count", "3", "skipped"]
+    assert lines[2].split() == ["filter", "code", "0", "skipped"]
+    assert lines[3].split() == ["contaminated", "by", "eval", "set", "2", f"({tmp_path}/*.txt,", "1",
+                                "files)"]

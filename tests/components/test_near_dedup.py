@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 from datasketch import MinHash, MinHashLSH
 
-from components.config import NearDedupConfig
+from components.config import NearDedupConfig, QualityFilterConfig
 from components.corpus import documents as docs
 from components.corpus import minhash, readers
+from components.corpus.screen import DocumentScreen
 from components.text_example_gen import cleaning, transforms
 from components.text_example_gen.component import check_accounting
 from tests.components.test_transforms import (BEAM_ARGS, TWO_WORKERS, digest_tree, reader_config,
                                               run_stage)
+from tests.support.beam_worker_pool import portable_args, worker_pool
 
 THRESHOLD, NUM_PERM, NGRAM = 0.8, 128, 5
 # Word substitutions of the variants of one base document (200 words): the Jaccard similarity
@@ -264,11 +266,33 @@ def test_stage_skips_near_duplicates_as_the_reference_does(tmp_path):
     assert plain["documents_packed"] == counters["documents_packed"] + len(expected)
 
 
+def run_cleaning(files, out_dir, eval_file, beam_args):
+    """Near-dedup, two quality filters and decontamination together."""
+    screen = DocumentScreen(QualityFilterConfig(min_words=20), (("eval", (eval_file,)),), 13)
+    return run_stage(files, out_dir, beam_args=beam_args,
+                     config=reader_config(document="separator", range_bytes=3000), dedup="near",
+                     near_dedup=minhash.params_of(NearDedupConfig(threshold=0.8)), screen=screen,
+                     filters=("word_count", "duplicate_lines"))
+
+
 @pytest.mark.slow
-def test_near_dedup_multi_processing_gives_the_in_memory_bytes(tmp_path):
+def test_cleaning_gives_the_same_bytes_in_memory_multi_processing_and_portable(tmp_path):
+    """The whole cleaning (exact, near, filters, decontamination) on the DirectRunner in both
+    modes and on the PortableRunner with separate SDK workers: identical shards, manifest and
+    counters; each step skipped something."""
     files = write_near_corpus(str(tmp_path / "in"))
-    config = reader_config(document="separator", range_bytes=3000)
-    in_memory = run_near(files, str(tmp_path / "a"), config=config)
-    parallel = run_near(files, str(tmp_path / "b"), beam_args=TWO_WORKERS, config=config)
-    assert parallel == in_memory and in_memory["documents_skipped_near_duplicate"] >= 20
-    assert digest_tree(str(tmp_path / "a")) == digest_tree(str(tmp_path / "b"))
+    with open(files[1][1], "ab") as fh:
+        fh.write(b"\n\ntoo short\n\n" + b"\n".join([b"same line again and again"] * 30))
+    eval_file = tmp_path / "eval.txt"
+    eval_file.write_bytes(b" ".join(open(files[2][1], "rb").read().split()[40:60]))
+    in_memory = run_cleaning(files, str(tmp_path / "a"), str(eval_file), BEAM_ARGS)
+    parallel = run_cleaning(files, str(tmp_path / "b"), str(eval_file), TWO_WORKERS)
+    with worker_pool(str(tmp_path / "pool.log")) as (port, _):
+        portable = run_cleaning(files, str(tmp_path / "c"), str(eval_file), portable_args(port))
+    check_accounting(in_memory, len(files), "manifest")
+    for name in ("duplicate", "near_duplicate", "filter_word_count", "filter_duplicate_lines",
+                 "contaminated"):
+        assert in_memory[f"documents_skipped_{name}"] >= 1, name
+    assert parallel == in_memory and portable == in_memory
+    assert digest_tree(str(tmp_path / "a")) == digest_tree(str(tmp_path / "b")) == digest_tree(
+        str(tmp_path / "c"))

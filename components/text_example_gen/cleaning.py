@@ -48,16 +48,17 @@ class SignatureUnitFn(beam.DoFn):
                 if not isinstance(event, Document):
                     continue
                 ordinal += 1
-                if ordinal in later_copies or self._screened(event.text):
+                if ordinal in later_copies or self._screened(event.text, self._filters):
                     continue
                 location = (unit.index, ordinal, event.id)
                 for key in self._signer.band_keys(event.text):
                     yield key, location
 
-    def _screened(self, text: bytes) -> bool:
+    def _screened(self, text: bytes, filters: tuple[str, ...]) -> bool:
+        """Whether the converter will skip text (ConvertUnitFn.screen_document's verdict)."""
         if self._screen is None:
             return False
-        verdict = self._screen.check(text, self._filters)
+        verdict = self._screen.check(text, filters)
         return verdict is not None and not verdict.keep
 
 

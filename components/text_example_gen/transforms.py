@@ -157,15 +157,15 @@ class ConvertUnitFn(beam.DoFn):
                                    f"near duplicate of {representative}"),
                            representative=representative)
             return False
-        verdict = self.screen_document(event.text)
+        verdict = self.screen_document(event.text, self._filters)
         if verdict is None:
             return True
         out.screened(event, verdict, self._screen.eval_set_names)
         return verdict.keep
 
-    def screen_document(self, text: bytes) -> Verdict | None:
-        """The one per-document screen: quality filters (self._filters), then decontamination."""
-        return None if self._screen is None else self._screen.check(text, self._filters)
+    def screen_document(self, text: bytes, filters: tuple[str, ...]) -> Verdict | None:
+        """The one per-document screen: the named quality filters, then decontamination."""
+        return None if self._screen is None else self._screen.check(text, filters)
 
 
 class UnitWriter:

@@ -1,5 +1,6 @@
-"""The config package: one typed tree (tree.py), presets (presets.py), YAML + `--set` and
-(de)serialization (loading.py), cross-field rules (rules.py), tuned values (hyperparameters.py).
+"""The config package: one typed tree (tree.py; the data section's cleaning sub-sections in
+cleaning.py), presets (presets.py), YAML + `--set` and (de)serialization (loading.py),
+cross-field rules (rules.py), tuned values (hyperparameters.py).
 
 `from components import config as config_lib` gives the whole public surface below; the modules
 inside import each other directly (never this package), so the import graph has no cycle.

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import datetime
 
-from components.config.tree import (ARCHS, DATA_FORMATS, DECONTAMINATION_ACTIONS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
-                                    MIN_SENTENCEPIECE_VOCAB, NEAR_DEDUP_SHINGLES, NEWLINE_MODES,
-                                    QUALITY_FILTERS, VERSION_POLICIES,
+from components.config.cleaning import DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS
+from components.config.tree import (ARCHS, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
+                                    MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
                                     TOKENIZER_MODEL_TYPES, TOKENIZERS, XLA_MODES, Config,
                                     ConfigError)

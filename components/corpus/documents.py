@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-from components.config.tree import QUALITY_FILTERS
+from components.config.cleaning import QUALITY_FILTERS
 
 # Quarantine reasons. File-level (the file is not opened or not read at all):
 NOT_REGULAR, UNREADABLE = "not_regular_file", "unreadable"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 from typing import Callable, Iterable
 
-from components.config.tree import QUALITY_FILTERS
+from components.config.cleaning import QUALITY_FILTERS
 
 
 class Text:

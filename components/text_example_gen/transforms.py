@@ -24,7 +24,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from components.config.tree import NearDedupConfig
+from components.config.cleaning import NearDedupConfig
 from components.corpus import documents as docs
 from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped

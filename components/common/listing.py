@@ -158,9 +158,20 @@ def fingerprint_input(data) -> str:
     up-to-date check; nothing below recomputes it."""
     try:
         _, files = list_input_files(data.input, data.exclude)
+        files += eval_set_files(data)
     except FileNotFoundError:
         return UNRESOLVED
     return input_fingerprint(files)
+
+
+def eval_set_files(data) -> list[tuple[str, str]]:
+    """The files of data.decontaminate.eval_files, keyed by their pattern: in the fingerprint,
+    so editing an evaluation set re-runs the data stage like editing its input."""
+    files = []
+    for pattern in getattr(getattr(data, "decontaminate", None), "eval_files", ()):
+        _, listed = list_input_files(pattern)
+        files += [(f"eval-set {pattern}: {relative}", absolute) for relative, absolute in listed]
+    return files
 
 
 def input_signature(data, fingerprint: str) -> str:

@@ -127,3 +127,19 @@ def test_report_names_each_cleaning_step_with_its_counts(tmp_path):
     assert lines[2].split() == ["filter", "code", "0", "skipped"]
     assert lines[3].split() == ["contaminated", "by", "eval", "set", "2", f"({tmp_path}/*.txt,", "1",
                                 "files)"]
+
+
+def test_editing_an_evaluation_set_changes_the_input_fingerprint(tmp_path):
+    """The data stage's cache key covers the evaluation files, not only their pattern."""
+    from components.common.listing import fingerprint_input
+    from components.config import DataConfig, DecontaminationConfig
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("training text")
+    (tmp_path / "eval.txt").write_text("evaluation text")
+    plain = DataConfig(input=str(tmp_path / "in"), exclude=())
+    data = DataConfig(input=str(tmp_path / "in"), exclude=(),
+                      decontaminate=DecontaminationConfig(eval_files=(str(tmp_path / "eval.txt"),)))
+    before = fingerprint_input(data)
+    assert before != fingerprint_input(plain)
+    (tmp_path / "eval.txt").write_text("evaluation text, edited")
+    assert fingerprint_input(data) != before

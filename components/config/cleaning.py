@@ -25,7 +25,8 @@ class NearDedupConfig:
     # false positive + false negative probability); rows = num_perm // bands.
     bands: int = 0
     # Shingles: `word` (n consecutive words after lowercasing and collapsing whitespace) or
-    # `byte` (n consecutive bytes of that normalized text).
+    # `byte` (n consecutive bytes of that normalized text; give a larger ngram then, e.g. 16:
+    # texts share most 5-byte strings).
     shingle: str = "word"
     ngram: int = 5
     # Seed of the permutation family (the same seed gives the same clusters on every machine).

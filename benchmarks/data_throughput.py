@@ -9,7 +9,12 @@ polled from /proc every 0.1 s):
                the DirectRunner, 2 worker processes (multi_processing);
   stage-1proc  the same with the DirectRunner in_memory (one process);
   single-file  the same corpus as ONE text file, data.document=separator (blank lines), read in
-               byte ranges by 2 workers.
+               byte ranges by 2 workers;
+  stage-near   the stage with data.dedup=near (exact, then MinHash LSH near duplicates: two more
+               reads of the input), 2 worker processes; stage-near-1proc: in_memory.
+--near-copies prepends a line naming the copy to every file of every copy after the first, so
+the copies are near duplicates instead of exact ones (exact dedup keeps them all; near dedup
+signs every document and removes them).
 MB/s = corpus bytes / seconds of the conversion itself (interpreter and library imports excluded,
 they are the same for every run). The temporary corpus and outputs are removed at the end.
 
@@ -31,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-RUNS = ("baseline", "stage", "stage-1proc", "single-file")
+RUNS = ("baseline", "stage", "stage-1proc", "single-file", "stage-near", "stage-near-1proc")
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 ONE_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
@@ -50,8 +55,9 @@ def stdlib_files() -> list[str]:
     return out
 
 
-def build_corpus(directory: str, size_bytes: int) -> tuple[str, str, int]:
-    """(files dir, single file path, bytes): copies of the stdlib until size_bytes is reached."""
+def build_corpus(directory: str, size_bytes: int, near_copies: bool = False) -> tuple[str, str, int]:
+    """(files dir, single file path, bytes): copies of the stdlib until size_bytes is reached;
+    near_copies: each copy after the first starts with a line naming it."""
     root = sysconfig.get_paths()["stdlib"]
     files_dir = os.path.join(directory, "files")
     single = os.path.join(directory, "single", "corpus.txt")
@@ -60,9 +66,10 @@ def build_corpus(directory: str, size_bytes: int) -> tuple[str, str, int]:
     total, copy = 0, 0
     with open(single, "wb") as joined:
         while total < size_bytes:
-            for relative, data in sources:
+            for relative, original in sources:
                 path = os.path.join(files_dir, f"copy{copy:03d}", relative)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
+                data = f"# copy {copy}\n".encode() + original if near_copies and copy else original
                 with open(path, "wb") as fh:
                     fh.write(data)
                 joined.write(data + b"\n\n")
@@ -119,7 +126,8 @@ def run_baseline(corpus: str, out: str) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start, "sequences": written}))
 
 
-def run_stage(corpus: str, out: str, beam_args: list[str], document: str) -> None:
+def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
+              dedup: str = "exact") -> None:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -128,7 +136,8 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str) -> Non
     from components.corpus.split_documents import reader_config
     from components.text_example_gen import component, transforms
     from components.config import DataConfig
-    data = DataConfig(input=corpus, document=document)
+    from components.corpus import minhash
+    data = DataConfig(input=corpus, document=document, dedup=dedup)
     start = time.perf_counter()
     _, files = listing.list_input_files(corpus)
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
@@ -136,7 +145,8 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str) -> Non
         files, out, reader_config=reader_config(data), seq_len=data.seq_len,
         eval_fraction=data.eval_fraction, split_salt=data.split_salt,
         train_shards=data.train_shards, eval_shards=data.eval_shards,
-        gzip_level=int(os.environ.get("BENCH_GZIP_LEVEL", data.gzip_level)))
+        gzip_level=int(os.environ.get("BENCH_GZIP_LEVEL", data.gzip_level)), dedup=data.dedup,
+        near_dedup=minhash.params_of(data.near_dedup))
     result = pipeline.run()
     result.wait_until_finish()
     seconds = time.perf_counter() - start
@@ -144,7 +154,9 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str) -> Non
     component.check_accounting(counters, len(files), "quarantine.jsonl")
     print(json.dumps({"seconds": seconds, "sequences": counters["sequences_train"]
                       + counters["sequences_eval"], "units": len(readers.plan_units(
-                          files, reader_config(data)))}))
+                          files, reader_config(data))),
+                      "skipped": {k: v for k, v in counters.items()
+                                  if k.startswith("documents_skipped_") and v}}))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -200,6 +212,8 @@ def main() -> int:
     parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, of {RUNS}")
     parser.add_argument("--gzip-level", type=int, help="data.gzip_level of the stage runs "
                                                       "(default: the config default)")
+    parser.add_argument("--near-copies", action="store_true", help="copies after the first "
+                        "start with a line naming the copy: near, not exact, duplicates")
     parser.add_argument("--child", nargs=3, metavar=("RUN", "CORPUS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -208,8 +222,9 @@ def main() -> int:
         if run == "baseline":
             run_baseline(corpus, out)
         else:
-            run_stage(corpus, out, ONE_PROCESS if run == "stage-1proc" else TWO_WORKERS,
-                      "separator" if run == "single-file" else "file")
+            run_stage(corpus, out, ONE_PROCESS if run.endswith("1proc") else TWO_WORKERS,
+                      "separator" if run == "single-file" else "file",
+                      "near" if run.startswith("stage-near") else "exact")
         return 0
 
     from benchmarks._machine import describe
@@ -220,10 +235,11 @@ def main() -> int:
     runs = [r for r in args.runs.split(",") if r]
     work = tempfile.mkdtemp(prefix="bigtrain-data-bench-")
     try:
-        files_dir, single, total = build_corpus(work, args.size_mb * 2**20)
+        files_dir, single, total = build_corpus(work, args.size_mb * 2**20, args.near_copies)
         count = sum(len(names) for _, _, names in os.walk(files_dir))
         print(f"machine: {describe()}")
-        print(f"corpus: {total / 2**20:.0f} MiB, {count} files (stdlib copies) and the same text as "
+        print(f"corpus: {total / 2**20:.0f} MiB, {count} files (stdlib copies"
+              f"{', near copies' if args.near_copies else ''}) and the same text as "
               f"one file; seq_len 128, 4 train shards; gzip level: baseline 6 (TF default), stage "
               f"{level} (data.gzip_level)")
         results = {}
@@ -239,7 +255,7 @@ def main() -> int:
             ratio = (f"{r['mb_per_s'] / results['baseline']['mb_per_s']:.2f}x baseline"
                      if "baseline" in results and run != "baseline" else "")
             print(f"{run:<12} {r['seconds']:8.1f} s  {r['mb_per_s']:6.2f} MiB/s  peak RSS "
-                  f"{r['peak_rss_bytes'] / 2**30:5.2f} GiB  {r['sequences']} sequences, {r['out_bytes'] / 2**20:.0f} MiB of shards  {ratio}",
+                  f"{r['peak_rss_bytes'] / 2**30:5.2f} GiB  {r['sequences']} sequences, {r['out_bytes'] / 2**20:.0f} MiB of shards  {ratio} {r.get('skipped', '')}",
                   flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

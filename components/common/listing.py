@@ -229,13 +229,27 @@ def fingerprint_input(data) -> str:
 def sources_fingerprint(data, listed) -> str:
     """The one-source shorthand: input_fingerprint of its files (the value before mixtures
     existed, so caches stay valid); data.sources: sha256 over each source's name and
-    input_fingerprint, in config order."""
+    input_fingerprint, in config order. The files of data.decontaminate.eval_files are in it
+    (eval_set_files), so editing an evaluation set re-runs the data stage."""
+    eval_sets = eval_set_files(data)
     if not data.sources:
-        return input_fingerprint(listed[0][2])
+        return input_fingerprint(listed[0][2] + eval_sets)
     outer = hashlib.sha256()
     for source, _, files in listed:
         outer.update(f"{source.name}\0{input_fingerprint(files)}\n".encode("utf-8"))
+    if eval_sets:
+        outer.update(f"\0eval-sets\0{input_fingerprint(eval_sets)}\n".encode("utf-8"))
     return outer.hexdigest()
+
+
+def eval_set_files(data) -> list[tuple[str, str]]:
+    """The files of data.decontaminate.eval_files, keyed by their pattern: in the fingerprint,
+    so editing an evaluation set re-runs the data stage like editing its input."""
+    files = []
+    for pattern in getattr(getattr(data, "decontaminate", None), "eval_files", ()):
+        _, listed = list_input_files(pattern)
+        files += [(f"eval-set {pattern}: {relative}", absolute) for relative, absolute in listed]
+    return files
 
 
 def input_signature(data, fingerprint: str) -> str:

@@ -1,5 +1,6 @@
-"""The config package: one typed tree (tree.py), presets (presets.py), YAML + `--set` and
-(de)serialization (loading.py), cross-field rules (rules.py), tuned values (hyperparameters.py).
+"""The config package: one typed tree (tree.py; the data section's cleaning sub-sections in
+cleaning.py), presets (presets.py), YAML + `--set` and (de)serialization (loading.py),
+cross-field rules (rules.py), tuned values (hyperparameters.py).
 
 `from components import config as config_lib` gives the whole public surface below; the modules
 inside import each other directly (never this package), so the import graph has no cycle.
@@ -12,7 +13,9 @@ from components.config.rules import expected_replicas, validate
 from components.config.tree import (
     STRATEGIES, PRECISIONS, DATA_FORMATS, DOCUMENT_MODES, REMAT_MODES, XLA_MODES, ON_OFF_KEYS,
     ARCHS, LR_SCHEDULES, TOKENIZERS, TOKENIZER_MODEL_TYPES, MIN_SENTENCEPIECE_VOCAB, ConfigError,
-    DataConfig, SourceConfig, DEFAULT_SOURCE, ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
+    DataConfig, SourceConfig, DEFAULT_SOURCE, NearDedupConfig, QualityFilterConfig,
+    DecontaminationConfig, DEDUP_MODES, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS, DECONTAMINATION_ACTIONS,
+    ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
     PushConfig, VERSION_POLICIES,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
     Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
@@ -23,6 +26,8 @@ __all__ = [
     "expected_replicas", "validate", "STRATEGIES", "PRECISIONS", "DATA_FORMATS",
     "DOCUMENT_MODES", "REMAT_MODES", "XLA_MODES", "ON_OFF_KEYS", "ARCHS", "LR_SCHEDULES", "TOKENIZERS",
     "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig", "SourceConfig", "DEFAULT_SOURCE",
+    "NearDedupConfig", "QualityFilterConfig", "DecontaminationConfig", "DEDUP_MODES",
+    "NEAR_DEDUP_SHINGLES", "QUALITY_FILTERS", "DECONTAMINATION_ACTIONS",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
     "ExportConfig", "PushConfig", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
     "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "Config",

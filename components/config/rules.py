@@ -9,6 +9,7 @@ import datetime
 import math
 import re
 
+from components.config.cleaning import DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS
 from components.config.tree import (ARCHS, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
                                     MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
@@ -152,6 +153,42 @@ def validate_data(config: Config) -> None:
         raise ConfigError(f"data.text_field: must name the text field for data.format={d.format}")
     validate_sources(config)
     validate_tokenizer(config)
+    validate_cleaning(config)
+
+
+def validate_cleaning(config: Config) -> None:
+    """data.near_dedup, data.filters, data.decontaminate."""
+    n, q, c = config.data.near_dedup, config.data.filters, config.data.decontaminate
+    if not 0.0 < n.threshold < 1.0:
+        raise ConfigError(f"data.near_dedup.threshold: must be in (0, 1), got {n.threshold}")
+    one_of("data.near_dedup.shingle", n.shingle, NEAR_DEDUP_SHINGLES)
+    if n.num_perm < 2 or n.ngram < 1 or n.bands < 0 or n.bands > n.num_perm:
+        raise ConfigError(f"data.near_dedup: num_perm ({n.num_perm}) must be >= 2, ngram "
+                          f"({n.ngram}) >= 1, bands ({n.bands}) in [0, num_perm] (0 = derived)")
+    for name in q.enabled:
+        if name not in QUALITY_FILTERS:
+            raise ConfigError(f"data.filters.enabled: unknown filter {name!r}; known: "
+                              f"{', '.join(QUALITY_FILTERS)}")
+    if q.min_words < 0 or q.max_words < q.min_words:
+        raise ConfigError(f"data.filters: need 0 <= min_words ({q.min_words}) <= max_words "
+                          f"({q.max_words})")
+    if not 0 <= q.min_mean_word_length <= q.max_mean_word_length:
+        raise ConfigError(f"data.filters: need 0 <= min_mean_word_length "
+                          f"({q.min_mean_word_length}) <= max_mean_word_length "
+                          f"({q.max_mean_word_length})")
+    for key in ("max_symbol_ratio", "max_non_alpha_word_fraction", "max_duplicate_line_fraction",
+                "max_top_ngram_fraction", "max_duplicate_ngram_fraction",
+                "min_alphanumeric_fraction"):
+        if not 0.0 <= getattr(q, key) <= 1.0:
+            raise ConfigError(f"data.filters.{key}: must be in [0, 1], got {getattr(q, key)}")
+    for key in ("top_ngram_n", "duplicate_ngram_n", "max_line_length", "max_mean_line_length"):
+        if getattr(q, key) < 1:
+            raise ConfigError(f"data.filters.{key}: must be >= 1, got {getattr(q, key)}")
+    one_of("data.decontaminate.action", c.action, DECONTAMINATION_ACTIONS)
+    if c.ngram < 1:
+        raise ConfigError(f"data.decontaminate.ngram: must be >= 1, got {c.ngram}")
+    if any(not pattern for pattern in c.eval_files):
+        raise ConfigError("data.decontaminate.eval_files: an entry is empty")
 
 
 # A source name becomes part of counter and property names (source_<name>_documents_train).

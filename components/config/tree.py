@@ -13,11 +13,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+# The data section's cleaning sub-sections (re-exported: the whole tree is importable from here).
+from components.config.cleaning import (DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES,  # noqa: F401
+                                        QUALITY_FILTERS, DecontaminationConfig, NearDedupConfig,
+                                        QualityFilterConfig)
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "jsonl", "parquet", "tfrecord")
 DOCUMENT_MODES = ("file", "record", "separator")
-DEDUP_MODES = ("exact", "none")
+DEDUP_MODES = ("exact", "near", "none")
 NEWLINE_MODES = ("normalize", "keep")
 REMAT_MODES = ("none", "blocks")
 ARCHS = ("gpt2", "llama")
@@ -92,8 +97,10 @@ class DataConfig:
     eval_fraction: float = 0.05
     split_salt: str = ""
     # `exact`: documents with the same normalized text (components/corpus/documents.py) are
-    # packed once, the others counted as documents_skipped_duplicate; `none`: all are packed
-    # (they still share a split: the split is by content).
+    # packed once, the others counted as documents_skipped_duplicate; `near`: exact, then
+    # near-duplicates (MinHash LSH, data.near_dedup) packed once per cluster, the others counted
+    # as documents_skipped_near_duplicate; `none`: all are packed (they still share a split:
+    # the split is by content).
     dedup: str = "exact"
     # CRLF in data.document=separator and record modes: `normalize` turns every CRLF into LF
     # before the text is split or packed (a CRLF file then splits on a separator written with
@@ -117,6 +124,12 @@ class DataConfig:
     # source named `default` made of data.input, exclude, format, document, separator and
     # text_field with weight 1 (those six settings are not read when sources are given).
     sources: tuple[SourceConfig, ...] = ()
+    # data.dedup=near: MinHash LSH settings (components/corpus/minhash.py).
+    near_dedup: NearDedupConfig = field(default_factory=NearDedupConfig)
+    # Heuristic quality filters (components/corpus/quality.py): none enabled by default.
+    filters: QualityFilterConfig = field(default_factory=QualityFilterConfig)
+    # Evaluation text kept out of training (components/corpus/contamination.py).
+    decontaminate: DecontaminationConfig = field(default_factory=DecontaminationConfig)
 
     def mixture(self) -> tuple[SourceConfig, ...]:
         """The sources this config reads: data.sources, or the one source data.input stands for.

@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
+from components.config.cleaning import QUALITY_FILTERS
+
 # Quarantine reasons. File-level (the file is not opened or not read at all):
 NOT_REGULAR, UNREADABLE = "not_regular_file", "unreadable"
 FILE_REASONS = (NOT_REGULAR, UNREADABLE)
@@ -31,8 +33,19 @@ EMPTY, BINARY, NOT_UTF8, TOO_LARGE = "empty", "binary", "not_utf8", "too_large"
 INVALID_JSON, MISSING_FIELD, NOT_STRING = "invalid_json", "missing_field", "not_string"
 TRUNCATED = "truncated_input"  # a gzip stream that ends early or is corrupt; an I/O error mid-read
 DUPLICATE = "duplicate"        # data.dedup=exact: same content_key as an earlier document (counted only)
+# data.dedup=near: in a MinHash LSH cluster whose representative (named in the manifest) is packed.
+NEAR_DUPLICATE = "near_duplicate"
+# data.decontaminate: shares an n-gram with an evaluation set (components/corpus/contamination.py).
+CONTAMINATED = "contaminated"
+# data.filters: failed the named quality filter (components/corpus/quality.py).
+FILTER_REASONS = tuple(f"filter_{name}" for name in QUALITY_FILTERS)
 DOCUMENT_REASONS = (EMPTY, BINARY, NOT_UTF8, TOO_LARGE, INVALID_JSON, MISSING_FIELD, NOT_STRING,
-                    TRUNCATED, DUPLICATE)
+                    TRUNCATED, DUPLICATE, NEAR_DUPLICATE, CONTAMINATED) + FILTER_REASONS
+
+
+def filter_reason(name: str) -> str:
+    """The quarantine reason of a document failing quality filter `name`."""
+    return f"filter_{name}"
 
 
 class Document(NamedTuple):

@@ -24,7 +24,8 @@ from components.common.digest import code_digest
 from components.common.listing import (LISTING_FILE, UNRESOLVED, list_sources, listing_records,
                                        sources_fingerprint)
 from components.common.errors import BigtrainError
-from components.corpus import documents
+from components.corpus import documents, minhash
+from components.corpus.screen import screen_for
 from components.corpus.split_documents import reader_config
 from components.text_example_gen import mixture, shards, transforms
 from components.tokenizer import artifact as tokenizer_artifact
@@ -46,7 +47,25 @@ def counters_from_metrics(result, sources: tuple[str, ...] = ()) -> dict[str, in
         counters[name] = counters.get(name, 0) + int(value or 0)
     names = list(transforms.COUNTER_NAMES) + [
         key for source in sources for key in mixture.counter_names(source)]
-    return {name: counters.get(name, 0) for name in names}
+    per_eval_set = {name: value for name, value in sorted(counters.items())
+                    if name.startswith(transforms.EVAL_SET_COUNTER)}
+    return dict({name: counters.get(name, 0) for name in names}, **per_eval_set)
+
+
+def cleaning_properties(data, screen) -> dict:
+    """What the cleaning steps were, for MLMD and counters.json: the near-dedup parameters
+    (data.dedup=near), the enabled filters and the evaluation sets (their files included), so
+    the report can name every step beside its counts."""
+    out = {"dedup": data.dedup, "quality_filters": json.dumps(list(data.filters.enabled))}
+    if data.dedup == "near":
+        params = minhash.params_of(data.near_dedup)
+        out["near_dedup"] = json.dumps(dict(params._asdict(), threshold=data.near_dedup.threshold),
+                                       sort_keys=True)
+    if screen is not None and screen.eval_sets:
+        out["decontamination_eval_sets"] = json.dumps(
+            [{"name": name, "files": list(files)} for name, files in screen.eval_sets])
+        out["decontamination"] = json.dumps({"ngram": screen.ngram, "action": screen.action})
+    return out
 
 
 def check_accounting(counters: dict[str, int], files_listed: int, manifest: str, *,
@@ -152,6 +171,18 @@ def sources_summary(listed, counters: dict[str, int], spans: dict[str, dict]) ->
             for source, root, files in listed]
 
 
+def data_stage(data, listed, output_dir: str, tokenizer_dir: str | None,
+               screen) -> transforms.TextToTFRecordShards:
+    """The whole stage's transform for a DataConfig and its listed sources (list_sources)."""
+    return transforms.TextToTFRecordShards(
+        [], output_dir, reader_config=reader_config(data), seq_len=data.seq_len,
+        eval_fraction=data.eval_fraction, split_salt=data.split_salt,
+        train_shards=data.train_shards, eval_shards=data.eval_shards,
+        gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup,
+        sources=source_specs(data, listed), near_dedup=minhash.params_of(data.near_dedup),
+        screen=screen, filters=data.filters.enabled)
+
+
 class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
     """Unpacks the config, runs TextToTFRecordShards, records counters on the artifact."""
 
@@ -175,13 +206,10 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 
+        screen = screen_for(data)
         beam_pipeline = self._make_beam_pipeline()
-        _ = beam_pipeline | "TextToTFRecordShards" >> transforms.TextToTFRecordShards(
-            [], examples.uri, reader_config=reader_config(data), seq_len=data.seq_len,
-            eval_fraction=data.eval_fraction, split_salt=data.split_salt,
-            train_shards=data.train_shards, eval_shards=data.eval_shards,
-            gzip_level=data.gzip_level, tokenizer_dir=tokenizer_dir, dedup=data.dedup,
-            sources=source_specs(data, listed))
+        _ = beam_pipeline | "TextToTFRecordShards" >> data_stage(data, listed, examples.uri,
+                                                                 tokenizer_dir, screen)
         result = beam_pipeline.run()
         result.wait_until_finish()
         # The pieces live until the whole stage has committed its shards (a retried assembly
@@ -195,7 +223,8 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         sources = sources_summary(listed, counters, write_listing(listing, listed))
         record_outputs(examples, data, counters, dict(
             files_listed=files_listed, fingerprint=fingerprint, manifest=manifest,
-            listing=listing, sources=sources, tokenizer_dir=tokenizer_dir, loaded=loaded))
+            listing=listing, sources=sources, tokenizer_dir=tokenizer_dir, loaded=loaded,
+            cleaning=cleaning_properties(data, screen)))
 
 
 def record_outputs(examples, data, counters: dict[str, int], found: dict) -> None:
@@ -213,7 +242,7 @@ def record_outputs(examples, data, counters: dict[str, int], found: dict) -> Non
                  "document": ",".join(sorted({s["document"] for s in sources})),
                  "input_fingerprint": found["fingerprint"],
                  "quarantine_manifest": found["manifest"], "input_listing": found["listing"],
-                 "sources": json.dumps(sources, sort_keys=True)}
+                 "sources": json.dumps(sources, sort_keys=True), **found["cleaning"]}
     fs.write_text(os.path.join(examples.uri, COUNTERS_FILE), json.dumps(
         dict(summary, **dict(described, sources=sources)), indent=2, sort_keys=True))
     logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))

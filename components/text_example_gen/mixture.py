@@ -50,6 +50,18 @@ class SourceSpec(NamedTuple):
     filters: tuple[str, ...] | None = None
 
 
+def reading_of(sources: dict[str, SourceSpec], piece: readers.Piece,
+               reader: readers.ReaderConfig, filters: tuple[str, ...]
+               ) -> tuple[SourceSpec | None, readers.ReaderConfig, tuple[str, ...]]:
+    """A piece's source, the reader settings to read it with and the quality filters its
+    documents pass: its source's own, else the data-level `reader` and `filters`. The one rule
+    every pass over the units (exact and near dedup, the converter) applies."""
+    source = sources.get(piece.source)
+    if source is None:
+        return None, reader, filters
+    return source, source.reader, filters if source.filters is None else tuple(source.filters)
+
+
 def plan_mixture(sources: Iterable[tuple[SourceSpec, list[tuple[str, str]]]]) -> list[readers.Unit]:
     """Units of every source in config order (plan_units per source, each source's files with its
     own reader settings), numbered on across sources; each piece names its source. One source:

@@ -5,7 +5,9 @@
           ── AssembleShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz + quarantine.jsonl
 
 ConvertUnitFn streams one unit: read (readers.py) -> documents -> drop later copies of a document
-(FindDuplicates, data.dedup=exact) -> split by content (documents.py) -> pack
+(FindDuplicates, data.dedup=exact or near) -> drop near duplicates (cleaning.FindNearDuplicates,
+data.dedup=near) -> screen (quality filters, decontamination: corpus/screen.py) -> split by
+content (documents.py) -> pack
 (packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
 travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
 Every input byte is counted once: packed, quarantined (with its reason and location in
@@ -23,10 +25,12 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from components.config.cleaning import NearDedupConfig
 from components.corpus import documents as docs
-from components.corpus import readers
+from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
-from components.text_example_gen import mixture, packing, shards
+from components.corpus.screen import EVAL_SET_COUNTER, DocumentScreen, Verdict
+from components.text_example_gen import cleaning, mixture, packing, shards
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 
@@ -37,7 +41,7 @@ COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", 
                   "bytes_quarantined", "bytes_separators", "bytes_duplicate",
                   "sequences_train", "sequences_eval",
                   "tokens_real", "tokens_padding", "documents_repeated",
-                  "documents_sampled_out", "bytes_sampled_out"]
+                  "documents_sampled_out", "bytes_sampled_out", "documents_flagged_contaminated"]
                  + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
                  + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
 
@@ -78,21 +82,22 @@ class ConvertUnitFn(beam.DoFn):
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
                  tokenizer_dir: str | None = None,
-                 sources: dict[str, mixture.SourceSpec] | None = None):
+                 sources: dict[str, mixture.SourceSpec] | None = None,
+                 screen: DocumentScreen | None = None, filters: tuple[str, ...] = ()):
         """tokenizer_dir: a Tokenizer artifact's directory; each worker loads it once (setup) and
         tokenizes with it (only the path is pickled). None: `tokenize` (UTF-8 bytes).
         sources: {name: SourceSpec} of a mixture; a piece of a listed source is read with its
-        reader settings, packed by its weight and counted under its name (mixture.py); other
-        pieces are read with `config`, packed once and not counted per source."""
+        reader settings, screened with its filters, packed by its weight and counted under its
+        name (mixture.py); other pieces are read with `config`, packed once and not counted per
+        source. screen, filters: the per-document screen and the data-level quality filters."""
         self._config, self._output_dir, self._seq_len = config, output_dir, seq_len
         self._sources = dict(sources or {})
-        # Per source: the quality filter names of its documents (None: the data-level setting).
-        self._filters = {name: spec.filters for name, spec in self._sources.items()}
         self._gzip_level = gzip_level
         self._eval_fraction, self._salt = eval_fraction, split_salt
         self._num_shards, self._tokenize = dict(num_shards), tokenize
         self._tokenizer_dir = tokenizer_dir
         self._specials = (PAD_ID, BOS_ID, EOS_ID)
+        self._screen, self._filters = screen, tuple(filters)
         self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
         for name in self._sources:
             for key in mixture.counter_names(name):
@@ -110,10 +115,12 @@ class ConvertUnitFn(beam.DoFn):
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
             self._tokenizer_loaded = True
 
-    def process(self, unit: readers.Unit, duplicates=None):
-        """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates)."""
+    def process(self, unit: readers.Unit, duplicates=None, near_duplicates=None):
+        """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates);
+        near_duplicates: {unit index: [(ordinal, representative id)]} (FindNearDuplicates)."""
         self._load_tokenizer()
         later_copies = frozenset((duplicates or {}).get(unit.index, ()))
+        near = dict((near_duplicates or {}).get(unit.index, ()))
         ordinal = -1
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
@@ -121,15 +128,14 @@ class ConvertUnitFn(beam.DoFn):
         for piece in unit.pieces:
             out.counts["files_seen"] += piece.first
             file_problem = False
-            source = self._sources.get(piece.source)
-            for event in readers.read_piece(piece, source.reader if source else self._config):
+            source, reader, filters = mixture.reading_of(self._sources, piece, self._config,
+                                                         self._filters)
+            for event in readers.read_piece(piece, reader):
                 if isinstance(event, Document):
                     ordinal += 1
-                    if ordinal in later_copies:
-                        out.counts[f"documents_skipped_{docs.DUPLICATE}"] += 1
-                        out.counts["bytes_duplicate"] += event.source_bytes
-                        continue
-                    self._pack(out, packers, event, source)
+                    if self._keep(out, event, ordinal in later_copies, near.get(ordinal),
+                                  filters):
+                        self._pack(out, packers, event, source)
                 elif isinstance(event, Skipped):
                     file_problem = out.quarantine(event) or file_problem
                 elif isinstance(event, Separator):
@@ -143,6 +149,8 @@ class ConvertUnitFn(beam.DoFn):
             out.write(split, None, final=True)
         for name, value in out.counts.items():
             if value:
+                if name not in self._counters:
+                    self._counters[name] = Metrics.counter(NAMESPACE, name)
                 self._counters[name].inc(value)
         self._load_tokenizer()
         yield from out.close()
@@ -171,6 +179,29 @@ class ConvertUnitFn(beam.DoFn):
             for measure, value in (("documents", copies), ("bytes", copies * document.source_bytes),
                                    ("tokens", copies * tokens), ("unique", 1)):
                 out.counts[mixture.counter_name(source.name, measure, split)] += value
+
+    def _keep(self, out: "UnitWriter", event: Document, later_copy: bool,
+              representative: str | None, filters: tuple[str, ...]) -> bool:
+        """Whether to pack a document; a skip is counted and listed. Order: exact copies, near
+        duplicates (their cluster's pass already screened them), then the screen."""
+        if later_copy:
+            out.counts[f"documents_skipped_{docs.DUPLICATE}"] += 1
+            out.counts["bytes_duplicate"] += event.source_bytes
+            return False
+        if representative is not None:
+            out.quarantine(Skipped(event.id, docs.NEAR_DUPLICATE, event.source_bytes,
+                                   f"near duplicate of {representative}"),
+                           representative=representative)
+            return False
+        verdict = self.screen_document(event.text, filters)
+        if verdict is None:
+            return True
+        out.screened(event, verdict, self._screen.eval_set_names)
+        return verdict.keep
+
+    def screen_document(self, text: bytes, filters: tuple[str, ...]) -> Verdict | None:
+        """The one per-document screen: the named quality filters, then decontamination."""
+        return None if self._screen is None else self._screen.check(text, filters)
 
 
 class UnitWriter:
@@ -215,16 +246,30 @@ class UnitWriter:
         self.counts["tokens_padding"] += padding
         self.counts["tokens_real"] += batch.size - padding
 
-    def quarantine(self, event: Skipped) -> bool:
-        """Count a skipped file or document and record it in the manifest; True for a file."""
+    def quarantine(self, event: Skipped, **extra) -> bool:
+        """Count a skipped file or document and record it in the manifest (with `extra` fields);
+        True for a file."""
         is_file = event.reason in docs.FILE_REASONS
         if is_file:
             self.counts[f"files_skipped_{event.reason}"] += 1
         else:
             self.counts[f"documents_skipped_{event.reason}"] += event.records
         self.counts["bytes_quarantined"] += event.bytes
-        self.manifest.write(event.record())
+        self.manifest.write(dict(event.record(), **extra))
         return is_file
+
+    def screened(self, event: Document, verdict: Verdict, eval_sets: tuple[str, ...]) -> None:
+        """A document the screen skipped (quarantined) or flagged (packed, listed with
+        "packed": true, its bytes not quarantined)."""
+        for name in verdict.eval_sets:
+            counter = f"{EVAL_SET_COUNTER}{eval_sets.index(name)}"
+            self.counts[counter] = self.counts.get(counter, 0) + 1
+        skipped = Skipped(event.id, verdict.reason, event.source_bytes, verdict.detail)
+        if not verdict.keep:
+            self.quarantine(skipped)
+            return
+        self.counts[f"documents_flagged_{verdict.reason}"] += 1
+        self.manifest.write(dict(skipped.record(), packed=True))
 
     def close(self):
         """Close every piece; yields ((kind, split, shard), (unit index, piece path))."""
@@ -300,15 +345,17 @@ class FindDuplicates(beam.PTransform):
 
 class ConvertUnits(beam.PTransform):
     """PCollection[Unit] -> piece records, one per piece file written. duplicates: the output of
-    FindDuplicates (data.dedup=exact), or None to pack every document."""
+    FindDuplicates (data.dedup=exact or near), or None to pack every copy; near_duplicates: the
+    output of cleaning.FindNearDuplicates (data.dedup=near) or None."""
 
-    def __init__(self, fn: ConvertUnitFn, duplicates=None):
+    def __init__(self, fn: ConvertUnitFn, duplicates=None, near_duplicates=None):
         super().__init__()
-        self._fn, self._duplicates = fn, duplicates
+        self._fn, self._duplicates, self._near = fn, duplicates, near_duplicates
 
     def expand(self, units):
-        side = {} if self._duplicates is None else {
-            "duplicates": beam.pvalue.AsDict(self._duplicates)}
+        side = {name: beam.pvalue.AsDict(collection) for name, collection in
+                (("duplicates", self._duplicates), ("near_duplicates", self._near))
+                if collection is not None}
         return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn, **side)
 
 
@@ -338,27 +385,37 @@ class TextToTFRecordShards(beam.PTransform):
                  gzip_level: int = shards.GZIP_LEVEL,
                  tokenize: Callable[[bytes], np.ndarray] = encode_bytes,
                  tokenizer_dir: str | None = None, dedup: str = "exact",
-                 sources: list[tuple[mixture.SourceSpec, list[tuple[str, str]]]] | None = None):
+                 sources: list[tuple[mixture.SourceSpec, list[tuple[str, str]]]] | None = None,
+                 near_dedup: minhash.MinHashParams | None = None,
+                 screen: DocumentScreen | None = None, filters: tuple[str, ...] = ()):
         """sources: a mixture, [(SourceSpec, its files)] in config order (`files` and
         `reader_config` then only read pieces outside it: none); None: `files`, read with
-        `reader_config`, packed once each."""
+        `reader_config`, packed once each. dedup: exact | near | none; near_dedup: MinHash
+        parameters (data.near_dedup's defaults when None); screen, filters: the per-document
+        screen (corpus/screen.py) and the data-level quality filters."""
         super().__init__()
         self._units = (mixture.plan_mixture(sources) if sources is not None
                        else readers.plan_units(files, reader_config))
         self._sources = {spec.name: spec for spec, _ in sources or ()}
         self._reader_config, self._dedup = reader_config, dedup
+        self._near_dedup = near_dedup or minhash.params_of(NearDedupConfig())
+        self._screen, self._filters = screen, tuple(filters)
         num_shards = {"train": train_shards, "eval": eval_shards}
         self._convert = ConvertUnitFn(reader_config, output_dir, seq_len=seq_len,
                                       eval_fraction=eval_fraction, split_salt=split_salt,
                                       num_shards=num_shards, gzip_level=gzip_level,
                                       tokenize=tokenize, tokenizer_dir=tokenizer_dir,
-                                      sources=self._sources)
+                                      sources=self._sources, screen=screen,
+                                      filters=self._filters)
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
         units = pbegin | "PlanUnits" >> beam.Create(self._units)
         duplicates = (units | "FindDuplicates" >> FindDuplicates(self._reader_config, self._sources)
-                      if self._dedup == "exact" else None)
+                      if self._dedup in ("exact", "near") else None)
+        near = (units | "FindNearDuplicates" >> cleaning.FindNearDuplicates(
+            self._reader_config, self._near_dedup, duplicates, self._screen, self._filters,
+            self._sources) if self._dedup == "near" else None)
         return (units
-                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates)
+                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates, near)
                 | "AssembleShards" >> self._assemble)

@@ -227,7 +227,7 @@ def read_samples(data, output_dir: str, make_pipeline: Callable[[], beam.Pipelin
     _ = pipeline | "SampleDocuments" >> SampleDocuments(
         [], staging, config=reader_config(data), sources=sources, eval_fraction=data.eval_fraction,
         split_salt=data.split_salt, max_bytes=data.tokenizer_sample_bytes,
-        dedup=getattr(data, "dedup", "exact") == "exact")
+        dedup=getattr(data, "dedup", "exact") in ("exact", "near"))  # near: exact first
     pipeline.run().wait_until_finish()
     figures = json.loads(fs.read_text(fs.join(staging, "figures.json")))
     samples = {}

@@ -9,11 +9,11 @@ when it is written long after the run."""
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass, field
 
 from ml_metadata.proto import metadata_store_pb2
 
+from components.corpus.screen import EVAL_SET_COUNTER
 from components.tuner import summary as tuning_summary
 from pipeline.lineage import record
 from pipeline.lineage.store import ABANDONED, Lineage, changed_parameters, properties
@@ -177,7 +177,9 @@ DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
                  "documents_skipped_binary", "documents_skipped_not_utf8",
                  "documents_skipped_too_large", "documents_skipped_invalid_json",
                  "documents_skipped_missing_field", "documents_skipped_not_string",
-                 "documents_skipped_truncated_input", "documents_skipped_duplicate", "bytes_read",
+                 "documents_skipped_truncated_input", "documents_skipped_duplicate",
+                 "documents_skipped_near_duplicate", "documents_skipped_contaminated",
+                 "documents_flagged_contaminated", "bytes_read",
                  "bytes_packed", "bytes_quarantined", "bytes_separators", "bytes_duplicate",
                  "documents_sampled_out", "bytes_sampled_out", "documents_repeated",
                  "sequences_train", "sequences_eval",
@@ -259,6 +261,22 @@ def _section(title: str, props: dict, names) -> list[str]:
     return lines
 
 
+def cleaning_lines(examples: dict) -> list[str]:
+    """The data stage's cleaning steps with their counts: dedup mode (and the near-dedup
+    parameters), each enabled quality filter, each evaluation set checked for contamination."""
+    lines = []
+    if examples.get("dedup"):
+        lines.append(f"  {'dedup':<26} {examples['dedup']}" + (
+            f" {examples['near_dedup']}" if examples.get("near_dedup") else ""))
+    for name in json.loads(examples.get("quality_filters") or "[]"):
+        lines.append(f"  {'filter ' + name:<26} {examples.get(f'documents_skipped_filter_{name}', 0)} skipped")
+    for i, entry in enumerate(json.loads(examples.get("decontamination_eval_sets") or "[]")):
+        count = examples.get(f"{EVAL_SET_COUNTER}{i}", 0)
+        lines.append(f"  {'contaminated by eval set':<26} {count} ({entry['name']}, "
+                     f"{len(entry['files'])} files)")
+    return lines
+
+
 def variants_section(evaluation: dict) -> list[str]:
     """Exported variants measured on the same eval sequences: loss, delta vs float (paired
     batch by batch, with its standard error and the batches it was measured on), size,
@@ -319,6 +337,7 @@ def format_report(report: RunReport) -> str:
     if "files_listed" in examples:
         lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
+        lines += cleaning_lines(examples)
         lines += sources_section(examples)
     lines += tuning_summary.trials_table(report.output("TunerResults"))
     model = next((s.outputs["Model"] for s in report.stages if not reemits(s.node)

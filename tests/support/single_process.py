@@ -26,7 +26,7 @@ def read_split_documents(data, skipped: collections.Counter | None = None
     configs = {name: config for name, config, _ in listed}
     # data.dedup=exact: the first copy in reading order (the one the data stage packs) is kept.
     # Memory: one 32-byte digest per distinct document (the Beam stage keeps them in its shuffle).
-    seen: set[bytes] | None = set() if getattr(data, "dedup", "exact") == "exact" else None
+    seen: set[bytes] | None = set() if getattr(data, "dedup", "exact") in ("exact", "near") else None
     for unit in readers.plan_sources(listed):
         for piece in unit.pieces:
             for event in readers.read_piece(piece, configs[piece.source]):

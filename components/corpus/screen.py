@@ -1,0 +1,71 @@
+"""The per-document screen of the data stage: quality filters, then decontamination, in one call
+(`DocumentScreen.check`), so the converter and the near-duplicate pass skip the same documents.
+
+A verdict names the reason a document is skipped (`filter_<name>` or `contaminated`) with a
+detail for the quarantine manifest; with data.decontaminate.action=flag a contaminated document
+is kept (verdict.keep) and only listed. The filter set is an argument of each call: each
+document may be screened by its own source's filters.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from components.corpus import contamination, quality
+from components.corpus.documents import CONTAMINATED, filter_reason
+
+
+# The data stage's counter of contaminated documents (removed or flagged) per evaluation set: the
+# i-th entry of data.decontaminate.eval_files; a document may count for several sets.
+EVAL_SET_COUNTER = "documents_contaminated_eval_set_"
+
+
+class Verdict(NamedTuple):
+    reason: str
+    detail: str
+    keep: bool = False          # flagged, still packed
+    eval_sets: tuple[str, ...] = ()
+
+
+class DocumentScreen:
+    """Quality thresholds and resolved evaluation sets; pickled with paths only (each worker
+    builds the n-gram index on its first check)."""
+
+    def __init__(self, thresholds, eval_sets: tuple[tuple[str, tuple[str, ...]], ...] = (),
+                 ngram: int = 13, action: str = "remove"):
+        self.thresholds, self.eval_sets, self.ngram, self.action = thresholds, eval_sets, ngram, action
+        self._index: contamination.EvalIndex | None = None
+
+    def __getstate__(self):
+        return dict(self.__dict__, _index=None)
+
+    @property
+    def eval_set_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.eval_sets)
+
+    def index(self) -> contamination.EvalIndex:
+        if self._index is None:
+            self._index = contamination.build_index(self.eval_sets, self.ngram)
+        return self._index
+
+    def check(self, text: bytes, filters: tuple[str, ...]) -> Verdict | None:
+        """Why text is skipped (or flagged), or None to pack it. text: valid UTF-8."""
+        if filters:
+            failed = quality.failing_filter(text.decode("utf-8"), filters, self.thresholds)
+            if failed is not None:
+                return Verdict(filter_reason(failed), f"quality filter {failed}")
+        if self.eval_sets:
+            sets = self.index().matches(text)
+            if sets:
+                return Verdict(CONTAMINATED, f"shares a {self.ngram}-gram with "
+                               + ", ".join(sets), keep=self.action == "flag", eval_sets=sets)
+        return None
+
+
+def screen_for(data) -> DocumentScreen | None:
+    """The screen of a DataConfig (eval globs resolved now), or None when it screens nothing."""
+    patterns = data.decontaminate.eval_files
+    if not data.filters.enabled and not patterns:
+        return None
+    return DocumentScreen(data.filters, contamination.resolve_eval_sets(patterns),
+                          data.decontaminate.ngram, data.decontaminate.action)

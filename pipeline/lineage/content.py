@@ -24,7 +24,9 @@ STEP_PREFIXES = ("files_skipped_", "documents_skipped_")
 # Mixture sampling: documents the weights left out or packed more than once (mixture.py).
 SAMPLING_COUNTERS = ("documents_sampled_out", "documents_repeated")
 # Where a decontamination stage records what it checked (any property named so is shown).
-DECONTAMINATION_PREFIXES = ("decontaminat", "contaminat")
+DECONTAMINATION_PREFIXES = ("decontaminat", "contaminat", "documents_contaminated_eval_set_")
+# The data stage's cleaning settings (JSON strings on the Examples), shown beside the counts.
+CLEANING_SETTINGS = ("dedup", "near_dedup", "quality_filters")
 TOTALS = ("files_listed", "files_read", "bytes_read", "documents_packed", "bytes_packed",
           "tokens_real", "sequences_train", "sequences_eval")
 
@@ -104,7 +106,16 @@ def data_content(examples: dict, settings: dict) -> dict:
                 decontamination[name] = json.loads(value) if isinstance(value, str) else value
             except ValueError:
                 decontamination[name] = value
+    cleaning = {}
+    for name in CLEANING_SETTINGS:
+        value = examples.get(name, settings.get(name))
+        if value is not None:
+            try:
+                cleaning[name] = json.loads(value) if name != "dedup" else value
+            except ValueError:
+                cleaning[name] = value
     return {"sources": sources, "formats": sorted({str(s.get("format")) for s in sources}),
+            "cleaning": cleaning,
             "totals": {name: examples.get(name) for name in TOTALS},
             "dedup": settings.get("dedup"), "steps": steps, "decontamination": decontamination}
 

@@ -247,7 +247,10 @@ def summary_markdown(result: dict) -> str:
                      f"{_date(s.get('last_mtime'))} | {s.get('weight')} | {s.get('epochs', '-')} "
                      f"| {_per_split(s, 'documents')} | {_per_split(s, 'bytes')} "
                      f"| {_per_split(s, 'tokens')} |")
-    lines += ["", "## Filters, deduplication and sampling", "", "| step | count |", "|---|---|"]
+    lines += ["", "## Filters, deduplication and sampling", ""]
+    lines += [f"- {k}: {json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v}"
+              for k, v in result.get("cleaning", {}).items()]
+    lines += ["", "| step | count |", "|---|---|"]
     lines += [f"| {step['step']}" + (f" (data.dedup={step['dedup']})" if step["dedup"] else "")
               + f" | {step['count']} |" for step in result["steps"]]
     lines += ["", "## Totals", ""] + [f"- {k}: {v}" for k, v in result["totals"].items()]

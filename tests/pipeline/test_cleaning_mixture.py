@@ -126,3 +126,7 @@ def test_summary_names_every_step_with_its_count(runs):
     for step in ("near_duplicate", "filter_word_count", "filter_duplicate_lines", "contaminated"):
         assert f"documents_skipped_{step}" in text
     assert "eval_set.txt" in text
+    assert '- quality_filters: ["word_count", "duplicate_lines"]' in text
+    assert "- near_dedup: " in text and '"threshold": 0.7' in text
+    assert result["decontamination"]["documents_contaminated_eval_set_0"] == figures[
+        "documents_contaminated_eval_set_0"] >= 1

@@ -80,6 +80,7 @@ def test_without_rollback_the_poison_ruins_the_run(clean, shards, tmp_path, monk
     assert eval_loss(ruined, shards) - eval_loss(clean, shards) > 10 * TOLERANCE_NATS
 
 
+@pytest.mark.slow   # three trainings per case
 @pytest.mark.parametrize("input_state", ["restored", "read forward"])
 def test_resume_after_a_rollback_is_exact(shards, tmp_path, monkeypatch, input_state):
     poisoning(monkeypatch, POISONED_STEP)

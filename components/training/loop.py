@@ -86,6 +86,13 @@ def is_chief(strategy) -> bool:
     return resolver.task_type == "worker" and resolver.task_id == 0
 
 
+def worker_count(strategy) -> int:
+    """The processes of a multi-worker cluster (TF_CONFIG's chief and workers); 1 otherwise."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    return max(1, len(cluster.get("chief", [])) + len(cluster.get("worker", [])))
+
+
 def _log(message: str, *args) -> None:
     LOGGER.info(message, *args)
 
@@ -308,7 +315,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
             strategy, train_files, config, checkpoint_dir, resumed_from,
             start_position=resumed_from + _value(state.skipped_batches)) as feed:
         run = StepRun(t, state, step_fn, feed, window, checkpoint, manager, stop, strategy,
-                      workers=getattr(strategy.extended, "_num_workers", 1))
+                      workers=worker_count(strategy))
         try:
             loss = _run_steps(run, resumed_from, fault_at_step)
         finally:

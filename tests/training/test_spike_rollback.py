@@ -26,9 +26,10 @@ ROLLBACK = ("train.train_steps=16", "train.checkpoint_every=4", "train.log_every
 TOLERANCE_NATS = 0.05
 
 
-def poisoning(monkeypatch, at_call: int | None):
+def poisoning(monkeypatch, at_call: int | None, factor: float = 8.0):
     """loop.make_train_step whose step number `at_call` (of this process) first multiplies every
-    weight by 8: a finite loss many times the median, and weights a few steps cannot repair."""
+    weight by `factor` (8: a finite loss many times the median, and weights a few steps cannot
+    repair; NaN: every later step non-finite)."""
     real_make = loop.make_train_step
 
     def make(model, *args, **kwargs):
@@ -38,7 +39,7 @@ def poisoning(monkeypatch, at_call: int | None):
             calls[0] += 1
             if calls[0] == at_call:
                 for variable in model.trainable_variables:
-                    variable.assign(variable * 8.0)
+                    variable.assign(variable * factor)
             return step_fn(iterator)
         return poisoned
     monkeypatch.setattr(loop, "make_train_step", make)
@@ -78,6 +79,21 @@ def test_without_rollback_the_poison_ruins_the_run(clean, shards, tmp_path, monk
     ruined = run(tmp_path, shards, "ruined", "train.spike_rollback=false")
     assert ruined.rollbacks == 0
     assert eval_loss(ruined, shards) - eval_loss(clean, shards) > 10 * TOLERANCE_NATS
+
+
+def test_non_finite_steps_up_to_the_limit_roll_back_instead_of_ending_the_run(shards, tmp_path,
+                                                                             monkeypatch):
+    """NaN weights before step 6: steps 6 and 7 are skipped (non-finite), the limit of 2 in a
+    row is reached at 7: back to step 4, batches 5-7 skipped. Rollback off: TrainingDiverged."""
+    poisoning(monkeypatch, 6, factor=float("nan"))
+    limit = ("train.train_steps=10", "train.max_consecutive_skipped=2")
+    rolled = run(tmp_path, shards, "nan", *limit)
+    assert (rolled.rollbacks, rolled.skipped_batches, rolled.steps) == (1, 3, 10)
+    assert np.isfinite(rolled.final_loss)
+    assert all(np.isfinite(w).all() for w in rolled.model.get_weights())
+    poisoning(monkeypatch, 6, factor=float("nan"))
+    with pytest.raises(loop.TrainingDiverged, match="steps 6-7: 2 steps in a row"):
+        run(tmp_path, shards, "nan_off", *limit, "train.spike_rollback=false")
 
 
 @pytest.mark.slow   # three trainings per case

@@ -8,6 +8,8 @@ import traceback
 
 from ml_metadata.proto import metadata_store_pb2
 
+from components.common.errors import TrainingPreempted
+
 RUN_DIR, RUN_LOG, CONFIG_DIGEST = "bigtrain_run_dir", "bigtrain_log", "bigtrain_config_digest"
 ERROR, ERROR_TYPE, TRACEBACK = "bigtrain_error", "bigtrain_error_type", "bigtrain_traceback"
 # On an execution a dead process left RUNNING: who found it and when (see mark_abandoned).
@@ -38,7 +40,6 @@ def root_cause(exc: BaseException) -> BaseException:
 
 def is_preempted(exc: BaseException | None) -> bool:
     """True when the run stopped on a preemption signal (TrainingPreempted in its cause chain)."""
-    from components.common.errors import TrainingPreempted
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -2,6 +2,8 @@
 
 `train()` is a plain function: run_fn calls it, and so do the tests (which inject a fault at a
 step to prove that resuming from the last checkpoint ends exactly where an uninterrupted run ends).
+It also stops on SIGTERM/SIGINT with a checkpoint (stopping.py) and, with train.spike_rollback,
+rolls a loss spike back to the last checkpoint (_roll_back; the rule in spikes.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from components import config as config_lib
 from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
-from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError
+from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
+                                      DiskFullError)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
@@ -201,6 +202,8 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
         name, message = record.error_message(err)
         failure, error = (EXIT_FAILED, f"{name}: {message}"), err
+        if record.is_preempted(err):   # recorded `preempted`; the next run resumes it
+            failure = (EXIT_PREEMPTED, message)
     if metadata_lib.store_exists(config):
         _record_run(config, plan, error)
     if error is not None and is_disk_full(error):
@@ -213,6 +216,10 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
             f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "
             f"file(s) pruned; earlier artifacts, checkpoints and pushed models are intact. Free "
             f"space and run again (training resumes from its last complete checkpoint)")
+    if failure and failure[0] == EXIT_PREEMPTED:
+        print(f"\nrun PREEMPTED: {failure[1]}\n(`bigtrain run` with the same config resumes the "
+              f"Trainer there; earlier stages come from the cache)", file=sys.stderr)
+        return failure[0]
     if failure:
         print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
               file=sys.stderr)

@@ -15,7 +15,9 @@ EXIT_STORE = 5        # the metadata store is missing, corrupt, truncated, locke
 EXIT_HOME = 6         # the home is missing (reads), not a directory, or not writable
 EXIT_DISK_FULL = 7    # no space left while writing shards, checkpoints or models
 EXIT_OBJECT_STORE = 8  # an object store (s3://, gs://) is unreachable, or the bucket or credentials are wrong
-EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
+EXIT_PREEMPTED = 75   # training stopped on SIGTERM/SIGINT after writing a checkpoint: run again
+#                       to resume (75 is sysexits.h's EX_TEMPFAIL: "try again later")
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside training, or a second one during training
 
 
 class BigtrainError(Exception):
@@ -54,3 +56,9 @@ class NonFiniteError(BigtrainError):
     """A stage produced a NaN or infinite figure (a diverged loss): it fails naming the figure,
     and nothing non-finite reaches ML Metadata (components/common/figures.py)."""
     exit_code = EXIT_FAILED
+
+
+class TrainingPreempted(BigtrainError):
+    """SIGTERM or SIGINT reached training: the step in flight finished, a checkpoint with its
+    input state was written, and the run stops so that the next one resumes exactly there."""
+    exit_code = EXIT_PREEMPTED

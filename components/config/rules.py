@@ -251,6 +251,11 @@ def validate_model_and_train(config: Config) -> None:
     if t.max_consecutive_skipped < 1:
         raise ConfigError(f"train.max_consecutive_skipped: must be >= 1, got "
                           f"{t.max_consecutive_skipped}")
+    if not t.spike_factor > 1.0:   # NaN fails too
+        raise ConfigError(f"train.spike_factor: must be > 1 (a multiple of the median loss), "
+                          f"got {t.spike_factor}")
+    if t.spike_window < 1:
+        raise ConfigError(f"train.spike_window: must be >= 1, got {t.spike_window}")
     if m.d_model % m.n_head:
         raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.n_head ({m.n_head})")
     validate_arch(m)

@@ -203,8 +203,15 @@ class TrainConfig:
     # Gradient checkpointing: `blocks` recomputes each Transformer block in the backward pass
     # (activation memory ~ one block instead of all; ~1/3 more compute).
     remat: str = "none"
-    # Consecutive non-finite (skipped) steps after which the run stops with an error.
+    # Consecutive non-finite (skipped) steps after which the run stops with an error (with
+    # spike_rollback: after which it rolls back).
     max_consecutive_skipped: int = 50
+    # Loss-spike rollback (docs/training.md, "Loss spikes"): a finite loss above spike_factor x
+    # the median of the last spike_window losses, or max_consecutive_skipped non-finite steps in
+    # a row, restores the last checkpoint and skips the batches read since it.
+    spike_rollback: bool = False
+    spike_factor: float = 2.0
+    spike_window: int = 50
     # AdamW decays Dense kernels always, biases and LayerNorms never, embeddings when this is true.
     decay_embeddings: bool = True
     # Warm start (fine-tuning): `none`, `latest_blessed` (the newest blessed Model in MLMD) or a

@@ -40,8 +40,14 @@ class InputFeed:
     """with InputFeed(..., start_step) as feed: per segment, feed.release(steps), then `steps` x
     next(feed.iterator); after the segment's checkpoint, feed.save(step, kept)."""
 
-    def __init__(self, strategy, file_patterns, config, checkpoint_dir: str, start_step: int = 0):
+    def __init__(self, strategy, file_patterns, config, checkpoint_dir: str, start_step: int = 0,
+                 start_position: int | None = None):
+        """start_position: the global batches read before start_step's (default start_step; more
+        after spike rollbacks skipped batches), where a source with no saved state reads on to."""
         self.checkpoint_dir, self.cache = checkpoint_dir, config.train.cache_dataset
+        position = start_step if start_position is None else start_position
+        # The last point whose source state is reproducible: (step, input position).
+        self.reproducible = (start_step, position)
         plan = input_lib.plan(file_patterns, config.train.global_batch_size,
                               config.train.input_streams)
         self.tickets = tf.queue.FIFOQueue(2**30, dtypes=[tf.int64], shapes=[[]])
@@ -52,8 +58,9 @@ class InputFeed:
         def replica_batches(context):       # called once per worker, with its InputContext
             layout = layout_of(plan, config, context)
             source = open_source(plan, config, context, start_step,
-                                 checkpoints.input_state_prefix(checkpoint_dir, layout, start_step))
-            opened.update(source=source, layout=layout,
+                                 checkpoints.input_state_prefix(checkpoint_dir, layout, start_step),
+                                 position)
+            opened.update(source=source, layout=layout, context=context,
                           local=context.num_replicas_in_sync // context.num_input_pipelines)
             # A ticket per pull; STOP ends the dataset cleanly (a closed queue would make every
             # further pull an error, and the puller would retry for ever).
@@ -62,17 +69,39 @@ class InputFeed:
         self.iterator = iter(strategy.distribute_datasets_from_function(replica_batches))
         self.source, self.layout, self.local_replicas = (opened["source"], opened["layout"],
                                                          opened["local"])
+        self.plan, self.config, self.context = plan, config, opened["context"]
 
     def release(self, steps: int) -> None:
         """Let the input run `steps` more steps ahead (up to the next checkpoint step)."""
         self.tickets.enqueue_many([tf.zeros([steps * self.local_replicas], tf.int64)])
 
-    def save(self, step: int, kept_checkpoints: list[str]) -> None:
-        """Save the source's state after `step` (every released step consumed); drop the states
-        of steps whose checkpoints the CheckpointManager no longer keeps."""
+    def save(self, step: int, kept_checkpoints: list[str], position: int | None = None) -> None:
+        """Save the source's state after `step` (every released step consumed; `position`: the
+        global batches read by then, default step); drop the states of steps whose checkpoints
+        the CheckpointManager no longer keeps."""
+        self.reproducible = (step, step if position is None else position)
+        self._write(self.source, step, kept_checkpoints)
+
+    def save_between(self, step: int, position: int, kept_checkpoints: list[str]) -> None:
+        """Save the state after `step` when the input may have run ahead of it (a preemption
+        between checkpoints: the released steps reach the next checkpoint step). The state is
+        rebuilt: a second source opened where the last saved state (or the opening) stands,
+        advanced to `position`. Costs reading at most checkpoint_every - 1 steps of input."""
         if self.cache:
             return
-        tf.train.Checkpoint(input=self.source).write(
+        base_step, base_position = self.reproducible
+        source = open_source(self.plan, self.config, self.context, base_step,
+                             checkpoints.input_state_prefix(self.checkpoint_dir, self.layout,
+                                                            base_step), base_position)
+        for _ in range((position - base_position) * self.local_replicas):
+            source.get_next()
+        self.reproducible = (step, position)
+        self._write(source, step, kept_checkpoints)
+
+    def _write(self, source, step: int, kept_checkpoints: list[str]) -> None:
+        if self.cache:  # the state would hold the cache: a resume reads forward instead
+            return
+        tf.train.Checkpoint(input=source).write(
             checkpoints.input_state_prefix(self.checkpoint_dir, self.layout, step))
         checkpoints.prune_input_states(self.checkpoint_dir, self.layout,
                                        {checkpoints.step_of(kept) for kept in kept_checkpoints})
@@ -97,9 +126,10 @@ class InputFeed:
         self.close()
 
 
-def open_source(plan, config, context, start_step: int, state: str):
+def open_source(plan, config, context, start_step: int, state: str, position: int | None = None):
     """This worker's plain iterator at start_step: restored from `state` when it exists, else
-    reading forward."""
+    reading forward `position` global batches (default start_step)."""
+    position = start_step if position is None else position
     data, t = config.data, config.train
     share = input_lib.worker_share(t.global_batch_size, plan.streams,
                                    context.num_input_pipelines, context.input_pipeline_id)
@@ -109,15 +139,15 @@ def open_source(plan, config, context, start_step: int, state: str):
                 context.num_input_pipelines, share.first, share.stop - 1)
     restore = bool(start_step) and not t.cache_dataset and fs.exists(state + ".index")
     source = iter(input_lib.worker_batches(
-        plan, data.seq_len, t.global_batch_size, context, start_step=0 if restore else start_step,
+        plan, data.seq_len, t.global_batch_size, context, start_step=0 if restore else position,
         shuffle_buffer=t.shuffle_buffer, seed=t.seed, cache=t.cache_dataset))
     if restore:
         tf.train.Checkpoint(input=source).read(state).assert_consumed()
         LOGGER.info("input: restored the iterator saved at step %d", start_step)
-    elif start_step:
+    elif position:
         LOGGER.info("input: %s: reading forward %d steps to the resume point",
                     "train.cache_dataset=true keeps no iterator state" if t.cache_dataset else
-                    f"no iterator state saved at step {start_step} for this layout", start_step)
+                    f"no iterator state saved at step {start_step} for this layout", position)
     return source
 
 

@@ -2,13 +2,15 @@
 
 `train()` is a plain function: run_fn calls it, and so do the tests (which inject a fault at a
 step to prove that resuming from the last checkpoint ends exactly where an uninterrupted run ends).
+It also stops on SIGTERM/SIGINT with a checkpoint (stopping.py) and, with train.spike_rollback,
+rolls a loss spike back to the last checkpoint (_roll_back; the rule in spikes.py).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
-import os
 import time
 from typing import Callable
 
@@ -22,17 +24,16 @@ from components.tokenizer.spec import token_spec
 from components.training import memory, pipeline_stages, zero
 from components.training.feed import InputFeed
 from components.training.schedule import make_schedule
-from components.training.spikes import SpikeMonitor
+from components.common.errors import TrainingPreempted
+from components.training.spikes import MAX_ROLLBACKS_TO_ONE_CHECKPOINT
+from components.training.stopping import StopRequest, agreed_stop
 from components.training.strategy import make_strategy
 from components.training.train_step import TrainState, make_optimizer, make_train_step
+from components.training.window import StepLog, StepWindow, TrainingDiverged
 
 
 class InjectedFault(RuntimeError):
     """Raised by train(fault_at_step=k) right after step k, before any later checkpoint."""
-
-
-class TrainingDiverged(RuntimeError):
-    """train.max_consecutive_skipped steps in a row had non-finite gradients."""
 
 
 # runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, measured.
@@ -67,6 +68,8 @@ class TrainResult:
     num_replicas: int
     loss_scale: float
     is_chief: bool = True
+    rollbacks: int = 0          # train.spike_rollback: checkpoints restored after a spike
+    skipped_batches: int = 0    # global batches those rollbacks skipped
 
 
 def _value(variable):
@@ -86,6 +89,13 @@ def is_chief(strategy) -> bool:
     if "chief" in cluster:
         return resolver.task_type == "chief"
     return resolver.task_type == "worker" and resolver.task_id == 0
+
+
+def worker_count(strategy) -> int:
+    """The processes of a multi-worker cluster (TF_CONFIG's chief and workers); 1 otherwise."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    return max(1, len(cluster.get("chief", [])) + len(cluster.get("worker", [])))
 
 
 def _log(message: str, *args) -> None:
@@ -136,89 +146,6 @@ def pipeline_gradient_fn(config, model, state):
         pad_id=token_spec(config.data).pad_id)
 
 
-class StepLog:
-    """Every train.log_every steps (and the last): one log line and the TensorBoard scalars of the
-    window since the previous line (throughput, learning rate, gradient norm, loss scale)."""
-
-    def __init__(self, config, schedule, state, model_run_dir: str, peak_flops: float = 0.0,
-                 flops_per_token: float = 0.0):
-        """peak_flops: FLOP/s of all devices together (0: unknown, no MFU scalar)."""
-        self.train, self.schedule, self.state = config.train, schedule, state
-        self.tokens_per_step = config.train.global_batch_size * config.data.seq_len
-        self.peak_flops, self.flops_per_token = peak_flops, flops_per_token
-        self.writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
-        self.window_start, self.window_steps = time.perf_counter(), 0
-
-    def step(self, step: int, loss: float, grad_norm) -> None:
-        t = self.train
-        self.window_steps += 1
-        if step % t.log_every and step != t.train_steps:
-            return
-        elapsed = time.perf_counter() - self.window_start
-        tokens_per_s = self.window_steps * self.tokens_per_step / max(elapsed, 1e-9)
-        lr = float(self.schedule(step - 1))                      # the rate this step used
-        eta = (t.train_steps - step) * elapsed / max(self.window_steps, 1)
-        _log("step %d/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  ETA %.0fs",
-             step, t.train_steps, loss, lr, float(grad_norm), tokens_per_s, eta)
-        with self.writer.as_default(step=step):
-            tf.summary.scalar("loss", loss)
-            tf.summary.scalar("learning_rate", lr)
-            tf.summary.scalar("tokens_per_second", tokens_per_s)
-            tf.summary.scalar("gradient_norm", float(grad_norm))
-            tf.summary.scalar("loss_scale", _value(self.state.loss_scale))
-            tf.summary.scalar("skipped_steps", _value(self.state.skipped_steps))
-            if self.peak_flops and self.flops_per_token:
-                tf.summary.scalar("mfu", tokens_per_s * self.flops_per_token / self.peak_flops)
-        self.window_start, self.window_steps = time.perf_counter(), 0
-
-
-def _skipped_step(step: int, loss: float, consecutive: int, state, t) -> None:
-    """Log a step skipped for non-finite gradients; TrainingDiverged after too many in a row."""
-    _log("step %d: non-finite gradients, step skipped (loss scale now %g, %d skipped)",
-         step, _value(state.loss_scale), _value(state.skipped_steps))
-    if consecutive >= t.max_consecutive_skipped:
-        raise TrainingDiverged(
-            f"steps {step - consecutive + 1}-{step}: {consecutive} steps in a "
-            f"row had non-finite gradients (loss {loss}, loss scale "
-            f"{_value(state.loss_scale):g}); the run is diverging: lower "
-            f"train.learning_rate ({t.learning_rate:g}) or train.clip_norm, or use "
-            f"runtime.precision=mixed_bfloat16 / float32 (limit: "
-            f"train.max_consecutive_skipped={t.max_consecutive_skipped})")
-
-
-class StepWindow:
-    """The steps since the last host sync. Their (loss, gradient norm, finite) results stay on the
-    device until `settle` (every train.log_every steps, at each checkpoint and the last step)
-    fetches them: then, step by step, skipped steps are logged and counted (TrainingDiverged after
-    train.max_consecutive_skipped in a row: raised at most min(log_every, checkpoint_every) - 1
-    steps after the step that reached the limit, and before any later checkpoint is written),
-    on_step is called and StepLog writes its line."""
-
-    def __init__(self, t, state, step_log: StepLog, on_step=None):
-        self.t, self.state, self.step_log, self.on_step = t, state, step_log, on_step
-        self.pending, self.consecutive_skipped = [], 0
-        self.spikes = SpikeMonitor()
-
-    def add(self, step: int, results) -> None:
-        self.pending.append((step, *results))
-
-    def settle(self) -> float:
-        """Fetch the window's results; returns the last step's loss."""
-        fetched = [(step, float(loss), float(norm), bool(finite))
-                   for step, loss, norm, finite in self.pending]
-        self.pending = []
-        for step, loss, norm, finite in fetched:
-            self.consecutive_skipped = 0 if finite else self.consecutive_skipped + 1
-            if not finite:
-                _skipped_step(step, loss, self.consecutive_skipped, self.state, self.t)
-            else:
-                self.spikes.observe(step, loss, norm)
-            if self.on_step:
-                self.on_step(step, loss)
-            self.step_log.step(step, loss, norm)
-        return loss
-
-
 def _describe_and_check(config, model, replicas: int, device_memory: float
                         ) -> tuple[int, int, bool]:
     """Log the model, batch split, remat/XLA and memory estimate; raise when it cannot fit.
@@ -251,26 +178,92 @@ def next_checkpoint_step(step: int, t) -> int:
     return min((step // t.checkpoint_every + 1) * t.checkpoint_every, t.train_steps)
 
 
-def _run_steps(t, state, step_fn, feed, window, manager, resumed_from: int,
-               fault_at_step: int | None) -> float:
-    """Steps resumed_from + 1 .. train.train_steps; returns the last fetched loss."""
+@dataclasses.dataclass
+class StepRun:
+    """What the step loop drives (train() builds it)."""
+    t: object
+    state: TrainState
+    step_fn: Callable
+    feed: InputFeed
+    window: StepWindow
+    checkpoint: tf.train.Checkpoint
+    manager: tf.train.CheckpointManager
+    stop: StopRequest
+    strategy: tf.distribute.Strategy
+    workers: int
+
+
+def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> float:
+    """Steps resumed_from + 1 .. train.train_steps; returns the last fetched loss. The input
+    position (global batches read) is the step plus the batches rollbacks skipped; tickets are
+    released up to the next checkpoint's position, so its input state is exact."""
+    t, state, feed, window = run.t, run.state, run.feed, run.window
     loss = _value(state.last_loss)  # a run resumed at its last step trains no step
     step = resumed_from  # every call of step_fn adds exactly 1 to state.step (applied or skipped)
+    skipped = _value(state.skipped_batches)
+    released, rollbacks_to = step + skipped, collections.Counter()
     while step < t.train_steps:
-        if step == resumed_from or step % t.checkpoint_every == 0:
-            feed.release(next_checkpoint_step(step, t) - step)  # input up to the checkpoint
+        wanted = next_checkpoint_step(step, t) + skipped   # input up to the checkpoint
+        if wanted > released:
+            feed.release(wanted - released)
+            released = wanted
         step += 1
-        window.add(step, step_fn(feed.iterator))      # tensors: the host does not wait here
+        window.add(step, run.step_fn(feed.iterator))   # tensors: the host does not wait here
         checkpoint_now = step % t.checkpoint_every == 0 or step == t.train_steps
-        if checkpoint_now or step % t.log_every == 0:
-            loss = window.settle()                    # the one host sync of the window
-        if checkpoint_now:
+        stopping = agreed_stop(run.stop, run.strategy, run.workers)
+        if checkpoint_now or stopping or step % t.log_every == 0:
+            loss = window.settle()                     # the one host sync of the window
+        if window.rollback:
+            step, skipped = _roll_back(run, step, skipped, rollbacks_to)
+            continue
+        if checkpoint_now or stopping:
             state.last_loss.assign(loss)
-            manager.save(checkpoint_number=step)
-            feed.save(step, manager.checkpoints)      # every released batch consumed
+            run.manager.save(checkpoint_number=step)
+        if checkpoint_now:
+            feed.save(step, run.manager.checkpoints, position=step + skipped)
+        elif stopping:   # the input ran ahead to the next checkpoint step: rebuild its state
+            feed.save_between(step, step + skipped, run.manager.checkpoints)
+        if stopping:
+            raise _preempted(run, step)
         if fault_at_step is not None and step == fault_at_step:
             raise InjectedFault(f"fault injected after step {step}")
     return loss
+
+
+def _preempted(run: StepRun, step: int) -> TrainingPreempted:
+    signalled = (f"{run.stop.signal_name}, written {run.stop.since():.1f} s after the signal"
+                 if run.stop.requested else "a signal to another worker of the job")
+    _log("preempted at step %d: checkpoint %s (%s)", step, run.manager.latest_checkpoint, signalled)
+    return TrainingPreempted(
+        f"training preempted at step {step} of {run.t.train_steps}: checkpoint "
+        f"{run.manager.latest_checkpoint} with its input state ({signalled}); run again to "
+        f"resume from it")
+
+
+def _roll_back(run: StepRun, step: int, skipped: int, rollbacks_to: collections.Counter
+               ) -> tuple[int, int]:
+    """train.spike_rollback: restore the last checkpoint, on disk (written every
+    checkpoint_every steps anyway; a copy in memory would hold the weights and both AdamW
+    moments, 3x the model, for an event that is rare) and always good (the window is judged
+    before each save). The batches read since it are skipped: the input reads on. Returns the
+    (step, skipped batches) to go on from."""
+    state, reason = run.state, run.window.rollback
+    rollbacks = _value(state.rollbacks) + 1
+    run.checkpoint.restore(run.manager.latest_checkpoint).assert_existing_objects_matched()
+    back_to = _value(state.step)
+    rollbacks_to[back_to] += 1
+    if rollbacks_to[back_to] >= MAX_ROLLBACKS_TO_ONE_CHECKPOINT:
+        raise TrainingDiverged(
+            f"{reason}: rolled back to the checkpoint of step {back_to} "
+            f"{rollbacks_to[back_to]} times, skipping the batches after it each time; the run "
+            f"diverges whatever the data: lower train.learning_rate ({run.t.learning_rate:g})")
+    skipped += step - back_to
+    state.rollbacks.assign(rollbacks)
+    state.skipped_batches.assign(skipped)
+    LOGGER.warning("%s: spike rollback %d to the checkpoint of step %d; the %d batches read "
+                   "since are skipped (%d in all)", reason, rollbacks, back_to, step - back_to,
+                   skipped)
+    return back_to, skipped
 
 
 def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: str):
@@ -314,9 +307,11 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     n_params, flops, xla = _describe_and_check(config, model, replicas, device_memory)
 
     # Restore first: the input opens at the checkpointed step (its saved state, or reading on).
-    manager = _restore_or_start(tf.train.Checkpoint(model=model, optimizer=optimizer, state=state),
-                                checkpoint_dir, shared_checkpoint_dir)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state)
+    manager = _restore_or_start(checkpoint, checkpoint_dir, shared_checkpoint_dir)
     resumed_from = _value(state.step)
+    if t.spike_rollback and manager.latest_checkpoint is None:
+        manager.save(checkpoint_number=resumed_from)   # a spike before the first save rolls back here
     step_fn = make_train_step(model, optimizer, strategy, state,
                               global_batch_size=t.global_batch_size,
                               accumulation_steps=t.accumulation_steps, clip_norm=t.clip_norm,
@@ -327,9 +322,15 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                        peak_flops=runtime.peak_tflops_per_device * 1e12 * replicas,
                        flops_per_token=flops)
     started, window = time.perf_counter(), StepWindow(t, state, step_log, on_step)
-    with InputFeed(strategy, train_files, config, checkpoint_dir, resumed_from) as feed:
-        loss = _run_steps(t, state, step_fn, feed, window, manager, resumed_from, fault_at_step)
-    step_log.writer.flush()
+    with StopRequest() as stop, InputFeed(
+            strategy, train_files, config, checkpoint_dir, resumed_from,
+            start_position=resumed_from + _value(state.skipped_batches)) as feed:
+        run = StepRun(t, state, step_fn, feed, window, checkpoint, manager, stop, strategy,
+                      workers=worker_count(strategy))
+        try:
+            loss = _run_steps(run, resumed_from, fault_at_step)
+        finally:
+            step_log.writer.flush()
     elapsed, tokens_per_step = time.perf_counter() - started, step_log.tokens_per_step
     return TrainResult(
         model=model, steps=_value(state.step), resumed_from_step=resumed_from,
@@ -337,7 +338,8 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
         tokens_seen=_value(state.step) * tokens_per_step,
         tokens_per_second=(t.train_steps - resumed_from) * tokens_per_step / max(elapsed, 1e-9),
         parameter_count=n_params, flops_per_token=flops, num_replicas=replicas,
-        loss_scale=_value(state.loss_scale), is_chief=chief)
+        loss_scale=_value(state.loss_scale), is_chief=chief,
+        rollbacks=_value(state.rollbacks), skipped_batches=_value(state.skipped_batches))
 
 
 def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,

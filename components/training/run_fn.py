@@ -113,6 +113,7 @@ def training_summary(config: config_lib.Config, result, metrics: dict, baseline:
     return {
         "steps": result.steps, "resumed_from_step": result.resumed_from_step,
         "skipped_steps": result.skipped_steps, "tokens_seen": result.tokens_seen,
+        "spike_rollbacks": result.rollbacks, "skipped_batches": result.skipped_batches,
         "tokens_per_second": round(result.tokens_per_second, 1),
         "final_loss": result.final_loss, "eval_loss": metrics["loss"],
         "eval_accuracy": metrics["accuracy"], "unigram_baseline_loss": baseline,

@@ -1,5 +1,7 @@
 """Loss and gradient-norm spikes: a step whose value exceeds FACTOR x the running mean of the
-steps before it gets a one-line warning in the training log (step, value, mean).
+steps before it gets a one-line warning in the training log (step, value, mean). With
+train.spike_rollback, a loss spike by LossSpikeRule (a multiple of the running median) is acted
+on: the loop restores the last checkpoint and skips the batches since (window.py, loop.py).
 
 The running mean is exponential (weight 1 - DECAY = 0.1 per step: about the last 10 steps) and
 judges nothing until it has seen WARMUP_STEPS finite values, so the fast early drop of the loss
@@ -11,9 +13,11 @@ skipped-step log.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import math
+import statistics
 
 FACTORS = {"loss": 1.5, "grad-norm": 4.0}
 DECAY = 0.9
@@ -57,3 +61,32 @@ class SpikeMonitor:
                 LOGGER.warning("%s", lines[-1])
             mean.update(value)
         return lines
+
+
+# A run that rolls back to the same checkpoint this many times is diverging, not unlucky: the
+# batches after it have been skipped each time, so the data is not what goes wrong.
+MAX_ROLLBACKS_TO_ONE_CHECKPOINT = 3
+
+
+class LossSpikeRule:
+    """train.spike_rollback's rule: a finite loss above train.spike_factor x the median of the
+    last train.spike_window finite, non-spike losses. The median, unlike the mean, is not pulled
+    up by the spike it judges or by the one before; nothing is judged until the window is full
+    (the fast early drop of the loss only lowers the median). A spike is not added to the window.
+    The window starts afresh after a resume, like SpikeMonitor's mean."""
+
+    def __init__(self, factor: float, window: int):
+        self.factor, self.recent = factor, collections.deque(maxlen=window)
+
+    def judge(self, step: int, loss: float) -> str:
+        """'' for a normal loss (added to the window); for a spike, the reason, e.g. "step 120:
+        loss 41.2 > 3 x 2.88, the median of the last 50 steps"."""
+        if not math.isfinite(loss):
+            return ""
+        if len(self.recent) == self.recent.maxlen:
+            median = statistics.median(self.recent)
+            if loss > self.factor * median:
+                return (f"step {step}: loss {loss:.4g} > {self.factor:g} x {median:.4g}, the "
+                        f"median of the last {len(self.recent)} steps")
+        self.recent.append(loss)
+        return ""

@@ -86,6 +86,12 @@ class TrainState(tf.Module):
                                       aggregation=agg, name="loss_scale")
         self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=agg,
                                       name="good_steps")
+        # train.spike_rollback: rollbacks so far, and the global batches they skipped (the input
+        # reads that many more batches than the step counter says: a resume must too).
+        self.rollbacks = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=agg,
+                                     name="rollbacks")
+        self.skipped_batches = tf.Variable(0, dtype=tf.int64, trainable=False, aggregation=agg,
+                                           name="skipped_batches")
         # The loss of the last step before a checkpoint: what a run resumed at its end reports.
         self.last_loss = tf.Variable(float("nan"), dtype=tf.float32, trainable=False,
                                      aggregation=agg, name="last_loss")

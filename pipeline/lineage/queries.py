@@ -84,6 +84,7 @@ def run_summary(lin: Lineage, run) -> dict:
 
 def _overall_state(states: set[str]) -> str:
     return ("failed" if "failed" in states else "abandoned" if "abandoned" in states
+            else "preempted" if "preempted" in states
             else "running" if states & {"running", "new"} else "complete")
 
 
@@ -316,9 +317,11 @@ def graph(lin: Lineage, ref: str) -> dict:
 
 
 def why(lin: Lineage, ref: str | None) -> dict:
-    """The failed (or abandoned) stage of a run: root-cause message, log location, its inputs."""
+    """The failed (abandoned, preempted) stage of a run: root-cause message, log location, its
+    inputs."""
     run = lin.run(ref)
-    failed = [e for e in lin.executions_of(run) if lin.state(e) in ("failed", "abandoned")]
+    failed = [e for e in lin.executions_of(run)
+              if lin.state(e) in ("failed", "abandoned", "preempted")]
     run_props = properties(run)
     result = {"run_id": run.name, "log": run_props.get(record.RUN_LOG),
               "run_dir": run_props.get(record.RUN_DIR), "failed": []}

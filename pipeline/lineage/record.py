@@ -8,16 +8,21 @@ import traceback
 
 from ml_metadata.proto import metadata_store_pb2
 
+from components.common.errors import TrainingPreempted
+
 RUN_DIR, RUN_LOG, CONFIG_DIGEST = "bigtrain_run_dir", "bigtrain_log", "bigtrain_config_digest"
 ERROR, ERROR_TYPE, TRACEBACK = "bigtrain_error", "bigtrain_error_type", "bigtrain_traceback"
 # On an execution a dead process left RUNNING: who found it and when (see mark_abandoned).
 ABANDONED_BY = "bigtrain_abandoned"
+# On a FAILED execution that stopped on a preemption signal after writing its checkpoint
+# (TrainingPreempted): the message. It reads as "preempted", not failed: the next run resumes it.
+PREEMPTED = "bigtrain_preempted"
 # On a complete run: what it depended on (config, input files, code), for the up-to-date check.
 INPUTS_KEY = "bigtrain_inputs"
 # On a run: why it ran at all (what changed since the last complete run, or --force).
 RUN_WHY = "bigtrain_why"
 # What record_run writes on a failed execution: information about the run, not its parameters.
-EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY)
+EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY, PREEMPTED)
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")
 
 
@@ -31,6 +36,17 @@ def root_cause(exc: BaseException) -> BaseException:
             break
         exc = nxt
     return exc
+
+
+def is_preempted(exc: BaseException | None) -> bool:
+    """True when the run stopped on a preemption signal (TrainingPreempted in its cause chain)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, TrainingPreempted):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def error_message(exc: BaseException) -> tuple[str, str]:
@@ -76,6 +92,8 @@ def record_run(store, run_id: str, run_dir: str, log_path: str, config_digest: s
             execution.custom_properties[ERROR_TYPE].string_value = name
             execution.custom_properties[TRACEBACK].string_value = text
             execution.custom_properties[RUN_LOG].string_value = log_path
+            if is_preempted(exc):
+                execution.custom_properties[PREEMPTED].string_value = message
         if failed:
             store.put_executions(failed)
     return run

@@ -21,7 +21,8 @@ def _when(ms: float) -> str:
 
 
 def runs_text(runs: list[dict]) -> str:
-    short = {"complete": "ok", "cached": "cached", "failed": "FAILED", "abandoned": "ABANDONED"}
+    short = {"complete": "ok", "cached": "cached", "failed": "FAILED", "abandoned": "ABANDONED",
+             "preempted": "PREEMPTED"}
     rows = [[r["run_id"], _when(r["start_ms"]), f"{r['duration_s']:.1f}s", r["state"],
              r["pushed_version"] or "-",
              " ".join(f"{n}:{short.get(s, s)}" for n, s in r["stages"].items())] for r in runs]
@@ -89,7 +90,9 @@ def diff_text(result: dict) -> str:
 def why_text(result: dict) -> str:
     if not result["failed"]:
         return f"run {result['run_id']} has no failed stage"
-    word = "failed" if any(f.get("state") != "abandoned" for f in result["failed"]) else "was abandoned"
+    states = {f.get("state") for f in result["failed"]}
+    word = ("failed" if "failed" in states else "was abandoned" if "abandoned" in states
+            else "was preempted (the next run resumes it)")
     out = [f"run {result['run_id']} {word}"]
     for f in result["failed"]:
         out += [f"  stage:  {f['node']} (execution {f['execution_id']})",
@@ -102,7 +105,8 @@ def why_text(result: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 # The run graph.
 
-STATE_COLORS = {"complete": "#c8e6c9", "cached": "#e0e0e0", "failed": "#ffcdd2", "abandoned": "#ffe0b2"}
+STATE_COLORS = {"complete": "#c8e6c9", "cached": "#e0e0e0", "failed": "#ffcdd2", "abandoned": "#ffe0b2",
+                "preempted": "#fff9c4"}
 
 
 def to_dot(g: dict) -> str:

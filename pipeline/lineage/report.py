@@ -1,6 +1,7 @@
 """The run report: what each stage of one pipeline run did, read back from ML Metadata.
 
-For every stage: its state (complete / cached / failed / abandoned, the words of store.STATE_WORDS),
+For every stage: its state (complete / cached / failed / abandoned / preempted, the words of
+store.STATE_WORDS and store.py's two more),
 duration and key outputs; for a stage that ran, why it could not be served from the cache (no
 earlier execution, which parameter or which input changed). Only the run's own executions and their
 events are read (by the run's context id), never "the newest" anything: a report is right even
@@ -16,7 +17,7 @@ from ml_metadata.proto import metadata_store_pb2
 from components.corpus.screen import EVAL_SET_COUNTER
 from components.tuner import summary as tuning_summary
 from pipeline.lineage import record
-from pipeline.lineage.store import ABANDONED, Lineage, changed_parameters, properties
+from pipeline.lineage.store import ABANDONED, PREEMPTED, Lineage, changed_parameters, properties
 
 Execution = metadata_store_pb2.Execution
 
@@ -101,6 +102,8 @@ def run_report(store, run_id: str | None = None, live_writer: bool | None = None
         if stage.state == ABANDONED:
             stage.note = properties(execution).get(
                 record.ABANDONED_BY, "left running by a process that is no longer alive")
+        if stage.state == PREEMPTED:
+            stage.note = str(properties(execution).get(record.PREEMPTED, ""))
         if execution.last_known_state in (Execution.COMPLETE, Execution.FAILED) \
                 and not reemits(node):
             stage.why = why_ran(lin, execution, lin.previous_execution(execution))
@@ -140,6 +143,8 @@ def summarize(stage: StageReport) -> str:
         return "anomalies checked (see gate)"
     if stage.state == ABANDONED:
         return "abandoned: " + stage.note
+    if stage.state == PREEMPTED:
+        return "preempted: " + stage.note
     if stage.node == "AnomaliesGate":
         return {"complete": "no anomalies", "cached": "no anomalies", "failed": "anomalies found"}.get(stage.state, "")
     if reemits(stage.node):  # an existing model (baseline or warm-start parent): not the Trainer's figures
@@ -153,6 +158,8 @@ def summarize(stage: StageReport) -> str:
         bpb = (f", {_fmt(m['eval_bits_per_byte'])} bits/byte" if "eval_bits_per_byte" in m else "")
         return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])}{bpb} (unigram "
                 f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s"
+                + (f", {m['spike_rollbacks']} spike rollback(s) skipping {m['skipped_batches']} "
+                   f"batches" if m.get("spike_rollbacks") else "")
                 + (f"; {note}" if note else ""))
     if "Tokenizer" in o and "kind" in o["Tokenizer"]:
         t = o["Tokenizer"]
@@ -185,7 +192,8 @@ DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
                  "sequences_train", "sequences_eval",
                  "tokens_real", "tokens_padding", "real_token_fraction")
 TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
-                    "resumed_from_step", "skipped_steps", "tokens_seen", "tokens_per_second",
+                    "resumed_from_step", "skipped_steps", "spike_rollbacks", "skipped_batches",
+                    "tokens_seen", "tokens_per_second",
                     "final_loss", "eval_loss", "eval_loss_standard_error",
                     "eval_sample_sequences", "eval_bits_per_byte", "zlib9_bits_per_byte",
                     "lzma9_bits_per_byte", "unigram_baseline_loss", "eval_accuracy",

@@ -24,6 +24,8 @@ OUTPUTS = (Event.OUTPUT, Event.DECLARED_OUTPUT, Event.INTERNAL_OUTPUT)
 STATE_WORDS = {Execution.COMPLETE: "complete", Execution.CACHED: "cached", Execution.FAILED: "failed",
                Execution.RUNNING: "running", Execution.NEW: "new", Execution.CANCELED: "canceled"}
 ABANDONED = "abandoned"
+# "preempted": FAILED in MLMD, but stopped on SIGTERM/SIGINT with a checkpoint (record.PREEMPTED).
+PREEMPTED = "preempted"
 
 
 def value_of(value: metadata_store_pb2.Value):
@@ -274,6 +276,8 @@ class Lineage:
     def state(self, execution) -> str:
         if record.ABANDONED_BY in execution.custom_properties:
             return ABANDONED
+        if record.PREEMPTED in execution.custom_properties:
+            return PREEMPTED
         if self.live_writer is False and execution.last_known_state in (Execution.RUNNING, Execution.NEW):
             return ABANDONED
         return STATE_WORDS.get(execution.last_known_state, "unknown")

@@ -38,7 +38,7 @@ def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
     result = types.SimpleNamespace(
         model=object(), steps=1, resumed_from_step=0, skipped_steps=0, tokens_seen=1,
         tokens_per_second=1.0, final_loss=1.0, parameter_count=1, flops_per_token=1,
-        num_replicas=1)
+        num_replicas=1, rollbacks=1, skipped_batches=2)
     monkeypatch.setattr(loop, "train", lambda *a, **k: result)
     monkeypatch.setattr(loop, "unigram_baseline", lambda *a, **k: 5.0)
     monkeypatch.setattr(run_fn_lib, "examples_tokenizer", lambda *a, **k: ByteTokenizer())
@@ -57,6 +57,9 @@ def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
     # The Evaluator's sample size (eval.max_batches), not train.eval_batches: one sample for both
     # (before: 20 vs 50 batches, two different eval losses in one report).
     assert calls["max_batches"] == config.eval.max_batches
+    # Spike rollbacks reach the summary the Trainer executor records on the Model in MLMD.
+    summary = json.loads((tmp_path / "model_run" / run_fn_lib.SUMMARY_FILE).read_text())
+    assert (summary["spike_rollbacks"], summary["skipped_batches"]) == (1, 2)
 
 
 def test_eval_batch_size_is_in_the_trainers_cache_key_not_its_checkpoint_key(tmp_path):

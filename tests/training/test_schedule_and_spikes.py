@@ -68,3 +68,18 @@ def ema(values, decay=0.9):
 def test_the_rule_is_a_factor_of_the_mean():
     assert spikes.is_spike(3.1, 2.0, 1.5) and not spikes.is_spike(3.0, 2.0, 1.5)
     assert not spikes.is_spike(1.0, 0.0, 1.5)
+
+
+def test_the_rollback_rule_is_a_factor_of_the_median_of_a_full_window():
+    """Median of the last 3 accepted losses; nothing judged before the window is full; a spike
+    is not added to the window (the next normal loss is judged against the same median);
+    non-finite losses are left to the skipped-step rule."""
+    rule = spikes.LossSpikeRule(factor=3.0, window=3)
+    assert [rule.judge(step, loss) for step, loss in enumerate([90.0, 2.0, 4.0], 1)] == ["", "", ""]
+    assert rule.judge(4, 12.0) == ""                      # 12 = 3 x median(90, 2, 4): no spike
+    # the window is now (2, 4, 12): median 4
+    assert rule.judge(5, 12.5) == "step 5: loss 12.5 > 3 x 4, the median of the last 3 steps"
+    assert rule.judge(6, float("nan")) == "" and rule.judge(7, float("inf")) == ""
+    assert rule.judge(8, 12.1) == "step 8: loss 12.1 > 3 x 4, the median of the last 3 steps"
+    assert rule.judge(9, 3.0) == ""                       # window (4, 12, 3): median 4
+    assert list(rule.recent) == [4.0, 12.0, 3.0]

@@ -19,7 +19,7 @@ from pipeline.lineage import explore, queries, record, report
 from pipeline.lineage.store import Lineage, properties
 from pipeline.lineage.web import curves, layout
 
-STATES = ("complete", "failed", "abandoned", "running")
+STATES = ("complete", "failed", "abandoned", "preempted", "running")
 VARIANT_FIGURES = ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")
 
 

@@ -1,0 +1,154 @@
+"""Preemption with real signals: SIGINT/SIGTERM during training finishes the step in flight,
+writes a checkpoint with its input state and stops with TrainingPreempted (exit 75); the next run
+resumes there and ends with the weights of an uninterrupted run. In process (SIGINT to itself),
+one `train-worker` process and two workers of one job (SIGTERM from the test, to one worker only).
+
+Mutations these catch: the input state saved as the puller left it at the stop (it has read ahead
+to the next checkpoint step: the resumed weights differ), no checkpoint at the stop (the resume
+starts at the last periodic one), handlers left installed after training, a stop not agreed
+between workers (the unsignalled worker hangs in the collective save: timeout)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import portpicker
+import pytest
+
+from components.common.errors import EXIT_PREEMPTED, TrainingPreempted
+from components.training import loop
+from tests.training.conftest import tiny_config
+from tests.training.test_equivalence import max_difference
+from tests.training.test_multi_worker import _weights, config_args
+
+# Checkpoints at 4 and 8; the stop between them, so the input has been released up to step 4.
+OVERRIDES = ("train.train_steps=8", "train.checkpoint_every=4", "train.log_every=1")
+
+
+def run(tmp_path, shards, name, **kwargs):
+    return loop.train(tiny_config(*OVERRIDES), shards["train"], str(tmp_path / name / "run"),
+                      str(tmp_path / name / "ckpt"), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, shards):
+    return run(tmp_path_factory.mktemp("straight"), shards, "straight")
+
+
+def signal_self_after(step_to_signal: int, signum: int):
+    def on_step(step, loss):
+        if step == step_to_signal:
+            os.kill(os.getpid(), signum)
+    return on_step
+
+
+def test_sigint_stops_with_a_checkpoint_and_the_resume_is_exact(uninterrupted, shards, tmp_path,
+                                                                caplog):
+    previous = signal.getsignal(signal.SIGINT)
+    with pytest.raises(TrainingPreempted, match=r"preempted at step 3 of 8.*ckpt-3.*SIGINT") as err:
+        run(tmp_path, shards, "preempted", on_step=signal_self_after(2, signal.SIGINT))
+    assert err.value.exit_code == EXIT_PREEMPTED == 75
+    assert signal.getsignal(signal.SIGINT) is previous     # handlers restored
+    with caplog.at_level(logging.INFO, logger="bigtrain.train"):
+        resumed = run(tmp_path, shards, "preempted")
+    assert resumed.resumed_from_step == 3 and resumed.steps == 8
+    assert "input: restored the iterator saved at step 3" in caplog.text
+    assert max_difference(resumed, uninterrupted) <= 1e-6
+
+
+def examples_folder(shards, tmp_path):
+    examples = tmp_path / "examples"
+    os.makedirs(examples)
+    shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
+    return examples
+
+
+def start_worker(tmp_path, examples, index: int, hold_step: int, env=None, *overrides):
+    """A train-worker process (held after hold_step when > 0: tests/training/preempt_child.py)."""
+    out = tmp_path / f"w{index}"
+    args = ["train-worker", "--examples", str(examples), "--out", str(out),
+            "--weights-out", str(tmp_path / f"w{index}.npz"), *config_args(*OVERRIDES, *overrides)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.training.preempt_child", str(hold_step),
+         str(tmp_path / "go"), *args],
+        env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_hold(proc) -> list[str]:
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("HOLD "):
+            return lines
+    raise AssertionError("the worker ended before its hold:\n" + "".join(lines[-40:]))
+
+
+def finish(proc, timeout=300) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, out
+
+
+@pytest.mark.slow   # two processes importing TensorFlow
+def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, shards, tmp_path):
+    examples = examples_folder(shards, tmp_path)
+    proc = start_worker(tmp_path, examples, 0, 2)
+    wait_for_hold(proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    code, out = finish(proc)
+    assert code == EXIT_PREEMPTED, out[-3000:]
+    assert "bigtrain: training preempted at step 3 of 8" in out and "SIGTERM" in out
+    code, out = finish(start_worker(tmp_path, examples, 0, 0))
+    assert code == 0, out[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["resumed_from_step"] == 3 and summary["steps"] == 8
+    for value, reference in zip(_weights(tmp_path / "w0.npz"), uninterrupted.model.get_weights()):
+        np.testing.assert_allclose(value, reference, rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow   # four processes importing TensorFlow, a two-worker job twice
+def test_sigterm_to_one_of_two_workers_stops_both_and_they_resume_exactly(uninterrupted, shards,
+                                                                          tmp_path):
+    """Only worker 1 is signalled (its VM preempted): both stop after the same step, each writes
+    its checkpoint and input state, both exit 75; run again, both resume there and end with the
+    single-process uninterrupted weights (1e-5, the two-worker tolerance of test_multi_worker)."""
+    examples = examples_folder(shards, tmp_path)
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+
+    def job(hold_step):
+        return [start_worker(tmp_path, examples, i, hold_step, dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": i}})),
+            "runtime.strategy=multi_worker_mirrored") for i in range(2)]
+
+    procs = job(2)
+    for proc in procs:
+        wait_for_hold(proc)
+    os.kill(procs[1].pid, signal.SIGTERM)
+    (tmp_path / "go").write_text("")           # worker 0 goes on without a signal
+    results = [finish(proc) for proc in procs]
+    assert [code for code, _ in results] == [EXIT_PREEMPTED] * 2, results[0][1][-3000:]
+    assert "SIGTERM" in results[1][1] and "a signal to another worker" in results[0][1]
+    os.remove(tmp_path / "go")
+    ports[:] = [portpicker.pick_unused_port() for _ in range(2)]
+    cluster["worker"] = [f"localhost:{p}" for p in ports]
+    results = [finish(proc) for proc in job(0)]
+    assert [code for code, _ in results] == [0, 0], results[0][1][-3000:]
+    for _, out in results:
+        assert json.loads(out.strip().splitlines()[-1])["resumed_from_step"] == 3
+        assert "input: restored the iterator saved at step 3" in out
+    for index in range(2):
+        for value, reference in zip(_weights(tmp_path / f"w{index}.npz"),
+                                    uninterrupted.model.get_weights()):
+            np.testing.assert_allclose(value, reference, rtol=0, atol=1e-5)

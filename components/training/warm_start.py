@@ -18,7 +18,8 @@ import os
 import keras
 import tensorflow as tf
 
-from components.model.weights import ROOT, SUFFIX, WEIGHTS_PREFIX, variable_paths
+from components.model.weights import (ROOT, WEIGHTS_PREFIX, assign_weights, checkpoint_shapes,
+                                       variable_paths)
 from components.serving.variants import DIRS
 
 FORMAT_SERVING = DIRS["float"]
@@ -84,8 +85,7 @@ def load_weights(model: keras.Model, prefix: str) -> int:
     """Assign every model variable from the checkpoint; returns the number of values loaded.
     Raises WarmStartError naming a missing, surplus or differently shaped variable."""
     reader = tf.train.load_checkpoint(prefix)
-    shapes = {key[:-len(SUFFIX)]: shape for key, shape in reader.get_variable_to_shape_map().items()
-              if key.startswith(ROOT + "/") and key.endswith(SUFFIX)}
+    shapes = checkpoint_shapes(prefix)
     targets = variable_paths(model)
     parent, own = checkpoint_arch(shapes), getattr(model, "arch", None)
     if parent and own and parent != own:
@@ -112,9 +112,7 @@ def load_weights(model: keras.Model, prefix: str) -> int:
         raise WarmStartError(f"warm start from {prefix}: this model has no variable {surplus[0]} "
                              f"({len(surplus)} checkpoint variable(s) unused; the parent is deeper "
                              "or has an untied head)")
-    for path, variable in targets.items():
-        variable.assign(tf.cast(reader.get_tensor(path + SUFFIX), variable.dtype))
-    return len(targets)
+    return assign_weights(model, prefix)
 
 
 def freeze(model: keras.Model, items) -> int:

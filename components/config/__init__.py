@@ -13,7 +13,7 @@ from components.config.tree import (
     STRATEGIES, PRECISIONS, DATA_FORMATS, DOCUMENT_MODES, REMAT_MODES, XLA_MODES, ON_OFF_KEYS,
     ARCHS, LR_SCHEDULES, TOKENIZERS, TOKENIZER_MODEL_TYPES, MIN_SENTENCEPIECE_VOCAB, ConfigError,
     DataConfig, ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
-    PushConfig, VERSION_POLICIES,
+    PushConfig, PUSH_FORMATS, VERSION_POLICIES,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
     Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
 
@@ -24,6 +24,6 @@ __all__ = [
     "DOCUMENT_MODES", "REMAT_MODES", "XLA_MODES", "ON_OFF_KEYS", "ARCHS", "LR_SCHEDULES", "TOKENIZERS",
     "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
-    "ExportConfig", "PushConfig", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
+    "ExportConfig", "PushConfig", "PUSH_FORMATS", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
     "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "Config",
     "SCHEDULED_PIPELINE_ROOT", "SCHEDULED_SERVING_DIR", "with_scheduled_paths"]

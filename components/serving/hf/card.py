@@ -56,8 +56,8 @@ def _sources(sources: list[dict]) -> list[str]:
 def compressor_line(evaluation: dict) -> str:
     """The model's bits per byte against the general-purpose compressors on the same text."""
     model = evaluation.get("eval_bits_per_byte")
-    baselines = {k.split("_")[0]: evaluation[k] for k in ("zlib9_bits_per_byte", "lzma9_bits_per_byte")
-                 if k in evaluation}
+    baselines = {name: evaluation[f"{name}9_bits_per_byte"] for name in ("zlib", "lzma")
+                 if f"{name}9_bits_per_byte" in evaluation}
     if model is None or not baselines:
         return "Compressor baselines: not recorded."
     parts = ", ".join(f"{name} -9 {value:.3f}" for name, value in baselines.items())

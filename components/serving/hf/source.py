@@ -40,9 +40,8 @@ def model_info(model_dir: str) -> dict:
 
 def embedded_sentencepiece(saved_model_dir: str) -> bytes:
     """The SentencePiece model proto a SavedModel's graph carries (the op's `model` attribute)."""
-    from tensorflow.core.protobuf import saved_model_pb2
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString(fs.read_bytes(fs.join(saved_model_dir, "saved_model.pb")))
+    from tensorflow.python.saved_model import loader_impl   # reads the graph proto only
+    proto = loader_impl.parse_saved_model(saved_model_dir)
     for graph in proto.meta_graphs:
         nodes = list(graph.graph_def.node)
         for function in graph.graph_def.library.function:

@@ -1,0 +1,77 @@
+"""A model of a real pipeline run (the session's data_run, pushed) leaves in the Hugging Face
+layout: `bigtrain export hf` by run id and by pushed version, keras-hub's logits equal the pushed
+SavedModel's (what is served) within 1e-4, the card carries the run's lineage, and a fine-tune
+from the exported directory starts from the same weights (round trip exact)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.serving.hf import CARD_FILE, CONFIG_FILE
+from runners import cli
+from tests.export.test_hf import keras_hub_backbone, keras_hub_logits
+
+pytestmark = pytest.mark.slow
+
+TEXTS = [b"import json\n\ndef main():\n    return json.dumps({'a': 1})\n", b"class Encoder(object):\n  "]
+
+
+def fixed_batch(length: int) -> np.ndarray:
+    rows = [[257] + list(t[:length - 1]) for t in TEXTS]
+    width = min(len(r) for r in rows)
+    return np.array([r[:width] for r in rows], np.int32)
+
+
+@pytest.fixture(scope="module")
+def exported(data_run, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("hf") / "by-run")
+    assert cli.main(["export", "hf", data_run.run_id, "--home", data_run.home, "--out", out]) == 0
+    return out
+
+
+def test_keras_hub_matches_the_pushed_savedmodel(data_run, exported):
+    versions = sorted(data_run.served_after)
+    pushed = tf.saved_model.load(os.path.join(data_run.home, "serving", "gpt", str(versions[-1])))
+    config = json.load(open(os.path.join(exported, CONFIG_FILE)))
+    batch = fixed_batch(config.get("n_positions") or config["max_position_embeddings"])
+    served = pushed.signatures["token_logits"](input_ids=tf.constant(batch))["logits"].numpy()
+    theirs = keras_hub_logits(keras_hub_backbone(exported), batch)
+    assert np.abs(theirs - served).max() < 1e-4
+
+
+def test_the_card_carries_the_runs_lineage(data_run, exported):
+    card = open(os.path.join(exported, CARD_FILE)).read()
+    assert data_run.run_id in card
+    assert f"| pushed version | {sorted(data_run.served_after)[-1]} |" in card
+    assert "documents" in card and "zlib -9" in card and "`eval_bits_per_byte`" in card
+
+
+def test_export_by_pushed_version_gives_the_same_weights(data_run, exported, tmp_path):
+    version = str(sorted(data_run.served_after)[-1])
+    out = str(tmp_path / "by-version")
+    assert cli.main(["export", "hf", version, "--home", data_run.home, "--out", out]) == 0
+    for name in ("model.safetensors", CONFIG_FILE, "tokenizer.json"):
+        assert open(os.path.join(out, name), "rb").read() == open(os.path.join(exported, name), "rb").read()
+
+
+def test_a_fine_tune_from_the_export_starts_from_the_same_weights(data_run, exported):
+    from components.model.gpt import build_model
+    from components.serving.hf.source import load_exported
+    from components.training import warm_start
+    from pipeline.lineage.card_facts import card_facts
+    from pipeline.lineage.store import Lineage
+    model_uri = card_facts(Lineage(data_run.store()), data_run.run_id)["model_uri"]
+    trained, _, info = load_exported(model_uri)
+    fresh = build_model(_model_config(info), int(info["context_length"]),
+                        vocab_size=int(info["vocab_size"]))
+    warm_start.preparer(f"hf:{exported}", (), {})(fresh)
+    for ours, back in zip(trained.get_weights(), fresh.get_weights()):
+        np.testing.assert_array_equal(ours, back)
+
+
+def _model_config(info):
+    from components import config as config_lib
+    return config_lib.from_dict(config_lib.ModelConfig, info["config"]["model"])

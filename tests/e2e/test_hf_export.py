@@ -75,3 +75,28 @@ def test_a_fine_tune_from_the_export_starts_from_the_same_weights(data_run, expo
 def _model_config(info):
     from components import config as config_lib
     return config_lib.from_dict(config_lib.ModelConfig, info["config"]["model"])
+
+
+@pytest.fixture(scope="module")
+def hf_fine_tune(data_run, exported, tmp_path_factory, session_capsys):
+    """A second home whose Trainer starts from the exported directory (stops after the Trainer)."""
+    from tests.e2e.conftest import base_args, run_cli
+    home = str(tmp_path_factory.mktemp("hf_home"))
+    return run_cli(session_capsys, home, *base_args(data_run.corpus), "--until", "Trainer",
+                   "--set", "train.train_steps=2", "--set", "train.warmup_steps=0",
+                   "--set", f"train.init_from=hf:{exported}")
+
+
+def test_a_pipeline_fine_tune_from_hf_records_the_source_and_its_digest(hf_fine_tune, exported):
+    from components.serving.hf.directory import directory_digest
+    assert hf_fine_tune.exit_code == 0, hf_fine_tune.stderr[-2000:]
+    store = hf_fine_tune.store()
+    models = store.get_artifacts_by_type("Model")
+    trained = [m for m in models if "init_from_hf_digest" in m.custom_properties]
+    assert len(trained) == 1
+    props = trained[0].custom_properties
+    assert props["init_from_hf_digest"].string_value == directory_digest(exported)
+    assert props["init_from_hf_dir"].string_value == exported
+    assert props["first_step_loss"].double_value < 3.0      # random weights: ln 259 = 5.56
+    imported = [m for m in models if "hf_digest" in m.custom_properties]
+    assert [m.custom_properties["hf_digest"].string_value for m in imported] == [directory_digest(exported)]

@@ -137,7 +137,7 @@ def run_fn(fn_args) -> None:
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}
     tokenizer = examples_tokenizer(fn_args.train_files, config)
-    hf_dir = warm_start.hf_source(config.train.init_from)
+    hf_dir = warm_start.hf_directory(config.train.init_from, fn_args.base_model)
     if hf_dir is not None:  # every named error of an HF source, before any model is built
         warm.update(warm_start.check_hf_source(config, hf_dir, tokenizer))
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),

@@ -57,6 +57,17 @@ def hf_source(init_from: str) -> str | None:
     return init_from[len(HF_PREFIX):] if init_from.startswith(HF_PREFIX) else None
 
 
+def hf_directory(init_from: str, base_model: str | None) -> str | None:
+    """The HF directory to read for `train.init_from=hf:DIR`: the path the pipeline imported
+    (base_model: <DIR>/Format-Serving, TFX's serving path of the imported artifact; absolute,
+    the one whose digest lineage holds), else DIR as written; None for other sources."""
+    written = hf_source(init_from)
+    if written is None or not base_model:
+        return written
+    path = base_model.rstrip("/")
+    return os.path.dirname(path) if os.path.basename(path) == FORMAT_SERVING else path
+
+
 def resolve_source(init_from: str, base_model: str | None) -> str | None:
     """train.init_from plus the Trainer's base_model input -> a checkpoint prefix (or None).
 
@@ -64,7 +75,7 @@ def resolve_source(init_from: str, base_model: str | None) -> str | None:
     if init_from == "none":
         return None
     if hf_source(init_from) is not None:
-        return init_from
+        return HF_PREFIX + hf_directory(init_from, base_model)
     if init_from == "latest_blessed" and not base_model:
         raise WarmStartError("train.init_from=latest_blessed: no blessed model in this metadata "
                              "store yet (run once without init_from; a model the Evaluator "

@@ -251,3 +251,13 @@ def test_a_checkpoint_beyond_the_memory_estimate_is_named(trained, tmp_path):
     config = tiny_run_config(model, runtime={"device_memory_gb": 0.0001})  # ~100 KiB
     with pytest.raises(CheckpointTooLarge, match="runtime.device_memory_gb"):
         check_hf_source(config, hf_dir, ByteTokenizer())
+
+
+def test_the_imported_directory_is_the_one_read():
+    """The pipeline imports hf:DIR as an artifact (absolute); run_fn reads what was imported."""
+    from components.training.warm_start import hf_directory, resolve_source
+    assert hf_directory("hf:rel/dir", None) == "rel/dir"
+    assert hf_directory("hf:rel/dir", "/abs/rel/dir/Format-Serving") == "/abs/rel/dir"
+    assert hf_directory("hf:x", "gs://b/x") == "gs://b/x"
+    assert resolve_source("hf:rel/dir", "/abs/rel/dir/Format-Serving") == "hf:/abs/rel/dir"
+    assert hf_directory("latest_blessed", "/m/Format-Serving") is None

@@ -67,12 +67,57 @@ def _bpe_merges(pieces: list[tuple[str, float]]) -> list[tuple[str, str]]:
     return [(left, right) for *_, left, right in sorted(found)]
 
 
+SPM_MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}   # TrainerSpec.ModelType
+
+
+def _fields(message: bytes):
+    """(field number, wire type, value) of a protobuf message: varints as int, length-delimited
+    as bytes (what this module reads of a SentencePiece ModelProto; the `sentencepiece`
+    package's generated _pb2 does not load under the protobuf runtime TensorFlow pins)."""
+    def varint(at):
+        value, shift = 0, 0
+        while True:
+            byte = message[at]
+            value, shift, at = value | (byte & 0x7F) << shift, shift + 7, at + 1
+            if byte < 0x80:
+                return value, at
+    at = 0
+    while at < len(message):
+        key, at = varint(at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = varint(at)
+        elif wire == 2:
+            length, at = varint(at)
+            value, at = message[at:at + length], at + length
+        else:                                   # fixed64 / fixed32 (scores, ids): skipped
+            value, at = None, at + (8 if wire == 1 else 4)
+        yield number, wire, value
+
+
+def model_type(model_proto: bytes) -> str:
+    """The SentencePiece model's type (ModelProto.trainer_spec.model_type), from the file
+    itself: a Tokenizer loaded without it says "unknown"."""
+    for number, wire, value in _fields(model_proto):
+        if number == 2 and wire == 2:           # trainer_spec
+            for inner, inner_wire, kind in _fields(value):
+                if inner == 3 and inner_wire == 0:
+                    return SPM_MODEL_TYPES.get(kind, "unknown")
+            return "unigram"                    # the field's default
+    return "unigram"
+
+
 def sentencepiece_tokenizer(sp):
     """A `tokenizers.Tokenizer` equal to our SentencePieceTokenizer `sp` (ids and decoding)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
     pieces = sp.pieces()
     unk = sp._sp.unk_id()
-    if (sp.model_type or "unigram") == "bpe":
+    kind = model_type(sp.model_proto)
+    if kind not in ("bpe", "unigram"):
+        from components.serving.hf import HFFormatError
+        raise HFFormatError(f"{sp.source}: a SentencePiece {kind} model; tokenizer.json is "
+                            "written for unigram and BPE models")
+    if kind == "bpe":
         vocab = {piece: i for i, (piece, _) in enumerate(pieces)}
         model = models.BPE(vocab=vocab, merges=_bpe_merges(pieces), unk_token=pieces[unk][0],
                            byte_fallback=True, fuse_unk=True)

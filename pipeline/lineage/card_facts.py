@@ -4,10 +4,9 @@ the run's own executions and their outputs in MLMD."""
 
 from __future__ import annotations
 
+from components.serving.hf.card import EVAL_FIGURES
 from pipeline.lineage.store import Lineage, properties
 
-EVAL_FIGURES = ("eval_loss", "eval_bits_per_byte", "zlib9_bits_per_byte", "lzma9_bits_per_byte",
-                "unigram_baseline_loss", "eval_accuracy")
 SOURCE_KEYS = ("input", "format", "document", "input_fingerprint", "files_listed")
 
 

@@ -79,12 +79,13 @@ def _model_config(info):
 
 @pytest.fixture(scope="module")
 def hf_fine_tune(data_run, exported, tmp_path_factory, session_capsys):
-    """A second home whose Trainer starts from the exported directory (stops after the Trainer)."""
+    """A second home whose Trainer starts from the exported directory, pushing with
+    push.formats [hf] (the Pusher's executor writes <version>/hf/)."""
     from tests.e2e.conftest import base_args, run_cli
     home = str(tmp_path_factory.mktemp("hf_home"))
-    return run_cli(session_capsys, home, *base_args(data_run.corpus), "--until", "Trainer",
+    return run_cli(session_capsys, home, *base_args(data_run.corpus),
                    "--set", "train.train_steps=2", "--set", "train.warmup_steps=0",
-                   "--set", f"train.init_from=hf:{exported}")
+                   "--set", f"train.init_from=hf:{exported}", "--set", "push.formats=[hf]")
 
 
 def test_a_pipeline_fine_tune_from_hf_records_the_source_and_its_digest(hf_fine_tune, exported):
@@ -122,3 +123,15 @@ def test_a_sentencepiece_run_exports_with_its_own_tokenizer(sentencepiece_run, t
     batch = np.array([[ours.bos_id] + ours.encode(t.decode()).tolist()[:20] for t in TEXTS], np.int32)
     served = pushed.signatures["token_logits"](input_ids=tf.constant(batch))["logits"].numpy()
     assert np.abs(keras_hub_logits(keras_hub_backbone(out), batch) - served).max() < 1e-4
+
+
+def test_the_pusher_writes_hf_inside_the_pushed_version(hf_fine_tune):
+    from components.push.layout import HF_DIR, served_versions
+    base = os.path.join(hf_fine_tune.home, "serving", "gpt")
+    versions = served_versions(base)
+    assert len(versions) == 1, hf_fine_tune.stdout[-2000:]
+    folder = os.path.join(base, str(versions[0]), HF_DIR)
+    assert sorted(os.listdir(folder)) == ["README.md", "config.json", "generation_config.json",
+                                          "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    card = open(os.path.join(folder, CARD_FILE)).read()
+    assert f"| pushed version | {versions[0]} |" in card and hf_fine_tune.run_id in card

@@ -103,28 +103,6 @@ def test_a_pipeline_fine_tune_from_hf_records_the_source_and_its_digest(hf_fine_
     assert [m.custom_properties["hf_digest"].string_value for m in imported] == [directory_digest(exported)]
 
 
-def test_a_sentencepiece_run_exports_with_its_own_tokenizer(sentencepiece_run, tmp_path):
-    """The SentencePiece model read back from the pushed graph is the run's; `tokenizers` gives
-    its ids (BPE, the default model type: exactly) and keras-hub the served logits."""
-    import tensorflow_text  # noqa: F401  (the pushed graph's SentencePiece ops)
-    from tokenizers import Tokenizer
-    from components.push.layout import served_versions
-    from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
-    from tests.export.test_hf_tokenizer import MULTILINGUAL
-    out = str(tmp_path / "sp")
-    assert cli.main(["export", "hf", sentencepiece_run.run_id, "--home", sentencepiece_run.home,
-                     "--out", out]) == 0
-    ours = SentencePieceTokenizer.from_file(os.path.join(out, "tokenizer.model"))
-    theirs = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
-    for text in MULTILINGUAL + [t.decode() for t in TEXTS]:
-        assert theirs.encode(text).ids == ours.encode(text).tolist(), text
-    base = os.path.join(sentencepiece_run.home, "serving", "gpt")
-    pushed = tf.saved_model.load(os.path.join(base, str(served_versions(base)[-1])))
-    batch = np.array([[ours.bos_id] + ours.encode(t.decode()).tolist()[:20] for t in TEXTS], np.int32)
-    served = pushed.signatures["token_logits"](input_ids=tf.constant(batch))["logits"].numpy()
-    assert np.abs(keras_hub_logits(keras_hub_backbone(out), batch) - served).max() < 1e-4
-
-
 def test_the_pusher_writes_hf_inside_the_pushed_version(hf_fine_tune):
     from components.push.layout import HF_DIR, served_versions
     base = os.path.join(hf_fine_tune.home, "serving", "gpt")

@@ -50,9 +50,17 @@ def warm_start_parent(init_from: str):
                         ).with_id("base_model_resolver")
         return node, node.outputs["model"]
     from tfx.dsl.components.common.importer import Importer
-    uri = init_from if "://" in init_from else os.path.abspath(init_from)  # gs://, s3:// as given
+    from components.training.warm_start import hf_source
+    source = hf_source(init_from) or init_from
+    uri = source if "://" in source else os.path.abspath(source)  # gs://, s3:// as given
+    # An HF directory is imported with its content digest: new weights at the same path are a
+    # new artifact (the Trainer then re-runs), and lineage records which weights were read.
+    extra = {}
+    if hf_source(init_from) is not None:
+        from components.serving.hf.directory import directory_digest
+        extra = {"custom_properties": {"hf_digest": directory_digest(uri)}}
     node = Importer(source_uri=uri, artifact_type=standard_artifacts.Model,
-                    ).with_id("base_model_importer")
+                    **extra).with_id("base_model_importer")
     return node, node.outputs["result"]
 
 
@@ -159,7 +167,8 @@ def release_stages(config: Config, examples, trainer, serving_dir: str):
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_dir, config.model.name))),
         custom_config={"deploy": {"keep_versions": config.push.keep_versions,
-                                  "policy": config.push.version_policy}}).with_id("Pusher")
+                                  "policy": config.push.version_policy},
+                       "formats": list(config.push.formats)}).with_id("Pusher")
     return latest_blessed, evaluator, pusher
 
 

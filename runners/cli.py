@@ -14,6 +14,7 @@ from components.common.errors import (EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED
 from runners import metadata as metadata_lib
 from runners.cli_options import (beam_options, config_options, global_options, output_options,
                                  resolve_config)
+from runners.cli_export import add_export
 from runners.cli_plumbing import add_plumbing
 from runners.logs import configure_logging
 
@@ -225,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile(sub, common)
     _add_lineage(sub, common)
     add_ui_command(sub, common)
+    add_export(sub, common, open_lineage=open_lineage, served_model_dir=served_model_dir)
     show = sub.add_parser("config", parents=common + [config_options(), beam_options()],
                           help="print the resolved config (preset + YAML + overrides)",
                           description="Print the resolved, validated config as YAML.")

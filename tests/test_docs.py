@@ -100,7 +100,7 @@ def sections() -> list[str]:
     return [f.name for f in dataclasses.fields(config_lib.Config) if is_section(f)]
 
 
-FILE_SUFFIX = re.compile(r"\.(py|md|sqlite|tflite|yaml|json|pbtxt|txt|html)$")
+FILE_SUFFIX = re.compile(r"\.(py|md|sqlite|tflite|yaml|json|pbtxt|txt|html|safetensors|gguf)$")
 MISTYPED_EXAMPLE = re.compile(r"unknown config key '[^']*'")  # an error message showing a typo
 
 

@@ -16,7 +16,7 @@ from components.config.tree import (
     DataConfig, SourceConfig, DEFAULT_SOURCE, NearDedupConfig, QualityFilterConfig,
     DecontaminationConfig, DEDUP_MODES, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS, DECONTAMINATION_ACTIONS,
     ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
-    PushConfig, VERSION_POLICIES,
+    PushConfig, PUSH_FORMATS, VERSION_POLICIES,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
     Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
 
@@ -29,6 +29,6 @@ __all__ = [
     "NearDedupConfig", "QualityFilterConfig", "DecontaminationConfig", "DEDUP_MODES",
     "NEAR_DEDUP_SHINGLES", "QUALITY_FILTERS", "DECONTAMINATION_ACTIONS",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
-    "ExportConfig", "PushConfig", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
+    "ExportConfig", "PushConfig", "PUSH_FORMATS", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
     "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "Config",
     "SCHEDULED_PIPELINE_ROOT", "SCHEDULED_SERVING_DIR", "with_scheduled_paths"]

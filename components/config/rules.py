@@ -11,7 +11,7 @@ import re
 
 from components.config.cleaning import DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS
 from components.config.tree import (ARCHS, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
-                                    MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, VERSION_POLICIES,
+                                    MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, PUSH_FORMATS, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
                                     TOKENIZER_MODEL_TYPES, TOKENIZERS, XLA_MODES, Config,
                                     ConfigError)
@@ -135,6 +135,8 @@ def validate_export(config: Config) -> None:
     if config.push.keep_versions < 1:
         raise ConfigError(f"push.keep_versions: must be >= 1, got {config.push.keep_versions}")
     one_of("push.version_policy", config.push.version_policy, VERSION_POLICIES)
+    for name in config.push.formats:
+        one_of("push.formats", name, PUSH_FORMATS)
 
 
 def validate_data(config: Config) -> None:
@@ -358,7 +360,10 @@ def validate_tuning(config: Config, replicas: int) -> None:
             raise ConfigError(f"tune.space.accumulation_steps: train.global_batch_size "
                               f"({t.global_batch_size}) is not divisible by {replicas} replicas x {k}")
     if not t.init_from.strip():
-        raise ConfigError("train.init_from: empty; use none, latest_blessed or a path")
+        raise ConfigError("train.init_from: empty; use none, latest_blessed, a path or hf:DIR")
+    if t.init_from.startswith("hf:") and not t.init_from[len("hf:"):].strip():
+        raise ConfigError("train.init_from=hf:DIR: no directory after hf: (a Hugging Face model "
+                          "directory: config.json, model.safetensors, tokenizer files)")
     for item in t.freeze:
         blocks = item[len("blocks:"):] if item.startswith("blocks:") else None
         if item != "embeddings" and not (blocks and blocks.isdigit() and 0 < int(blocks) <= m.n_layer):

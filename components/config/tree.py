@@ -215,7 +215,9 @@ class TrainConfig:
     # AdamW decays Dense kernels always, biases and LayerNorms never, embeddings when this is true.
     decay_embeddings: bool = True
     # Warm start (fine-tuning): `none`, `latest_blessed` (the newest blessed Model in MLMD) or a
-    # path (a Model artifact, a SavedModel or a TF checkpoint). Shapes must match this config.
+    # path (a Model artifact, a SavedModel or a TF checkpoint), or `hf:DIR` (a Hugging Face
+    # directory: GPT2LMHeadModel, LlamaForCausalLM or Qwen3ForCausalLM; docs/serving.md). Shapes
+    # must match this config.
     init_from: str = "none"
     # Weights kept fixed while fine-tuning: `embeddings` (token + position; with tied embeddings
     # this also fixes the output head) and/or `blocks:N` (the lowest N transformer blocks).
@@ -278,6 +280,7 @@ class ExportConfig:
 
 
 VERSION_POLICIES = ("specific", "latest")
+PUSH_FORMATS = ("hf",)
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,9 @@ class PushConfig:
     # models.config's version policy: `specific` (the versions labelled stable and canary) or
     # `latest` (the newest version only; no labels).
     version_policy: str = "specific"
+    # Extra formats written inside each pushed version, under the same never-half-visible rule:
+    # `hf` (the Hugging Face layout in <version>/hf/, float32; components/serving/hf).
+    formats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -51,3 +51,21 @@ def save_weights(model: keras.Model, prefix: str) -> str:
             node = getattr(node, name)
         setattr(node, leaf, variable)
     return tf.train.Checkpoint(**{ROOT: root}).write(prefix)
+
+
+def checkpoint_shapes(prefix: str) -> dict[str, list[int]]:
+    """Object-graph path -> shape of every model variable a named-weights checkpoint holds."""
+    reader = tf.train.load_checkpoint(prefix)
+    return {key[:-len(SUFFIX)]: shape for key, shape in reader.get_variable_to_shape_map().items()
+            if key.startswith(ROOT + "/") and key.endswith(SUFFIX)}
+
+
+def assign_weights(model: keras.Model, prefix: str) -> int:
+    """Every variable of `model` from the named-weights checkpoint at `prefix`, by path (the
+    caller has checked that names and shapes match: warm_start.load_weights names a difference).
+    Returns the number of variables assigned."""
+    reader = tf.train.load_checkpoint(prefix)
+    targets = variable_paths(model)
+    for path, variable in targets.items():
+        variable.assign(tf.cast(reader.get_tensor(path + SUFFIX), variable.dtype))
+    return len(targets)

@@ -10,7 +10,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
-from components.push.push import LOGGER, push_model
+from components.push.push import LOGGER, format_writers, push_model
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
@@ -30,10 +30,15 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         variant = blessing.get_string_custom_property("serve_variant") if blessing else ""
         serve_path = blessing.get_string_custom_property("serve_path") if blessing else ""
         source = os.path.join(model.uri, serve_path) if serve_path else self.GetModelPath(input_dict)
+        custom = json.loads(exec_properties.get("custom_config") or "{}")
+        run_id = getattr(self._context, "pipeline_run_id", None) if self._context else None
         result = push_model(source, destination.filesystem.base_directory,
                             record={"model_id": model.id, "model_uri": model.uri,
                                     "variant": variant or "float"},
-                            deploy=json.loads(exec_properties.get("custom_config") or "{}").get("deploy"))
+                            deploy=custom.get("deploy"),
+                            extras=format_writers(custom.get("formats") or (), model.uri,
+                                                  {"run_id": run_id, "model_name": os.path.basename(
+                                                      destination.filesystem.base_directory.rstrip("/"))}))
         model_push.set_string_custom_property("variant", variant or "float")
         if result.pushed:
             self._MarkPushed(model_push, pushed_destination=result.path,

@@ -7,6 +7,8 @@ and the tests read it). Under <serving_dir>/<model>/ (TF Serving's base path):
     assets.extra/bigtrain_push.json
                              PUSH_RECORD: the model's content digest, its MLMD id and the run
                              that pushed it (push is idempotent on the digest)
+    hf/                      HF_DIR: the Hugging Face layout of the same weights (push.formats:
+                             [hf]; components/serving/hf), written before the version appears
   models.config              MODELS_CONFIG: TF Serving's --model_config_file, with the labels
                              `stable` and `canary` (components/push/deployment.py writes it)
   batching_parameters        BATCHING_FILE: TF Serving's --batching_parameters_file
@@ -24,6 +26,7 @@ from components.common import fs
 
 GRAPH_FILE = "saved_model.pb"
 PUSH_RECORD = os.path.join("assets.extra", "bigtrain_push.json")
+HF_DIR = "hf"
 MODELS_CONFIG = "models.config"
 BATCHING_FILE = "batching_parameters"
 

@@ -31,7 +31,7 @@ from components.common import fs
 from components.common.errors import BigtrainError, DiskFullError
 from components.push import staging
 from components.push.deployment import publish_deployment_files
-from components.push.layout import GRAPH_FILE, PUSH_RECORD, served_as, version_dir
+from components.push.layout import GRAPH_FILE, HF_DIR, PUSH_RECORD, served_as, version_dir
 
 WAIT_FOR_OTHER_PUSH_S = float(os.environ.get("BIGTRAIN_PUSH_WAIT_S", 1800))
 LOGGER = logging.getLogger("bigtrain.push")
@@ -73,9 +73,11 @@ def _wait_for_other_push(base_dir: str, digest: str, claim: str) -> PushResult |
 
 
 def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
-               deploy: dict | None = None) -> PushResult:
+               deploy: dict | None = None, extras: dict | None = None) -> PushResult:
     """Copy saved_model_dir to <base_dir>/<new version>, never half-visible, unless served; then
-    the deployment files (deploy: keep_versions, policy; components/push/deployment.py)."""
+    the deployment files (deploy: keep_versions, policy; components/push/deployment.py).
+    extras: {folder: write(folder path, version)}, more formats written inside the version
+    before it becomes visible (hf_writer)."""
     fs.prepare(saved_model_dir, base_dir)
     if not fs.exists(fs.join(saved_model_dir, GRAPH_FILE)):
         raise FileNotFoundError(f"no {GRAPH_FILE} in {saved_model_dir}")
@@ -98,7 +100,7 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
         version = staging.claim_version(base_dir)
         final = _publish(saved_model_dir, base_dir, version, dict(
             record or {}, model_digest=digest, version=version,
-            pushed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+            pushed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())), extras or {})
     except BaseException as err:
         # Let a later (or waiting) push try again, under the same version number if it likes.
         fs.remove(claim)
@@ -131,7 +133,27 @@ def _pause_before_publish() -> None:
         time.sleep(float(os.environ["BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S"]))
 
 
-def _publish(saved_model_dir: str, base_dir: str, version: int, push_record: dict) -> str:
+def hf_writer(model_dir: str, facts: dict | None = None):
+    """The extras writer of push.formats `hf`: the Model artifact at model_dir in the Hugging
+    Face layout (float32), its card with the pushed version."""
+    def write(folder: str, version: int) -> None:
+        from components.serving.hf.card import facts_from_model_info
+        from components.serving.hf.directory import write_hf_directory
+        from components.serving.hf.source import load_exported
+        model, tokenizer, info = load_exported(model_dir)
+        card = dict(facts_from_model_info(info), **(facts or {}), pushed_version=version,
+                    source=model_dir)
+        write_hf_directory(model, tokenizer, folder, facts=card)
+    return write
+
+
+def format_writers(formats, model_dir: str, facts: dict | None = None) -> dict:
+    """{folder in the version: writer} for push.formats."""
+    return {HF_DIR: hf_writer(model_dir, facts)} if "hf" in formats else {}
+
+
+def _publish(saved_model_dir: str, base_dir: str, version: int, push_record: dict,
+             extras: dict) -> str:
     final = version_dir(base_dir, version)
     record_bytes = json.dumps(push_record, indent=2).encode()
     if not fs.is_remote(base_dir):  # stage under a non-numeric name, rename in one step
@@ -141,6 +163,8 @@ def _publish(saved_model_dir: str, base_dir: str, version: int, push_record: dic
             fs.copytree(saved_model_dir, incoming)
             fs.makedirs(os.path.dirname(fs.join(incoming, PUSH_RECORD)))
             fs.write_bytes(fs.join(incoming, PUSH_RECORD), record_bytes)
+            for folder, write in extras.items():
+                write(fs.join(incoming, folder), version)
             _pause_before_publish()
             fs.rename(incoming, final)  # atomic; the version number is ours (claimed)
         except BaseException:
@@ -151,6 +175,8 @@ def _publish(saved_model_dir: str, base_dir: str, version: int, push_record: dic
     # graph: TF Serving (and served_versions) see the version only once it is complete.
     try:
         fs.copytree(saved_model_dir, final, skip=(GRAPH_FILE,))
+        for folder, write in extras.items():
+            write(fs.join(final, folder), version)
         fs.write_bytes(fs.join(final, PUSH_RECORD), record_bytes)
         _pause_before_publish()
         fs.copy(fs.join(saved_model_dir, GRAPH_FILE), fs.join(final, GRAPH_FILE))

@@ -139,6 +139,10 @@ def run_fn(fn_args) -> None:
     if cpu_devices_needed(config.runtime):
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}
+    tokenizer = examples_tokenizer(fn_args.train_files, config)
+    hf_dir = warm_start.hf_directory(config.train.init_from, fn_args.base_model)
+    if hf_dir is not None:  # every named error of an HF source, before any model is built
+        warm.update(warm_start.check_hf_source(config, hf_dir, tokenizer))
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
                                   config.train.freeze, warm)
     checkpoint_dir = checkpoint_dir_for(config, custom["checkpoint_root"], fn_args.base_model,
@@ -148,7 +152,6 @@ def run_fn(fn_args) -> None:
                         prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss))
     figures.require_finite("Trainer", "final training loss", result.final_loss, DIVERGED.format(
         steps=result.steps, skipped=result.skipped_steps))
-    tokenizer = examples_tokenizer(fn_args.train_files, config)
     metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer)
     summary = training_summary(config, result, metrics, baseline)
     summary.update(code_digest=custom["code_digest"], checkpoint_dir=checkpoint_dir)

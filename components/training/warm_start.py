@@ -5,6 +5,11 @@ by components/model/weights.py at export), the variables of a SavedModel saved w
 `model`. Never pickles, HDF5 or .keras files. (The serving SavedModel itself, written through
 Keras' ExportArchive, stores its variables unnamed as `_all_variables/<n>`: no use for matching.)
 
+A Hugging Face directory (`train.init_from=hf:DIR`, a class components/serving/hf/mapping.py
+maps) is checked before the model is built (`check_hf_source`: the class, the sizes against the
+config, the weights and optimizer state against the device, the tokenizer files) and then
+loaded by the same mapping backwards (`load_hf`).
+
 Variables are matched by their path in the object graph (`model/blocks/0/attn/qkv/_kernel`),
 the names TensorFlow itself writes, so a different depth or width is an error naming the first
 variable that differs, not a silent partial load.
@@ -18,7 +23,8 @@ import os
 import keras
 import tensorflow as tf
 
-from components.model.weights import ROOT, SUFFIX, WEIGHTS_PREFIX, variable_paths
+from components.model.weights import (ROOT, WEIGHTS_PREFIX, assign_weights, checkpoint_shapes,
+                                       variable_paths)
 from components.serving.variants import DIRS
 
 FORMAT_SERVING = DIRS["float"]
@@ -27,6 +33,9 @@ REFUSED_SUFFIXES = (".h5", ".hdf5", ".keras", ".pkl", ".pickle", ".npz")
 
 class WarmStartError(ValueError):
     """The warm-start source is missing, unreadable or does not fit the model (names which)."""
+
+
+HF_PREFIX = "hf:"
 
 
 class ArchitectureMismatch(WarmStartError):
@@ -43,12 +52,30 @@ def checkpoint_arch(paths) -> str | None:
     return None
 
 
+def hf_source(init_from: str) -> str | None:
+    """The directory of `train.init_from=hf:DIR`, else None."""
+    return init_from[len(HF_PREFIX):] if init_from.startswith(HF_PREFIX) else None
+
+
+def hf_directory(init_from: str, base_model: str | None) -> str | None:
+    """The HF directory to read for `train.init_from=hf:DIR`: the path the pipeline imported
+    (base_model: <DIR>/Format-Serving, TFX's serving path of the imported artifact; absolute,
+    the one whose digest lineage holds), else DIR as written; None for other sources."""
+    written = hf_source(init_from)
+    if written is None or not base_model:
+        return written
+    path = base_model.rstrip("/")
+    return os.path.dirname(path) if os.path.basename(path) == FORMAT_SERVING else path
+
+
 def resolve_source(init_from: str, base_model: str | None) -> str | None:
     """train.init_from plus the Trainer's base_model input -> a checkpoint prefix (or None).
 
     base_model is TFX's path for the resolved/imported Model artifact (<uri>/Format-Serving)."""
     if init_from == "none":
         return None
+    if hf_source(init_from) is not None:
+        return HF_PREFIX + hf_directory(init_from, base_model)
     if init_from == "latest_blessed" and not base_model:
         raise WarmStartError("train.init_from=latest_blessed: no blessed model in this metadata "
                              "store yet (run once without init_from; a model the Evaluator "
@@ -84,8 +111,7 @@ def load_weights(model: keras.Model, prefix: str) -> int:
     """Assign every model variable from the checkpoint; returns the number of values loaded.
     Raises WarmStartError naming a missing, surplus or differently shaped variable."""
     reader = tf.train.load_checkpoint(prefix)
-    shapes = {key[:-len(SUFFIX)]: shape for key, shape in reader.get_variable_to_shape_map().items()
-              if key.startswith(ROOT + "/") and key.endswith(SUFFIX)}
+    shapes = checkpoint_shapes(prefix)
     targets = variable_paths(model)
     parent, own = checkpoint_arch(shapes), getattr(model, "arch", None)
     if parent and own and parent != own:
@@ -112,9 +138,7 @@ def load_weights(model: keras.Model, prefix: str) -> int:
         raise WarmStartError(f"warm start from {prefix}: this model has no variable {surplus[0]} "
                              f"({len(surplus)} checkpoint variable(s) unused; the parent is deeper "
                              "or has an untied head)")
-    for path, variable in targets.items():
-        variable.assign(tf.cast(reader.get_tensor(path + SUFFIX), variable.dtype))
-    return len(targets)
+    return assign_weights(model, prefix)
 
 
 def freeze(model: keras.Model, items) -> int:
@@ -135,10 +159,73 @@ def freeze(model: keras.Model, items) -> int:
 
 def preparer(prefix: str | None, freeze_items, report: dict):
     """The hook loop.train calls on the freshly built model (inside the strategy scope, before
-    the optimizer is built and before a resume checkpoint, which wins, is restored)."""
+    the optimizer is built and before a resume checkpoint, which wins, is restored). prefix: a
+    checkpoint prefix, or `hf:DIR` (checked beforehand by check_hf_source)."""
     def prepare(model):
-        if prefix:
+        if prefix and hf_source(prefix) is not None:
+            report["warm_start_variables"] = load_hf(model, hf_source(prefix))
+            report["init_from_checkpoint"] = prefix
+        elif prefix:
             report["warm_start_variables"] = load_weights(model, prefix)
             report["init_from_checkpoint"] = prefix
         report["frozen_parameters"] = freeze(model, freeze_items)
     return prepare
+
+
+def _config_sizes(config) -> dict:
+    """The settings an HF config.json must agree with, as this config builds them."""
+    from components.model.shapes import swiglu_hidden
+    from components.tokenizer.spec import token_spec
+    m = config.model
+    sizes = dict(arch=m.arch, n_layer=m.n_layer, n_head=m.n_head, d_model=m.d_model,
+                 tie_embeddings=m.tie_embeddings, vocab_size=token_spec(config.data).vocab_size)
+    if m.arch == "gpt2":
+        return dict(sizes, mlp_ratio=m.mlp_ratio, context_length=config.data.seq_len)
+    return dict(sizes, n_kv_head=m.n_kv_head or m.n_head, rope_theta=m.rope_theta,
+                norm_eps=m.norm_eps, qk_norm=m.qk_norm,
+                mlp_hidden=swiglu_hidden(m.d_model, m.mlp_ratio, m.mlp_hidden))
+
+
+def check_hf_memory(config, settings: dict, n_params: int, hf_dir: str) -> None:
+    """CheckpointTooLarge when the checkpoint's weights, AdamW moments and gradients alone (no
+    activation yet) exceed a replica's device memory (components/training/memory.py)."""
+    from components import config as config_lib
+    from components.serving.hf import CheckpointTooLarge
+    from components.training import memory
+    replicas = config_lib.expected_replicas(config)
+    available = memory.device_memory_bytes(config.runtime, replicas)
+    model = {k: v for k, v in settings.items() if k not in ("vocab_size", "context_length")}
+    estimate = memory.estimate(config_lib.merge(config, {"model": model}), n_params, replicas,
+                               available, vocab_size=settings["vocab_size"])
+    fixed = estimate.parameters + estimate.optimizer_state + estimate.gradients
+    if available and fixed > available:
+        raise CheckpointTooLarge(
+            f"train.init_from=hf:{hf_dir}: {n_params:,} parameters need ~{fixed / memory.GIB:.1f} "
+            f"GiB per replica for weights, optimizer state and gradients before any activation; "
+            f"the device has {available / memory.GIB:.1f} GiB (runtime.device_memory_gb; "
+            "train.shard_optimizer_state or runtime.pipeline_stages split them)")
+
+
+def check_hf_source(config, hf_dir: str, tokenizer) -> dict:
+    """Everything about an HF warm-start source that can fail, before any model is built:
+    UnsupportedHFClass, CheckpointTooLarge, HFShapeMismatch (naming the model.* setting that
+    differs), MissingTokenizerFile. Returns the lineage facts (the directory and its digest)."""
+    from components.serving.hf import HFShapeMismatch, directory, mapping
+    settings = mapping.model_settings(directory.read_config(hf_dir), hf_dir)
+    check_hf_memory(config, settings, directory.parameter_count(hf_dir), hf_dir)
+    for key, ours in _config_sizes(config).items():
+        theirs = settings.get(key, ours)
+        if theirs != ours:
+            where = "data.seq_len" if key == "context_length" else (
+                "the tokenizer's vocabulary" if key == "vocab_size" else f"model.{key}")
+            raise HFShapeMismatch(f"train.init_from=hf:{hf_dir}: the checkpoint has {key}="
+                                  f"{theirs!r} but this config builds {where}={ours!r}")
+    directory.check_tokenizer(hf_dir, tokenizer)
+    return {"init_from_hf_dir": hf_dir, "init_from_hf_digest": directory.directory_digest(hf_dir),
+            "init_from_hf_class": directory.read_config(hf_dir)["architectures"][0]}
+
+
+def load_hf(model: keras.Model, hf_dir: str) -> int:
+    """Every variable from the HF directory's tensors (names and shapes checked first)."""
+    from components.serving.hf import directory, mapping
+    return mapping.assign_hf_tensors(model, directory.read_tensors(hf_dir), hf_dir)

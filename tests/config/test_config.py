@@ -79,6 +79,8 @@ def test_yaml_file_then_overrides(tmp_path):
     (["train.lr_schedule=linear"], r"train\.lr_schedule: 'linear'"),
     (["train.decay_fraction=0"], r"train\.decay_fraction: must be in \(0, 1\]"),
     (["tune.space.d_model=[36]"], r"tune\.space\.d_model: 36 .* into even head widths"),
+    (["train.init_from='hf: '"], r"train\.init_from=hf:DIR: no directory after hf:"),
+    (["push.formats=[gguf]"], r"push\.formats: 'gguf' is not one of \('hf',\)"),
 ])
 def test_cross_field_checks_fail_early(overrides, message):
     with pytest.raises(ConfigError, match=message):

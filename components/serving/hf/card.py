@@ -1,0 +1,86 @@
+"""The model card (README.md of a Hugging Face directory), rendered from lineage facts.
+
+The facts are a plain dict, gathered by whoever knows them (the CLI reads MLMD through the
+lineage package, the Pusher its own execution; both sit above this module):
+  run_id, pushed_version, model_name, source      strings (or None: "not recorded")
+  data_sources   [{"input": ..., "documents": n, ...}]   one row per raw source, its counts
+  data_counts    {name: number}                 what the data stage kept and dropped
+  training       {setting: value}               model.*, train.* and the training figures
+  evaluation     {figure: value}                eval loss, bits per byte and the compressor
+                                                baselines (zlib9/lzma9 bits per byte)
+`facts_from_model_info` fills what the exported SavedModel itself records (its MODEL_INFO).
+"""
+
+from __future__ import annotations
+
+EVAL_FIGURES = ("eval_loss", "eval_bits_per_byte", "zlib9_bits_per_byte", "lzma9_bits_per_byte",
+                "unigram_baseline_loss", "eval_accuracy", "eval_loss_standard_error",
+                "eval_sample_sequences")
+TRAINING_FIGURES = ("steps", "tokens_seen", "final_loss", "parameter_count", "precision",
+                    "num_replicas", "init_from", "config_digest", "code_digest")
+
+
+def facts_from_model_info(info: dict) -> dict:
+    """Card facts from an exported model's MODEL_INFO (its config and training summary)."""
+    config, summary = info.get("config") or {}, info.get("training") or {}
+    training = {f"model.{k}": v for k, v in (config.get("model") or {}).items()}
+    training.update({f"train.{k}": v for k, v in (config.get("train") or {}).items()
+                     if k in ("steps", "learning_rate", "global_batch_size", "schedule", "seed",
+                              "warmup_steps", "weight_decay", "init_from")})
+    training.update({f"data.{k}": v for k, v in (config.get("data") or {}).items()})
+    training.update({k: summary[k] for k in TRAINING_FIGURES if k in summary})
+    return {"training": training,
+            "evaluation": {k: summary[k] for k in EVAL_FIGURES if k in summary}}
+
+
+def _value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "not recorded" if value is None else str(value)
+
+
+def _table(rows: dict) -> list[str]:
+    if not rows:
+        return ["not recorded", ""]
+    return ["| name | value |", "|---|---|"] + [f"| `{k}` | {_value(v)} |" for k, v in rows.items()] + [""]
+
+
+def _sources(sources: list[dict]) -> list[str]:
+    if not sources:
+        return ["not recorded", ""]
+    keys = list(dict.fromkeys(k for row in sources for k in row))
+    return ([f"| {' | '.join(keys)} |", "|" + "---|" * len(keys)]
+            + [f"| {' | '.join(_value(row.get(k)) for k in keys)} |" for row in sources] + [""])
+
+
+def compressor_line(evaluation: dict) -> str:
+    """The model's bits per byte against the general-purpose compressors on the same text."""
+    model = evaluation.get("eval_bits_per_byte")
+    baselines = {name: evaluation[f"{name}9_bits_per_byte"] for name in ("zlib", "lzma")
+                 if f"{name}9_bits_per_byte" in evaluation}
+    if model is None or not baselines:
+        return "Compressor baselines: not recorded."
+    parts = ", ".join(f"{name} -9 {value:.3f}" for name, value in baselines.items())
+    return (f"Bits per byte on the eval sample: this model {model:.3f}; compressors on the same "
+            f"text: {parts} (a model worth serving is below them).")
+
+
+def render_card(config: dict, facts: dict) -> str:
+    """README.md: YAML front matter, then what the model is, where its data came from, how it
+    was trained and how it measured."""
+    cls = config["architectures"][0]
+    name = facts.get("model_name") or "bigtrain model"
+    lines = ["---", "library_name: transformers", "pipeline_tag: text-generation",
+             "tags: [bigtrain, causal-lm]", "---", "", f"# {name}", "",
+             f"A `{cls}` exported by bigtrain (`bigtrain export hf`).", "",
+             "| lineage | value |", "|---|---|",
+             f"| run id | {_value(facts.get('run_id'))} |",
+             f"| pushed version | {_value(facts.get('pushed_version'))} |",
+             f"| exported from | {_value(facts.get('source'))} |", "",
+             "## Model", ""] + _table({k: config[k] for k in sorted(config) if k != "architectures"})
+    lines += ["## Data sources", ""] + _sources(facts.get("data_sources") or [])
+    lines += ["## Data counts", ""] + _table(facts.get("data_counts") or {})
+    lines += ["## Training settings", ""] + _table(facts.get("training") or {})
+    evaluation = facts.get("evaluation") or {}
+    lines += ["## Evaluation", ""] + _table(evaluation) + [compressor_line(evaluation), ""]
+    return "\n".join(lines)

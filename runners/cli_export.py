@@ -1,0 +1,78 @@
+"""`bigtrain export hf`: a trained model in the Hugging Face layout (components/serving/hf), from a
+pushed version, a run id or a model folder, with a model card from lineage."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+
+from components.common.errors import NotFoundError
+from runners.cli_options import config_options, resolve_config
+from runners.logs import configure_logging
+
+
+def export_source(args, open_lineage, served_model_dir) -> tuple[str, dict]:
+    """(Model artifact folder, card facts) for SOURCE: a folder (a model folder, its
+    Format-Serving, or a pushed version, whose push record names its model), a pushed version
+    number under <serving dir>/<model>, or a run id (MLMD: the model its Trainer wrote)."""
+    from components.common import fs
+    from components.push.layout import PUSH_RECORD, read_push_record, version_dir
+    source = args.source
+    if source.isdigit() and not os.path.exists(source):
+        path = version_dir(served_model_dir(resolve_config(args), args.model), int(source))
+        if not fs.exists(fs.join(path, PUSH_RECORD)):
+            raise NotFoundError(f"bigtrain export hf: no pushed version {source} ({path})")
+        record = read_push_record(path)
+        return record["model_uri"], {"pushed_version": int(source), "source": path}
+    if fs.is_remote(source) or os.path.isdir(source):
+        if fs.exists(fs.join(source, PUSH_RECORD)):
+            record = read_push_record(source)
+            return record["model_uri"], {"pushed_version": record.get("version"), "source": source}
+        return source, {"source": source}
+    from pipeline.lineage.card_facts import card_facts
+    facts = card_facts(open_lineage(args), source)
+    if not facts["model_uri"]:
+        raise NotFoundError(f"bigtrain export hf: run {facts['run_id']} wrote no model (its "
+                            "Trainer was cached or failed); give the run that trained it, or a "
+                            "pushed version")
+    return facts.pop("model_uri"), dict(facts, source=f"run {facts['run_id']}")
+
+
+def cmd_export_hf(args: argparse.Namespace, open_lineage, served_model_dir) -> int:
+    configure_logging(args.verbose)
+    from components.serving.hf.card import facts_from_model_info
+    from components.serving.hf.directory import write_hf_directory
+    from components.serving.hf.source import load_exported
+    model_dir, facts = export_source(args, open_lineage, served_model_dir)
+    model, tokenizer, info = load_exported(model_dir)
+    card = facts_from_model_info(info)
+    for key, value in facts.items():   # lineage adds to what the model itself records
+        card[key] = dict(card.get(key) or {}, **value) if isinstance(value, dict) else value
+    card.setdefault("model_name", (info.get("config") or {}).get("model", {}).get("name"))
+    files = write_hf_directory(model, tokenizer, args.out, dtype=args.dtype, facts=card)
+    print(f"{args.out}: {', '.join(files)} ({type(model).__name__} {model.arch} -> "
+          f"{len(files)} files, {args.dtype})")
+    return 0
+
+
+def add_export(sub, common: list, *, open_lineage, served_model_dir) -> None:
+    """`bigtrain export hf`; open_lineage and served_model_dir are the CLI's own (runners/cli.py)."""
+    export = sub.add_parser("export", parents=common, help="write a trained model in another format",
+                            description="Write a trained model in a format other engines load.")
+    esub = export.add_subparsers(dest="export_format", metavar="FORMAT", required=True)
+    hf = esub.add_parser(
+        "hf", parents=common + [config_options(with_preset=False)],
+        help="the Hugging Face layout (config.json, model.safetensors, tokenizer, model card)",
+        description="Write SOURCE as a Hugging Face model directory: GPT2LMHeadModel (model.arch="
+                    "gpt2), LlamaForCausalLM (llama) or Qwen3ForCausalLM (llama with qk_norm), "
+                    "its tokenizer and a model card from lineage (docs/serving.md).")
+    hf.add_argument("source", metavar="SOURCE",
+                    help="a pushed version (a number: <serving dir>/<model>/<N>), a run id (unique "
+                         "prefix, latest, latest~N) or a model folder / its SavedModel")
+    hf.add_argument("--out", required=True, metavar="DIR", help="directory to write")
+    hf.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="tensor dtype in model.safetensors (default float32)")
+    hf.add_argument("--model", help="model name of a pushed version (default: model.name)")
+    hf.set_defaults(func=functools.partial(cmd_export_hf, open_lineage=open_lineage,
+                                           served_model_dir=served_model_dir))

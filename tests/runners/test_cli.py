@@ -18,7 +18,8 @@ def test_help_lists_every_subcommand_with_one_line(capsys):
     parser = cli.build_parser()
     action = parser._subparsers._group_actions[0]
     commands = action.choices
-    assert set(commands) == {"run", "generate", "lineage", "ui", "compile", "config", "plumbing"}
+    assert set(commands) == {"run", "generate", "lineage", "ui", "compile", "config", "plumbing",
+                             "export"}
     helps = {a.dest: a.help for a in action._choices_actions}
     for name in commands:
         assert helps[name] and "\n" not in helps[name], name  # one line each

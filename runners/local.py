@@ -16,7 +16,7 @@ from components import config as config_lib
 from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
-from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError
+from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullError, ObjectStoreError
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
@@ -83,6 +83,29 @@ def is_disk_full(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def object_store_cause(error: BaseException, places: list[str]) -> ObjectStoreError | None:
+    """The ObjectStoreError behind a stage failure, or None: one in its chain (or named in the
+    text of a Beam wrapper), else, when one of the run's remote places no longer answers, that
+    (TensorFlow's own S3 reads and writes in the Trainer fail as op errors naming no URI; one
+    bounded request per place)."""
+    import re
+    exc, seen = error, set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ObjectStoreError):
+            return exc
+        named = re.search(r"ObjectStoreError: ([^\n]*)", str(exc))
+        if named:
+            return ObjectStoreError(named.group(1).strip())
+        exc = exc.__cause__ or exc.__context__
+    for place in places:
+        try:
+            fs.check_bucket(place)
+        except ObjectStoreError as err:
+            return ObjectStoreError(f"the object store no longer answers: {err}")
+    return None
 
 
 def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
@@ -199,6 +222,12 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
             f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "
             f"file(s) pruned; earlier artifacts, checkpoints and pushed models are intact. Free "
             f"space and run again (training resumes from its last complete checkpoint)")
+    lost = error is not None and object_store_cause(error, paths.remote() + (
+        [config.data.input] if fs.is_remote(config.data.input) else []))
+    if lost:
+        raise ObjectStoreError(
+            f"{lost} (stage failure: {fs.short_message(failure[1])}; details: bigtrain lineage why "
+            f"--home {paths.home})") from error
     if failure:
         print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
               file=sys.stderr)

@@ -20,6 +20,7 @@ from components.common.errors import EXIT_FAILED, EXIT_GATE, EXIT_OK, DiskFullEr
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
+from runners.sdk_workers import check_sdk_workers
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,8 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
           + "".join(f"\n{label}: {path}" for label, path in (("pipeline root", paths.pipeline_root),
                     ("serving folder", paths.serving_dir)) if not path.startswith(paths.home)),
           flush=True)
+    # A portable run's SDK workers must answer before any stage waits on them (no silent hang).
+    check_sdk_workers(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s)
     failure, error = None, None
     try:
         # Libraries parse sys.argv themselves (Beam's options, absl flags: `-v` is absl's

@@ -48,3 +48,10 @@ class DiskFullError(BigtrainError):
 class ObjectStoreError(BigtrainError):
     """An s3:// or gs:// URI could not be reached: endpoint down, no bucket, bad credentials."""
     exit_code = EXIT_OBJECT_STORE
+
+
+class SdkWorkerError(BigtrainError):
+    """A portable Beam run's SDK workers did not connect (or did not finish a one-element probe
+    pipeline) within runtime.sdk_worker_timeout_s: the worker pool is down, or runs outside an
+    environment with apache_beam."""
+    exit_code = EXIT_FAILED

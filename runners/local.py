@@ -17,10 +17,11 @@ from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
-                                      DiskFullError)
+                                      DiskFullError, ObjectStoreError)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
+from runners.sdk_workers import check_sdk_workers
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,29 @@ def named_disk_full(exc: BaseException) -> DiskFullError | None:
         if isinstance(exc, DiskFullError):
             return exc
         exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def object_store_cause(error: BaseException, places: list[str]) -> ObjectStoreError | None:
+    """The ObjectStoreError behind a stage failure, or None: one in its chain (or named in the
+    text of a Beam wrapper), else, when one of the run's remote places no longer answers, that
+    (TensorFlow's own S3 reads and writes in the Trainer fail as op errors naming no URI; one
+    bounded request per place)."""
+    import re
+    exc, seen = error, set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ObjectStoreError):
+            return exc
+        named = re.search(r"ObjectStoreError: ([^\n]*)", str(exc))
+        if named:
+            return ObjectStoreError(named.group(1).strip())
+        exc = exc.__cause__ or exc.__context__
+    for place in places:
+        try:
+            fs.check_bucket(place)
+        except ObjectStoreError as err:
+            return ObjectStoreError(f"the object store no longer answers: {err}")
     return None
 
 
@@ -184,6 +208,8 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
           + "".join(f"\n{label}: {path}" for label, path in (("pipeline root", paths.pipeline_root),
                     ("serving folder", paths.serving_dir)) if not path.startswith(paths.home)),
           flush=True)
+    # A portable run's SDK workers must answer before any stage waits on them (no silent hang).
+    check_sdk_workers(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s)
     failure, error = None, None
     try:
         # Libraries parse sys.argv themselves (Beam's options, absl flags: `-v` is absl's
@@ -220,6 +246,12 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         print(f"\nrun PREEMPTED: {failure[1]}\n(`bigtrain run` with the same config resumes the "
               f"Trainer there; earlier stages come from the cache)", file=sys.stderr)
         return failure[0]
+    lost = error is not None and object_store_cause(error, paths.remote() + (
+        [s.input for s in config.data.mixture() if fs.is_remote(s.input)]))
+    if lost:
+        raise ObjectStoreError(
+            f"{lost} (stage failure: {fs.short_message(failure[1])}; details: bigtrain lineage why "
+            f"--home {paths.home})") from error
     if failure:
         print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
               file=sys.stderr)

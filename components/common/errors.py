@@ -62,3 +62,10 @@ class TrainingPreempted(BigtrainError):
     """SIGTERM or SIGINT reached training: the step in flight finished, a checkpoint with its
     input state was written, and the run stops so that the next one resumes exactly there."""
     exit_code = EXIT_PREEMPTED
+
+
+class SdkWorkerError(BigtrainError):
+    """A portable Beam run's SDK workers did not connect (or did not finish a one-element probe
+    pipeline) within runtime.sdk_worker_timeout_s: the worker pool is down, or runs outside an
+    environment with apache_beam."""
+    exit_code = EXIT_FAILED

@@ -8,7 +8,10 @@ Remote paths go through `tf.io.gfile`; `s3://` needs tensorflow-io's filesystem,
 `import tensorflow_io` (done here, lazily, on the first s3:// path). Local paths go through the
 standard library: same semantics, and a Beam worker that only reads a tokenizer need not import
 TensorFlow. A remote failure that is not "no such object" (endpoint unreachable, no bucket,
-no credentials, access denied) raises ObjectStoreError naming the URI.
+no credentials, access denied) raises ObjectStoreError naming the URI, with a one-line message
+(no TensorFlow stack). tensorflow-io answers "does not exist" when it cannot reach the endpoint at
+all, so a negative remote answer (exists, isdir, listdir, not found) is confirmed with one bounded
+boto3 request to the bucket before it is believed.
 """
 
 from __future__ import annotations
@@ -23,10 +26,17 @@ from typing import IO, Iterator
 
 from components.common.errors import ObjectStoreError
 
-# tensorflow-io's S3 client (the AWS C++ SDK) retries failed requests with backoff; these bound
-# what one request may cost when the endpoint is unreachable (set before the filesystem loads,
-# overridable from the environment).
-S3_CLIENT_DEFAULTS = {"S3_CONNECT_TIMEOUT_MSEC": "5000", "S3_REQUEST_TIMEOUT_MSEC": "60000"}
+# tensorflow-io's S3 client (the AWS C++ SDK) and boto3 (Beam's S3 client, our own requests) retry
+# failed requests with backoff; these bound what one request may cost when the endpoint is
+# unreachable (set before either client is made, overridable from the environment). The SDK's
+# default ("legacy") retry mode ignores AWS_MAX_ATTEMPTS and retries 10 times (about 25 s per
+# request against a stopped server, 51 s per tf.io.gfile call, which makes two requests); the
+# "standard" mode honours it: 3 attempts, about 2 to 5 s per call.
+S3_CLIENT_DEFAULTS = {"S3_CONNECT_TIMEOUT_MSEC": "5000", "S3_REQUEST_TIMEOUT_MSEC": "60000",
+                      "AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "3"}
+# Longest part of a client's message kept in an ObjectStoreError (TensorFlow's op errors carry
+# the graph's whole Python stack after the first line).
+_MESSAGE_CHARS = 200
 
 
 def is_remote(path: str) -> bool:
@@ -43,10 +53,16 @@ def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
 
 
-@functools.cache
-def _load_s3() -> None:
+def bound_s3_retries() -> None:
+    """The S3_CLIENT_DEFAULTS into this process's environment (what is set already wins); child
+    processes (Beam workers) inherit them."""
     for name, value in S3_CLIENT_DEFAULTS.items():
         os.environ.setdefault(name, value)
+
+
+@functools.cache
+def _load_s3() -> None:
+    bound_s3_retries()
     import tensorflow_io  # noqa: F401  (registers the s3:// filesystem with tf.io.gfile)
 
 
@@ -82,6 +98,30 @@ def _gfile(path: str):
     return tf.io.gfile
 
 
+def short_message(message: str) -> str:
+    """The first meaningful line of a client's error message, at most _MESSAGE_CHARS: without
+    TensorFlow's `{{function_node ...}}` prefix and the graph stack that follows it."""
+    import re
+    text = re.sub(r"\{\{function_node [^}]*\}\}", "", message or "")
+    text = re.sub(r"\s*\[Op:\w+\].*", "", text, flags=re.S)
+    text = re.sub(r":\s+:", ":", text)  # "UnknownError:  : curlCode" once the prefix is gone
+    lines = [line.strip(" :") for line in text.splitlines() if line.strip(" :")]
+    first = lines[0] if lines else "no message"
+    return first if len(first) <= _MESSAGE_CHARS else first[:_MESSAGE_CHARS] + "..."
+
+
+def confirm_reachable(op: str, path: str) -> None:
+    """ObjectStoreError naming path when its store cannot be reached (or its bucket is missing or
+    forbidden): tensorflow-io reports an unreachable endpoint as "does not exist" (its Stat ignores
+    failed requests), so a negative remote answer is checked before it is believed. One boto3
+    request (bounded, _s3_client); only s3:// is checked."""
+    try:
+        check_bucket(path)
+    except ObjectStoreError as err:
+        raise ObjectStoreError(f"{op} {err} (check the endpoint, the bucket and the credentials)"
+                               ) from None
+
+
 @contextlib.contextmanager
 def _remote(op: str, path: str):
     """Map TensorFlow's filesystem errors to FileNotFoundError / ObjectStoreError with the URI."""
@@ -92,24 +132,32 @@ def _remote(op: str, path: str):
         if "NoSuchBucket" in (err.message or ""):
             raise ObjectStoreError(f"{op} {path} failed: no such bucket (check the URI and the "
                                    f"endpoint)") from None
-        raise FileNotFoundError(f"{op} {path}: {err.message}") from None
+        confirm_reachable(op, path.split(" -> ")[0])
+        raise FileNotFoundError(f"{op} {path}: {short_message(err.message)}") from None
     except tf.errors.OpError as err:
-        raise ObjectStoreError(f"{op} {path} failed: {type(err).__name__}: {err.message} "
-                               f"(check the endpoint, the bucket and the credentials)") from None
+        raise ObjectStoreError(f"{op} {path} failed: {type(err).__name__}: "
+                               f"{short_message(err.message)} (check the endpoint, the bucket and "
+                               f"the credentials)") from None
 
 
 def exists(path: str) -> bool:
     if not is_remote(path):
         return os.path.exists(path)
     with _remote("exists", path):
-        return _gfile(path).exists(path)
+        found = _gfile(path).exists(path)
+    if not found:
+        confirm_reachable("exists", path)
+    return found
 
 
 def isdir(path: str) -> bool:
     if not is_remote(path):
         return os.path.isdir(path)
     with _remote("isdir", path):
-        return _gfile(path).isdir(path)
+        found = _gfile(path).isdir(path)
+    if not found:
+        confirm_reachable("isdir", path)
+    return found
 
 
 def makedirs(path: str) -> None:
@@ -124,9 +172,9 @@ def listdir(path: str) -> list[str]:
     """Names directly under path (no trailing slashes), sorted; [] when path does not exist."""
     if not is_remote(path):
         return sorted(os.listdir(path)) if os.path.isdir(path) else []
+    if not isdir(path):
+        return []
     with _remote("listdir", path):
-        if not _gfile(path).isdir(path):
-            return []
         return sorted(name.rstrip("/") for name in _gfile(path).listdir(path))
 
 
@@ -135,7 +183,10 @@ def glob(pattern: str) -> list[str]:
         import glob as glob_lib
         return sorted(glob_lib.glob(pattern))
     with _remote("glob", pattern):
-        return sorted(_gfile(pattern).glob(pattern))
+        found = sorted(_gfile(pattern).glob(pattern))
+    if not found:
+        confirm_reachable("glob", pattern)
+    return found
 
 
 def walk_files(top: str) -> Iterator[str]:
@@ -149,6 +200,8 @@ def walk_files(top: str) -> Iterator[str]:
             for root, _, names in _gfile(top).walk(top):
                 rel = root[len(top.rstrip("/")):].strip("/")
                 found += [posixpath.join(rel, n.rstrip("/")) for n in names if not n.endswith("/")]
+        if not found:  # tf.io.gfile.walk yields nothing when the store does not answer
+            confirm_reachable("walk", top)
     return iter(sorted(found))
 
 
@@ -254,6 +307,7 @@ def check_bucket(uri: str) -> None:
 def _s3_client():
     """boto3 (Beam's S3 client too): AWS_ENDPOINT_URL names a non-AWS endpoint. Bounded: 5 s to
     connect, 60 s per read, 3 attempts."""
+    bound_s3_retries()
     import boto3
     import botocore.config
     # A new session each time: boto3.client() reuses one default session, whose credentials are
@@ -321,8 +375,8 @@ def remove(path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
         return
-    with _remote("remove", path):
-        if _gfile(path).exists(path):
+    if exists(path):
+        with _remote("remove", path):
             _gfile(path).remove(path)
 
 
@@ -331,6 +385,6 @@ def rmtree(path: str) -> None:
     if not is_remote(path):
         shutil.rmtree(path, ignore_errors=not os.path.exists(path))
         return
-    with _remote("rmtree", path):
-        if _gfile(path).exists(path):
+    if exists(path):
+        with _remote("rmtree", path):
             _gfile(path).rmtree(path)

@@ -320,6 +320,10 @@ class RuntimeConfig:
     peak_tflops_per_device: float = 0.0
     # Beam pipeline options for every Beam-based stage, e.g. ("--direct_running_mode=multi_processing",).
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+    # A run on the PortableRunner with an external worker pool (--environment_type=EXTERNAL) first
+    # runs a one-element pipeline there: SDK workers that do not connect and finish it within this
+    # many seconds fail the run with SdkWorkerError (runners/sdk_workers.py) instead of hanging.
+    sdk_worker_timeout_s: float = 120.0
 
 
 # Where compiled (scheduled) pipelines put artifacts and pushed models when the config leaves

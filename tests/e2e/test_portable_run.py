@@ -85,9 +85,10 @@ def test_bigtrain_run_on_the_portable_runner_matches_the_direct_runner(corpus, t
         whole_run(tmp_path / "portable", corpus[0], "--runner", "PortableRunner",
                   "--beam-arg=--job_endpoint=embed", "--beam-arg=--environment_type=EXTERNAL",
                   f"--beam-arg=--environment_config=localhost:{port}")
-    # One SDK worker process per Beam stage (the embedded job server asks the pool for one):
-    # TokenizerGen, TextExampleGen, StatisticsGen.
-    assert log.read_text().count("Starting worker with command") == 3
+    # One SDK worker process for the run's probe of the pool (runners/sdk_workers.py), then one
+    # per Beam stage (the embedded job server asks the pool for one): TokenizerGen,
+    # TextExampleGen, StatisticsGen.
+    assert log.read_text().count("Starting worker with command") == 4
     direct = digest_outputs(direct_home)
     assert any(p.endswith("FeatureStats.pb") for p in direct) and any(p.endswith(".gz") for p in direct)
     assert any(p.endswith("tokenizer.model") for p in direct)

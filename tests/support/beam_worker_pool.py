@@ -42,13 +42,14 @@ def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
 
 
 @contextlib.contextmanager
-def worker_pool(log_path: str, timeout: float = 120.0):
+def worker_pool(log_path: str, timeout: float = 120.0, worker_bin: str | None = None):
     """Start a pool (in its own process group), yield (port, pool process); kill the group after.
 
-    The pool starts workers as `python -c ...` from PATH: the venv's bin goes first, and the repo
-    root is the working directory and on PYTHONPATH so workers import the product's modules."""
+    The pool starts workers as `python -c ...` from PATH: the venv's bin (or worker_bin) goes
+    first, and the repo root is the working directory and on PYTHONPATH so workers import the
+    product's modules."""
     port = free_port()
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+    env = dict(os.environ, PATH=(worker_bin or os.path.dirname(sys.executable)) + os.pathsep + os.environ["PATH"],
                PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(

@@ -1,0 +1,101 @@
+"""Before a portable run whose SDK workers come from an external worker pool
+(`--runner=PortableRunner --environment_type=EXTERNAL`): a one-element pipeline with the run's Beam
+options must finish within runtime.sdk_worker_timeout_s, in a child process that is killed (with
+the job service it started) when it does not.
+
+Why: Beam's job service asks the pool for a worker and then waits for the worker's control
+connection with no time limit. A pool started outside bigtrain's environment starts each worker
+as `python` from its PATH, which fails with `No module named 'apache_beam'`, and the run then
+hangs without a word (the pool's log is the only trace). One probe at run start turns that into
+SdkWorkerError naming the endpoint and the likely cause, before any stage."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+from components.common.errors import SdkWorkerError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PROBE = "from runners.sdk_workers import probe_main; probe_main()"
+_FAILED = "sdk worker probe failed: "
+
+
+def external_pool(beam_args: list[str]) -> str | None:
+    """The worker pool's address when these options run on the PortableRunner with an EXTERNAL
+    environment (the only case the probe covers), else None."""
+    from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
+    options = PipelineOptions(list(beam_args))
+    runner = options.view_as(StandardOptions).runner or ""
+    portable = options.view_as(PortableOptions)
+    if runner.rsplit(".", 1)[-1] != "PortableRunner" or (portable.environment_type or "").upper() != "EXTERNAL":
+        return None
+    return portable.environment_config or "(no --environment_config)"
+
+
+def probe_main() -> None:
+    """The child: one element through one Map on SDK workers (the options are sys.argv[1:])."""
+    import re
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    try:
+        with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as pipeline:
+            _ = pipeline | beam.Create([0]) | beam.Map(lambda x: x + 1)
+    except Exception as err:  # one line for the parent's message: gRPC's `details` when present
+        details = re.findall(r'details = "([^"]*)"', str(err))
+        lines = str(err).strip().splitlines()
+        print(f"{_FAILED}{details[-1] if details else lines[0] if lines else type(err).__name__}",
+              flush=True)
+        sys.exit(1)
+
+
+def _reason(log) -> str:
+    """The probe's one-line failure (else the last line it wrote), at most 300 characters."""
+    log.seek(0)
+    lines = [line.strip() for line in log.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    failed = [line[len(_FAILED):] for line in lines if line.startswith(_FAILED)]
+    return ((failed or lines or ["no output"])[-1])[:300]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def check_sdk_workers(beam_args: list[str], timeout_s: float) -> None:
+    """SdkWorkerError naming the pool when a portable run's SDK workers cannot run a pipeline
+    within timeout_s seconds; nothing for other runners."""
+    endpoint = external_pool(beam_args)
+    if endpoint is None:
+        return
+    print(f"checking the SDK worker pool at {endpoint} (at most {timeout_s:g} s, "
+          f"runtime.sdk_worker_timeout_s)", flush=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryFile() as log:
+        # Its own session: on a timeout the probe and the job service threads and processes it
+        # started go together; the pool (and the workers it started) are the user's.
+        proc = subprocess.Popen([sys.executable, "-c", _PROBE, *beam_args], stdout=log,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            _kill_group(proc)
+        if code is None:
+            raise SdkWorkerError(
+                f"no SDK worker connected to {endpoint} within {timeout_s:g} s "
+                f"(runtime.sdk_worker_timeout_s): is the worker pool running in an environment with "
+                f"apache_beam (bigtrain's venv)? A pool started elsewhere logs `No module named "
+                f"'apache_beam'` for each worker it starts")
+        if code != 0:
+            raise SdkWorkerError(
+                f"the SDK worker pool at {endpoint} could not run a one-element pipeline "
+                f"({_reason(log)}): is a worker pool listening there? Start one from bigtrain's "
+                f"venv: python -m apache_beam.runners.worker.worker_pool_main --service_port=PORT")

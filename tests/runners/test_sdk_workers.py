@@ -1,0 +1,95 @@
+"""A portable run whose SDK workers cannot start fails with SdkWorkerError naming the pool and
+the likely cause within runtime.sdk_worker_timeout_s, leaving no process behind
+(runners/sdk_workers.py); a working pool passes the probe.
+
+The broken pool is real: Beam's worker pool started with the venv's Python but with a `python`
+on its PATH that lacks apache_beam (the system one), so each worker it starts dies with
+`No module named 'apache_beam'`, as a pool started outside bigtrain's environment does. Catches:
+the run hanging silently on it (Beam waits for the worker's control connection forever), a
+message without the endpoint or the cause, a probe process (or its job service) left running."""
+
+import os
+import shutil
+import subprocess
+
+import psutil
+import pytest
+
+from components import config as config_lib
+from components.common.errors import SdkWorkerError
+from runners import cli
+from runners.sdk_workers import check_sdk_workers, external_pool
+from tests.support.beam_worker_pool import free_port, portable_args, worker_pool
+
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin")
+
+
+def lacks_apache_beam(python) -> bool:
+    return bool(python) and subprocess.run([python, "-c", "import apache_beam"],
+                                           capture_output=True).returncode != 0
+
+
+def processes_left(*keep: psutil.Process) -> set[int]:
+    """This test process's descendants, but the given processes and theirs."""
+    kept = {p.pid for k in keep for p in [k, *k.children(recursive=True)]}
+    return {p.pid for p in psutil.Process().children(recursive=True)} - kept
+
+
+@pytest.fixture
+def broken_pool(tmp_path):
+    """(port, pool process, log path) of a pool whose workers cannot import apache_beam."""
+    if not lacks_apache_beam(SYSTEM_PYTHON):
+        pytest.skip("needs a python3 without apache_beam in /usr/bin to start the pool's workers")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(SYSTEM_PYTHON)
+    log = tmp_path / "pool.log"
+    # The pool itself runs on the venv's Python; the workers it spawns as `python` do not.
+    with worker_pool(str(log), worker_bin=str(bin_dir)) as (port, pool):
+        yield port, pool, log
+
+
+def test_only_portable_runs_on_an_external_pool_are_probed():
+    assert external_pool(["--direct_running_mode=in_memory"]) is None
+    assert external_pool(["--runner=PortableRunner", "--environment_type=LOOPBACK"]) is None
+    assert external_pool(["--runner=FlinkRunner", "--environment_type=EXTERNAL",
+                          "--environment_config=localhost:5"]) is None
+    assert external_pool(portable_args(5)) == "localhost:5"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_the_timeout_must_be_a_positive_finite_number(value):
+    with pytest.raises(config_lib.ConfigError, match="runtime.sdk_worker_timeout_s"):
+        config_lib.build_config("tiny", None, [f"runtime.sdk_worker_timeout_s={value}"])
+
+
+@pytest.mark.slow
+def test_a_pool_whose_workers_lack_apache_beam_fails_the_run_naming_it(broken_pool, tmp_path, capsys):
+    port, pool, log = broken_pool
+    code = cli.main(["run", "--home", str(tmp_path / "home"), "--runner", "PortableRunner",
+                     *[f"--beam-arg={arg}" for arg in portable_args(port)[1:]],
+                     "--set", "runtime.sdk_worker_timeout_s=30"])
+    err = capsys.readouterr().err
+    assert code == SdkWorkerError.exit_code == 1, err
+    assert f"no SDK worker connected to localhost:{port} within 30 s" in err, err
+    assert "environment with apache_beam" in err, err
+    assert "No module named 'apache_beam'" in log.read_text()   # the failure is the real one
+    assert processes_left(psutil.Process(pool.pid)) == set()
+
+
+@pytest.mark.slow
+def test_a_closed_port_fails_naming_the_endpoint():
+    port = free_port()
+    with pytest.raises(SdkWorkerError, match=f"localhost:{port}") as raised:
+        check_sdk_workers(portable_args(port), 60)
+    assert "Connection refused" in str(raised.value) and "worker pool listening" in str(raised.value)
+    assert processes_left() == set()
+
+
+@pytest.mark.slow
+def test_a_working_pool_passes_the_probe(tmp_path):
+    log = tmp_path / "pool.log"
+    with worker_pool(str(log)) as (port, pool):
+        check_sdk_workers(portable_args(port), 120)
+        assert processes_left(psutil.Process(pool.pid)) == set()
+    assert log.read_text().count("Starting worker with command") == 1

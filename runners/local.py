@@ -232,7 +232,26 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
             failure = (EXIT_PREEMPTED, message)
     if metadata_lib.store_exists(config):
         _record_run(config, plan, error)
-    if error is not None and is_disk_full(error):
+    if error is not None:
+        _raise_named_failure(config, paths, failure, error)
+    if failure and failure[0] == EXIT_PREEMPTED:
+        print(f"\nrun PREEMPTED: {failure[1]}\n(`bigtrain run` with the same config resumes the "
+              f"Trainer there; earlier stages come from the cache)", file=sys.stderr)
+        return failure[0]
+    if failure:
+        print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
+              file=sys.stderr)
+        return failure[0]
+    print("\nrun COMPLETE" + (f" (stopped after {plan.until}, as asked by --until)"
+                              if plan.until else ""))
+    return EXIT_OK
+
+
+def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, str],
+                         error: BaseException) -> None:
+    """A stage failure that has its own exit code: a full disk (7) or an object store that no
+    longer answers (8), raised as that named error; any other failure returns."""
+    if is_disk_full(error):
         removed = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
         named = named_disk_full(error)
         if named is not None:  # the stage named the folder it failed in (push: the serving dir)
@@ -242,23 +261,12 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
             f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "
             f"file(s) pruned; earlier artifacts, checkpoints and pushed models are intact. Free "
             f"space and run again (training resumes from its last complete checkpoint)")
-    if failure and failure[0] == EXIT_PREEMPTED:
-        print(f"\nrun PREEMPTED: {failure[1]}\n(`bigtrain run` with the same config resumes the "
-              f"Trainer there; earlier stages come from the cache)", file=sys.stderr)
-        return failure[0]
-    lost = error is not None and object_store_cause(error, paths.remote() + (
+    lost = object_store_cause(error, paths.remote() + (
         [s.input for s in config.data.mixture() if fs.is_remote(s.input)]))
     if lost:
         raise ObjectStoreError(
             f"{lost} (stage failure: {fs.short_message(failure[1])}; details: bigtrain lineage why "
             f"--home {paths.home})") from error
-    if failure:
-        print(f"\nrun FAILED: {failure[1]}\n(details: bigtrain lineage why --home {paths.home})",
-              file=sys.stderr)
-        return failure[0]
-    print("\nrun COMPLETE" + (f" (stopped after {plan.until}, as asked by --until)"
-                              if plan.until else ""))
-    return EXIT_OK
 
 
 def _record_run(config: Config, plan: RunPlan, error: BaseException | None) -> None:

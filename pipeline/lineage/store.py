@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from typing import Callable
 
 from ml_metadata import metadata_store
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
@@ -69,6 +70,32 @@ def properties(obj, custom_only: bool = False) -> dict:
     return out
 
 
+# MLMD ids are int64: a larger number (an address typed by hand) is no id of this store, and MLMD
+# itself answers it with a raw "Value out of range" error.
+MAX_ID = 2 ** 63 - 1
+
+
+def _check_id(kind: str, value: int) -> int:
+    if not 0 < value <= MAX_ID:
+        raise NotFoundError(f"no {kind} with id {value}")
+    return value
+
+
+def _per_instance(method: Callable) -> Callable:
+    """Memoize a method in its own instance (a dict on self, by arguments): the cache dies with
+    the Lineage, where functools.lru_cache on a method would keep every instance (and its store)
+    alive in one class-wide cache."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def cached(self, *args):
+        memo = self.__dict__.setdefault("_memo", {}).setdefault(name, {})
+        if args not in memo:
+            memo[args] = method(self, *args)
+        return memo[args]
+    return cached
+
+
 def _same_location(a: str, b: str) -> bool:
     if "://" in a or "://" in b:
         return a.rstrip("/") == b.rstrip("/")
@@ -97,7 +124,7 @@ class Lineage:
         (IR-based runners: local, Kubeflow) or component_run context (TFX's Airflow runner)."""
         return _NodeNames(self)
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def contexts_of_execution(self, execution_id: int) -> tuple:
         return tuple(self.store.get_contexts_by_execution(execution_id))
 
@@ -125,7 +152,7 @@ class Lineage:
         by_type = {self._context_type_name(c.type_id): c for c in self.contexts_of_execution(execution_id)}
         return by_type.get("node") or by_type.get("component_run")
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def _context_type_name(self, type_id: int) -> str:
         return self.store.get_context_types_by_id([type_id])[0].name
 
@@ -152,7 +179,10 @@ class Lineage:
         """A run by id, unique id prefix, 'latest' or 'latest~N' (N runs before the newest)."""
         ref = ref or "latest"
         if ref == "latest" or ref.startswith("latest~"):
-            back = int(ref.split("~", 1)[1]) if "~" in ref else 0
+            back = ref.split("~", 1)[1] if "~" in ref else "0"
+            if not back.isdigit():
+                raise NotFoundError(f"run {ref!r}: latest~N takes a whole number N")
+            back = int(back)
             runs = self.runs_page(back, 1)
             if not runs:
                 total = len(self.runs_page(0, back))
@@ -169,7 +199,7 @@ class Lineage:
                                 f"see `bigtrain lineage runs`")
         return matches[0]
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def _executions_of(self, run_id: int) -> tuple:
         executions = tuple(sorted(self.store.get_executions_by_context(run_id), key=lambda e: e.id))
         self._executions.update({e.id: e for e in executions})
@@ -205,6 +235,7 @@ class Lineage:
 
     # -- artifacts, executions, events --------------------------------------------------------
     def artifact(self, artifact_id: int):
+        _check_id("artifact", artifact_id)
         if artifact_id not in self._artifacts:
             found = self.store.get_artifacts_by_id([artifact_id])
             if not found:
@@ -213,6 +244,7 @@ class Lineage:
         return self._artifacts[artifact_id]
 
     def execution(self, execution_id: int):
+        _check_id("execution", execution_id)
         if execution_id not in self._executions:
             found = self.store.get_executions_by_id([execution_id])
             if not found:
@@ -220,7 +252,7 @@ class Lineage:
             self._executions[execution_id] = found[0]
         return self._executions[execution_id]
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def type_name(self, type_id: int) -> str:
         return self.store.get_artifact_types_by_id([type_id])[0].name
 
@@ -245,7 +277,7 @@ class Lineage:
         if missing:
             self._artifacts.update({a.id: a for a in self.store.get_artifacts_by_id(missing)})
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def _events_of_artifact(self, artifact_id: int) -> tuple:
         return tuple(self.store.get_events_by_artifact_ids([artifact_id]))
 

@@ -152,14 +152,33 @@ def raw_input(lin: Lineage, examples_id: int) -> dict:
             "files": None, "fingerprint": exec_props.get("input_fingerprint")}
 
 
+# A list of executions sharing one artifact (a history of cached runs, a sweep over fixed data)
+# is shown by its first and last few and a count: answers stay short and read the same number
+# of records at 10,000 runs as at 10.
+SHOWN_AT_EACH_END = 3
+
+
+def first_and_last(ids: list[int], shown: int = SHOWN_AT_EACH_END) -> list[int]:
+    return ids if len(ids) <= 2 * shown else ids[:shown] + ids[-shown:]
+
+
+def reused_by(lin: Lineage, artifact_id: int) -> dict:
+    """The cached executions that re-emitted the artifact after its producer made it:
+    {"count", "executions": records of the first and last few}."""
+    reusers = lin.emitters(artifact_id)[1:]
+    return {"count": len(reusers),
+            "executions": [execution_record(lin, e) for e in first_and_last(reusers)]}
+
+
 def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
-    """Examples -> StatisticsGen -> statistics -> ExampleValidator -> anomalies (by events)."""
+    """Examples -> StatisticsGen -> statistics -> ExampleValidator -> anomalies (by events), the
+    first and last few when many validations read the examples. Cached executions are skipped:
+    they re-emit the artifacts of the execution they re-used."""
     found = []
-    for stats_exec in lin.consumers(examples_id):
-        if lin.node_of.get(stats_exec) != "StatisticsGen":
-            continue
+    for stats_exec in first_and_last([e for e in lin.readers(examples_id)[0]
+                             if lin.node_of.get(e) == "StatisticsGen"]):
         for stats_id in sum(lin.outputs(stats_exec).values(), []):
-            for validator in lin.consumers(stats_id):
+            for validator in first_and_last(lin.readers(stats_id)[0]):
                 for anomalies_id in lin.outputs(validator).get("anomalies", []):
                     rec = artifact_record(lin, anomalies_id)
                     blessed = properties(lin.artifact(anomalies_id)).get("blessed")
@@ -194,7 +213,11 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
         rec = artifact_record(lin, artifact_id)
         rec["depth"] = depth
         if down:
-            rec["used_by"] = [execution_record(lin, e) for e in lin.consumers(artifact_id)]
+            ran, cached = lin.readers(artifact_id)
+            rec["used_by"] = [execution_record(lin, e) for e in first_and_last(ran)]
+            rec["used_by_not_shown"] = len(ran) - len(rec["used_by"])
+            rec["cached_readers"] = {"count": len(cached), "executions": [
+                execution_record(lin, e) for e in first_and_last(cached)]}
             for execution in rec["used_by"]:
                 for ids in lin.outputs(execution["execution_id"]).values():
                     frontier += [(i, depth + 1) for i in ids]
@@ -202,6 +225,7 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
             producer = lin.producer(artifact_id)
             rec["made_by"] = execution_record(lin, producer) if producer else None
             if producer:
+                rec["made_by"]["reused_by"] = reused_by(lin, artifact_id)
                 inputs = lin.inputs(producer)
                 rec["made_by"]["inputs"] = inputs
                 for key in sorted(inputs):
@@ -228,7 +252,7 @@ def fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:
     trained from this one (down)."""
     if down:
         rec["fine_tuned_children"] = sorted(
-            child for execution in lin.consumers(model_id)
+            child for execution in lin.readers(model_id)[0]  # cached ones re-emit a child
             if model_id in lin.inputs(execution).get("base_model", [])
             for child in lin.outputs(execution).get("model", []))
     else:

@@ -252,6 +252,13 @@ class Lineage:
             self._executions[execution_id] = found[0]
         return self._executions[execution_id]
 
+    def executions(self, execution_ids) -> list:
+        """Many executions in one read (those not read before), in the order asked."""
+        missing = [i for i in execution_ids if i not in self._executions and 0 < i <= MAX_ID]
+        if missing:
+            self._executions.update({e.id: e for e in self.store.get_executions_by_id(missing)})
+        return [self._executions[i] for i in execution_ids if i in self._executions]
+
     @_per_instance
     def type_name(self, type_id: int) -> str:
         return self.store.get_artifact_types_by_id([type_id])[0].name
@@ -295,13 +302,26 @@ class Lineage:
     def outputs(self, execution_id: int) -> dict[str, list[int]]:
         return self._keyed(execution_id, OUTPUTS)
 
+    def emitters(self, artifact_id: int) -> list[int]:
+        """Every execution with an output event on the artifact, oldest first: the one that made
+        it, then each cached execution that re-emitted it (TFX records a cache hit so)."""
+        return sorted({e.execution_id for e in self._events_of_artifact(artifact_id)
+                       if e.type in OUTPUTS})
+
     def producer(self, artifact_id: int) -> int | None:
         """The execution that created the artifact (cached executions re-emit it; the first wins)."""
-        ids = sorted(e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in OUTPUTS)
+        ids = self.emitters(artifact_id)
         return ids[0] if ids else None
 
     def consumers(self, artifact_id: int) -> list[int]:
         return sorted({e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in INPUTS})
+
+    def readers(self, artifact_id: int) -> tuple[list[int], list[int]]:
+        """(executions that read the artifact and ran, cached ones that only re-emitted the
+        outputs of an earlier run), oldest first; every reader's state read in one query."""
+        ids = self.consumers(artifact_id)
+        cached = {e.id for e in self.executions(ids) if e.last_known_state == Execution.CACHED}
+        return [e for e in ids if e not in cached], [e for e in ids if e in cached]
 
     def state(self, execution) -> str:
         if record.ABANDONED_BY in execution.custom_properties:
@@ -318,7 +338,7 @@ class Lineage:
             model_id = int(read_push_record(version_dir)["model_id"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        for execution_id in reversed(self.consumers(model_id)):
+        for execution_id in reversed(self.readers(model_id)[0]):  # a cached push re-emits
             for ids in self.outputs(execution_id).values():
                 for artifact_id in ids:
                     artifact = self.artifact(artifact_id)

@@ -171,14 +171,21 @@ def reused_by(lin: Lineage, artifact_id: int) -> dict:
 
 
 def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
-    """Examples -> StatisticsGen -> statistics -> ExampleValidator -> anomalies (by events), the
-    first and last few when many validations read the examples. Cached executions are skipped:
-    they re-emit the artifacts of the execution they re-used."""
+    """Examples -> StatisticsGen -> statistics -> ExampleValidator -> anomalies (by events), as
+    validated in the run that made the examples (read from that run's executions: the same
+    reads with 10 runs re-using the examples as with 10,000). Examples made outside a run are
+    looked up through every execution that read them and ran (the first and last few)."""
+    in_run = _executions_of_producing_run(lin, examples_id)
+
+    def readers(artifact_id: int) -> list[int]:
+        if in_run is None:
+            return first_and_last(lin.readers(artifact_id)[0])
+        return [e.id for e in in_run if artifact_id in sum(lin.inputs(e.id).values(), [])]
+
     found = []
-    for stats_exec in first_and_last([e for e in lin.readers(examples_id)[0]
-                             if lin.node_of.get(e) == "StatisticsGen"]):
+    for stats_exec in [e for e in readers(examples_id) if lin.node_of.get(e) == "StatisticsGen"]:
         for stats_id in sum(lin.outputs(stats_exec).values(), []):
-            for validator in first_and_last(lin.readers(stats_id)[0]):
+            for validator in readers(stats_id):
                 for anomalies_id in lin.outputs(validator).get("anomalies", []):
                     rec = artifact_record(lin, anomalies_id)
                     blessed = properties(lin.artifact(anomalies_id)).get("blessed")
@@ -186,6 +193,19 @@ def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
                     if rec not in found:
                         found.append(rec)
     return found
+
+
+def _executions_of_producing_run(lin: Lineage, artifact_id: int) -> list | None:
+    """The executions of the run whose execution made the artifact (events prefetched), or None
+    when no run context holds that execution."""
+    producer = lin.producer(artifact_id)
+    runs = [c for c in lin.contexts_of_execution(producer) if c.type_id in lin.run_type_ids] \
+        if producer else []
+    if not runs:
+        return None
+    executions = lin.executions_of(runs[0])
+    lin.prefetch([e.id for e in executions])
+    return executions
 
 
 def _anomalies_summary(uri: str, blessed) -> str:

@@ -165,7 +165,7 @@ class Lineage:
         while True:
             contexts = self.store.get_contexts(list_options=ListOptions(
                 limit=fetch, order_by=OrderByField.CREATE_TIME, is_asc=False))
-            runs = [c for c in contexts if c.type_id in self._run_type_ids]
+            runs = [c for c in contexts if c.type_id in self.run_type_ids]
             if fetch is None or len(contexts) < fetch or len(runs) >= want:
                 runs.sort(key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
                 return runs[offset:want]
@@ -227,10 +227,10 @@ class Lineage:
 
     def runs_of_execution(self, execution_id: int) -> list[str]:
         return [c.name for c in self.contexts_of_execution(execution_id)
-                if c.type_id in self._run_type_ids]
+                if c.type_id in self.run_type_ids]
 
     @functools.cached_property
-    def _run_type_ids(self) -> set[int]:
+    def run_type_ids(self) -> set[int]:
         return {t.id for t in self.store.get_context_types() if t.name in ("pipeline_run", "run")}
 
     # -- artifacts, executions, events --------------------------------------------------------

@@ -54,6 +54,7 @@ def _check_trace(text: str, runs: int) -> None:
         named = re.findall(r"run-(\d{5})", line)
         assert [int(n) for n in named] == [1, 2, 3, runs - 3, runs - 2, runs - 1]
     assert len(text.splitlines()) <= 15
+    assert "validated: ExampleAnomalies #3: anomalies" in text  # run 0's validation, found once
 
 
 @pytest.mark.parametrize("runs", [50, 500])

@@ -98,7 +98,8 @@ def mark_abandoned(store, pipeline_name: str, note: str, previous: dict | None =
         return []
     Execution = metadata_store_pb2.Execution
     newer = _executions_after(store, pipeline)
-    left = [e for e in newer if e.last_known_state in (Execution.RUNNING, Execution.NEW)]
+    left = [e for e in newer if e.last_known_state in (Execution.RUNNING, Execution.NEW)
+            and _in_context(store, e.id, pipeline.id, SWEPT_THROUGH in pipeline.custom_properties)]
     for execution in left:
         execution.last_known_state = Execution.CANCELED
         execution.custom_properties[ABANDONED_BY].string_value = note
@@ -118,18 +119,26 @@ def mark_abandoned(store, pipeline_name: str, note: str, previous: dict | None =
 
 
 def _executions_after(store, pipeline) -> list:
-    """The pipeline context's executions newer than its SWEPT_THROUGH mark, read newest first in
-    growing pages until one reaches the mark (all of them when the store has no mark)."""
+    """The executions newer than the pipeline's SWEPT_THROUGH mark, read from the whole store's
+    newest-first listing (by primary key: a page costs the same however long the history; a
+    context's listing sorts all its executions) in growing pages until one reaches the mark.
+    Without a mark: every execution of the pipeline context, once."""
     if SWEPT_THROUGH not in pipeline.custom_properties:
         return list(store.get_executions_by_context(pipeline.id))
     swept, limit = pipeline.custom_properties[SWEPT_THROUGH].int_value, 32
     while True:
-        page = store.get_executions_by_context(pipeline.id, list_options=ListOptions(
+        page = store.get_executions(list_options=ListOptions(
             limit=limit, order_by=OrderByField.ID, is_asc=False))
         newer = [e for e in page if e.id > swept]
         if len(newer) < len(page) or len(page) < limit:
             return newer
         limit *= 8
+
+
+def _in_context(store, execution_id: int, context_id: int, check: bool) -> bool:
+    """Whether the execution belongs to the context (read only when `check`: executions listed
+    from the whole store may be another pipeline's, in a shared MySQL store)."""
+    return not check or any(c.id == context_id for c in store.get_contexts_by_execution(execution_id))
 
 
 def _abandon_pending_outputs(store, executions) -> None:

@@ -97,4 +97,23 @@ def _calls_at(tmp_path, history_runs: int) -> list[str]:
 def test_store_calls_do_not_grow_with_the_history(tmp_path):
     """Catches a sweep that lists every execution of the pipeline (one page per 100)."""
     small, large = _calls_at(tmp_path / "small", 2), _calls_at(tmp_path / "large", 300)
-    assert small == large and small.count("GetExecutionsByContext") == 1
+    assert small == large and small.count("GetExecutions") == 1
+    assert "GetExecutionsByContext" not in small  # a context's listing sorts all its executions
+
+
+def test_another_pipelines_running_execution_is_left_alone(tmp_path):
+    """A shared store: an execution RUNNING in another pipeline (another home's live run) is
+    not this run start's to record, though it is newer than the mark."""
+    store = _store(tmp_path)
+    _add_runs(store, 2)
+    record.mark_abandoned(store, "bigtrain", "first")
+    other_type = store.get_context_type("pipeline").id
+    [other] = store.put_contexts([pb.Context(type_id=other_type, name="other")])
+    exec_type = store.put_execution_type(pb.ExecutionType(name="other.Stage"))
+    [live] = store.put_executions([Execution(type_id=exec_type,
+                                             last_known_state=Execution.RUNNING)])
+    store.put_attributions_and_associations([], [pb.Association(context_id=other,
+                                                                execution_id=live)])
+    died = _add_runs(store, 1, last_state=Execution.RUNNING)
+    assert [e.id for e in record.mark_abandoned(store, "bigtrain", "n")] == [died[-1]]
+    assert _running(store) == [live]

@@ -133,7 +133,8 @@ def rerun(runs: int, work: str, preset: str) -> None:
     started = time.perf_counter()
     record.mark_abandoned(store, "bigtrain", "benchmark")
     print(f"  every later run start: mark_abandoned {time.perf_counter() - started:.3f} s, "
-          f"{calls['GetExecutionsByContext']} GetExecutionsByContext page(s)")
+          f"{calls['GetExecutions']} GetExecutions page(s) (newest first, by id), "
+          f"{calls['GetExecutionsByContext']} GetExecutionsByContext")
     times = []
     for _ in range(3):
         seconds, out = _cli(home, preset)

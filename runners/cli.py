@@ -173,11 +173,16 @@ def add_ui_command(sub, common: list) -> None:
     ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ui.add_argument("--allow-remote", action="store_true",
                     help="required with a --host other than loopback (no authentication!)")
+    ui.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="also answer requests whose Host header is NAME (NAME:PORT: that port "
+                         "only), e.g. the name a reverse proxy forwards; repeatable. Other names "
+                         "than the loopback ones and the bound address get 421")
     ui.set_defaults(func=cmd_ui)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
     import ipaddress
+    import re
     from components.common import fs
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import diagnose, open_store
@@ -193,6 +198,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if not loopback and not args.allow_remote:
         raise config_lib.ConfigError(f"--host {args.host} is not loopback: add --allow-remote to "
                                      "serve lineage to the network (the UI has no authentication)")
+    for name in args.allow_host:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+(:\d+)?|\[[0-9A-Fa-f:.]+\](:\d+)?", name):
+            raise config_lib.ConfigError(f"--allow-host {name!r} is not a host name (NAME or "
+                                         "NAME:PORT, e.g. lineage.example.org)")
     open_lineage(args)  # a missing or damaged store: the named error now, not on the first page
     config = resolve_config(args)
     home = os.path.abspath(config.paths.home)
@@ -209,7 +218,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     pipeline_root = LocalPaths.for_config(config).pipeline_root
     serve(fresh_lineage, readable_folders(home if os.path.isdir(home) else None,
                                           None if fs.is_remote(pipeline_root) else pipeline_root),
-          args.host, args.port, diagnose_store=lambda: diagnose(connection))
+          args.host, args.port, diagnose_store=lambda: diagnose(connection),
+          allow_hosts=args.allow_host)
     return 0
 
 

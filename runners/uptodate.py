@@ -68,16 +68,23 @@ def changes(before: dict, after: dict) -> list[str]:
 
 
 def last_run_of(lin, pipeline_name: str):
-    """The newest run context of this pipeline (a shared MySQL store holds other pipelines too)."""
-    for run in lin.runs():
-        executions = lin.executions_of(run)
-        if not executions:
-            continue
-        contexts = lin.store.get_contexts_by_execution(executions[0].id)
-        types = {t.id: t.name for t in lin.store.get_context_types()}
-        if any(types.get(c.type_id) == "pipeline" and c.name == pipeline_name for c in contexts):
-            return run
-    return None
+    """The newest run context of this pipeline (a shared MySQL store holds other pipelines too),
+    read newest first in growing pages: the newest run is one small page at 10,000 runs."""
+    type_names = {t.id: t.name for t in lin.store.get_context_types()}
+    offset, limit = 0, 8
+    while True:
+        page = lin.runs_page(offset, limit)
+        for run in page:
+            executions = lin.executions_of(run)
+            if not executions:
+                continue
+            contexts = lin.store.get_contexts_by_execution(executions[0].id)
+            if any(type_names.get(c.type_id) == "pipeline" and c.name == pipeline_name
+                   for c in contexts):
+                return run
+        if len(page) < limit:
+            return None
+        offset, limit = offset + limit, limit * 4
 
 
 def outputs_missing(lin, run) -> list[str]:

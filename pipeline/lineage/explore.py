@@ -3,7 +3,7 @@ one artifact, one step downstream, and what a run pushed. Plain data, like queri
 
 from __future__ import annotations
 
-from pipeline.lineage.queries import execution_record, fine_tuning
+from pipeline.lineage.queries import execution_record, fine_tuning, first_and_last
 from pipeline.lineage.store import Lineage, properties
 
 
@@ -82,12 +82,15 @@ def neighborhood(lin: Lineage, artifact_id: int, depth: int = 3, fan_out: int = 
 
 
 def trace_step_down(lin: Lineage, artifact_id: int, limit: int = 20) -> dict:
-    """One step of `trace --down`: the newest `limit` executions that read the artifact, each
-    with its outputs, and the fine-tuned children when it is a Model."""
-    consumers = lin.consumers(artifact_id)
+    """One step of `trace --down`: the newest `limit` executions that read the artifact and ran,
+    each with its outputs; the cached ones that re-used outputs counted (first and last few
+    named); the fine-tuned children when it is a Model."""
+    ran, cached = lin.readers(artifact_id)
     rec = {"used_by": [dict(execution_record(lin, e), outputs=lin.outputs(e))
-                       for e in consumers[-limit:]],
-           "not_shown": max(0, len(consumers) - limit)}
+                       for e in ran[-limit:]],
+           "not_shown": max(0, len(ran) - limit),
+           "cached_readers": {"count": len(cached), "executions": [
+               execution_record(lin, e) for e in first_and_last(cached)]}}
     if lin.artifact_type(lin.artifact(artifact_id)) == "Model":
         fine_tuning(lin, artifact_id, rec, down=True)
     return rec

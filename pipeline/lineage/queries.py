@@ -153,14 +153,40 @@ def raw_input(lin: Lineage, examples_id: int) -> dict:
             "files": None, "fingerprint": exec_props.get("input_fingerprint")}
 
 
+# A list of executions sharing one artifact (a history of cached runs, a sweep over fixed data)
+# is shown by its first and last few and a count: answers stay short and read the same number
+# of records at 10,000 runs as at 10.
+SHOWN_AT_EACH_END = 3
+
+
+def first_and_last(ids: list[int], shown: int = SHOWN_AT_EACH_END) -> list[int]:
+    return ids if len(ids) <= 2 * shown else ids[:shown] + ids[-shown:]
+
+
+def reused_by(lin: Lineage, artifact_id: int) -> dict:
+    """The cached executions that re-emitted the artifact after its producer made it:
+    {"count", "executions": records of the first and last few}."""
+    reusers = lin.emitters(artifact_id)[1:]
+    return {"count": len(reusers),
+            "executions": [execution_record(lin, e) for e in first_and_last(reusers)]}
+
+
 def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
-    """Examples -> StatisticsGen -> statistics -> ExampleValidator -> anomalies (by events)."""
+    """Examples -> StatisticsGen -> statistics -> ExampleValidator -> anomalies (by events), as
+    validated in the run that made the examples (read from that run's executions: the same
+    reads with 10 runs re-using the examples as with 10,000). Examples made outside a run are
+    looked up through every execution that read them and ran (the first and last few)."""
+    in_run = _executions_of_producing_run(lin, examples_id)
+
+    def readers(artifact_id: int) -> list[int]:
+        if in_run is None:
+            return first_and_last(lin.readers(artifact_id)[0])
+        return [e.id for e in in_run if artifact_id in sum(lin.inputs(e.id).values(), [])]
+
     found = []
-    for stats_exec in lin.consumers(examples_id):
-        if lin.node_of.get(stats_exec) != "StatisticsGen":
-            continue
+    for stats_exec in [e for e in readers(examples_id) if lin.node_of.get(e) == "StatisticsGen"]:
         for stats_id in sum(lin.outputs(stats_exec).values(), []):
-            for validator in lin.consumers(stats_id):
+            for validator in readers(stats_id):
                 for anomalies_id in lin.outputs(validator).get("anomalies", []):
                     rec = artifact_record(lin, anomalies_id)
                     blessed = properties(lin.artifact(anomalies_id)).get("blessed")
@@ -168,6 +194,19 @@ def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
                     if rec not in found:
                         found.append(rec)
     return found
+
+
+def _executions_of_producing_run(lin: Lineage, artifact_id: int) -> list | None:
+    """The executions of the run whose execution made the artifact (events prefetched), or None
+    when no run context holds that execution."""
+    producer = lin.producer(artifact_id)
+    runs = [c for c in lin.contexts_of_execution(producer) if c.type_id in lin.run_type_ids] \
+        if producer else []
+    if not runs:
+        return None
+    executions = lin.executions_of(runs[0])
+    lin.prefetch([e.id for e in executions])
+    return executions
 
 
 def _anomalies_summary(uri: str, blessed) -> str:
@@ -195,7 +234,11 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
         rec = artifact_record(lin, artifact_id)
         rec["depth"] = depth
         if down:
-            rec["used_by"] = [execution_record(lin, e) for e in lin.consumers(artifact_id)]
+            ran, cached = lin.readers(artifact_id)
+            rec["used_by"] = [execution_record(lin, e) for e in first_and_last(ran)]
+            rec["used_by_not_shown"] = len(ran) - len(rec["used_by"])
+            rec["cached_readers"] = {"count": len(cached), "executions": [
+                execution_record(lin, e) for e in first_and_last(cached)]}
             for execution in rec["used_by"]:
                 for ids in lin.outputs(execution["execution_id"]).values():
                     frontier += [(i, depth + 1) for i in ids]
@@ -203,6 +246,7 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
             producer = lin.producer(artifact_id)
             rec["made_by"] = execution_record(lin, producer) if producer else None
             if producer:
+                rec["made_by"]["reused_by"] = reused_by(lin, artifact_id)
                 inputs = lin.inputs(producer)
                 rec["made_by"]["inputs"] = inputs
                 for key in sorted(inputs):
@@ -229,7 +273,7 @@ def fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:
     trained from this one (down)."""
     if down:
         rec["fine_tuned_children"] = sorted(
-            child for execution in lin.consumers(model_id)
+            child for execution in lin.readers(model_id)[0]  # cached ones re-emit a child
             if model_id in lin.inputs(execution).get("base_model", [])
             for child in lin.outputs(execution).get("model", []))
     else:

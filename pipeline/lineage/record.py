@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import traceback
 
+from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
 from components.common.errors import TrainingPreempted
@@ -17,6 +18,10 @@ ABANDONED_BY = "bigtrain_abandoned"
 # On a FAILED execution that stopped on a preemption signal after writing its checkpoint
 # (TrainingPreempted): the message. It reads as "preempted", not failed: the next run resumes it.
 PREEMPTED = "bigtrain_preempted"
+# On the pipeline context: the newest execution id that mark_abandoned has seen. Every execution up
+# to it had finished or was recorded abandoned then (the home's lock was held), so the next run
+# start reads only newer executions. A store without it (older bigtrain) is read whole, once.
+SWEPT_THROUGH = "bigtrain_swept_through_execution"
 # On a complete run: what it depended on (config, input files, code), for the up-to-date check.
 INPUTS_KEY = "bigtrain_inputs"
 # On a run: why it ran at all (what changed since the last complete run, or --force).
@@ -103,29 +108,63 @@ def mark_abandoned(store, pipeline_name: str, note: str, previous: dict | None =
     """Executions of this pipeline still RUNNING (or NEW) while we hold the home's lock were left by
     a process that died (kill -9, power loss): record them as abandoned (state CANCELED plus
     ABANDONED_BY = note) and their pending outputs as ABANDONED, so they never read as running
-    again. `previous`: the dead holder's lock record (its run folder and log go on its run)."""
+    again. `previous`: the dead holder's lock record (its run folder and log go on its run).
+    Reads only the executions newer than the pipeline's SWEPT_THROUGH mark (one run's worth on
+    a healthy home): the cost does not grow with the history."""
     pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
     if pipeline is None:
         return []
-    Execution, Artifact = metadata_store_pb2.Execution, metadata_store_pb2.Artifact
-    left = [e for e in store.get_executions_by_context(pipeline.id)
-            if e.last_known_state in (Execution.RUNNING, Execution.NEW)]
+    Execution = metadata_store_pb2.Execution
+    newer = _executions_after(store, pipeline)
+    left = [e for e in newer if e.last_known_state in (Execution.RUNNING, Execution.NEW)
+            and _in_context(store, e.id, pipeline.id, SWEPT_THROUGH in pipeline.custom_properties)]
     for execution in left:
         execution.last_known_state = Execution.CANCELED
         execution.custom_properties[ABANDONED_BY].string_value = note
     if left:
         store.put_executions(left)
-        events = store.get_events_by_execution_ids([e.id for e in left])
-        outputs = [a for a in store.get_artifacts_by_id(sorted({ev.artifact_id for ev in events}))
-                   if a.state == Artifact.PENDING]
-        for artifact in outputs:
-            artifact.state = Artifact.ABANDONED
-        if outputs:
-            store.put_artifacts(outputs)
+        _abandon_pending_outputs(store, left)
         if previous and previous.get("run_id"):
             run = run_context(store, previous["run_id"])
             if run is not None and RUN_DIR not in run.custom_properties:
                 run.custom_properties[RUN_DIR].string_value = previous.get("run_dir", "")
                 run.custom_properties[RUN_LOG].string_value = previous.get("log", "")
                 store.put_contexts([run])
+    if newer:  # only after the marks above are written: a crash before re-reads them
+        pipeline.custom_properties[SWEPT_THROUGH].int_value = max(e.id for e in newer)
+        store.put_contexts([pipeline])
     return left
+
+
+def _executions_after(store, pipeline) -> list:
+    """The executions newer than the pipeline's SWEPT_THROUGH mark, read from the whole store's
+    newest-first listing (by primary key: a page costs the same however long the history; a
+    context's listing sorts all its executions) in growing pages until one reaches the mark.
+    Without a mark: every execution of the pipeline context, once."""
+    if SWEPT_THROUGH not in pipeline.custom_properties:
+        return list(store.get_executions_by_context(pipeline.id))
+    swept, limit = pipeline.custom_properties[SWEPT_THROUGH].int_value, 32
+    while True:
+        page = store.get_executions(list_options=ListOptions(
+            limit=limit, order_by=OrderByField.ID, is_asc=False))
+        newer = [e for e in page if e.id > swept]
+        if len(newer) < len(page) or len(page) < limit:
+            return newer
+        limit *= 8
+
+
+def _in_context(store, execution_id: int, context_id: int, check: bool) -> bool:
+    """Whether the execution belongs to the context (read only when `check`: executions listed
+    from the whole store may be another pipeline's, in a shared MySQL store)."""
+    return not check or any(c.id == context_id for c in store.get_contexts_by_execution(execution_id))
+
+
+def _abandon_pending_outputs(store, executions) -> None:
+    Artifact = metadata_store_pb2.Artifact
+    events = store.get_events_by_execution_ids([e.id for e in executions])
+    outputs = [a for a in store.get_artifacts_by_id(sorted({ev.artifact_id for ev in events}))
+               if a.state == Artifact.PENDING]
+    for artifact in outputs:
+        artifact.state = Artifact.ABANDONED
+    if outputs:
+        store.put_artifacts(outputs)

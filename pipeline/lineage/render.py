@@ -59,8 +59,14 @@ def trace_text(result: dict) -> str:
         made = step.get("made_by")
         if made:
             lines.append(f"{pad}  <- {made['node']} (execution {made['execution_id']}, {made['state']})")
+            if made.get("reused_by", {}).get("count"):
+                lines.append(f"{pad}     {reuse_text(made, made['reused_by'])}")
         for use in step.get("used_by", []):
             lines.append(f"{pad}  {arrow} {use['node']} (execution {use['execution_id']}, {use['state']})")
+        if step.get("used_by_not_shown"):
+            lines.append(f"{pad}  ... and {step['used_by_not_shown']} more readers between those")
+        if step.get("cached_readers", {}).get("count"):
+            lines.append(f"{pad}  {arrow} {cached_readers_text(step['cached_readers'])}")
     if result["direction"] == "down":
         lines.append(f"models trained on it: {', '.join(f'#{m}' for m in result['models']) or 'none'}")
     if "pushed_versions" in result:
@@ -68,6 +74,31 @@ def trace_text(result: dict) -> str:
             f"{p['pushed_version']} ({p['destination']})" for p in result["pushed_versions"])
             or "none"))
     return "\n".join(lines)
+
+
+def _runs_list(executions: list[dict], count: int) -> str:
+    """'run (execution N)' for the first and last few of `count` executions, '...' between."""
+    named = [f"{_names(e['runs'])} (execution {e['execution_id']})" for e in executions]
+    if count > len(named):
+        half = len(named) // 2
+        named = named[:half] + ["..."] + named[half:]
+    return ", ".join(named)
+
+
+def _names(items: list[str]) -> str:
+    return ", ".join(items) or "?"
+
+
+def reuse_text(made: dict, reuse: dict) -> str:
+    """'produced by execution N, reused by K cached runs: first and last few' (one line)."""
+    return (f"produced by execution {made['execution_id']}, reused by {reuse['count']} cached "
+            f"run{'s' if reuse['count'] != 1 else ''}: "
+            f"{_runs_list(reuse['executions'], reuse['count'])}")
+
+
+def cached_readers_text(cached: dict) -> str:
+    return (f"{cached['count']} cached execution{'s' if cached['count'] != 1 else ''} (re-used "
+            f"outputs, nothing ran): {_runs_list(cached['executions'], cached['count'])}")
 
 
 def diff_text(result: dict) -> str:

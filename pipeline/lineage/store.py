@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from typing import Callable
 
 from ml_metadata import metadata_store
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
@@ -71,6 +72,32 @@ def properties(obj, custom_only: bool = False) -> dict:
     return out
 
 
+# MLMD ids are int64: a larger number (an address typed by hand) is no id of this store, and MLMD
+# itself answers it with a raw "Value out of range" error.
+MAX_ID = 2 ** 63 - 1
+
+
+def _check_id(kind: str, value: int) -> int:
+    if not 0 < value <= MAX_ID:
+        raise NotFoundError(f"no {kind} with id {value}")
+    return value
+
+
+def _per_instance(method: Callable) -> Callable:
+    """Memoize a method in its own instance (a dict on self, by arguments): the cache dies with
+    the Lineage, where functools.lru_cache on a method would keep every instance (and its store)
+    alive in one class-wide cache."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def cached(self, *args):
+        memo = self.__dict__.setdefault("_memo", {}).setdefault(name, {})
+        if args not in memo:
+            memo[args] = method(self, *args)
+        return memo[args]
+    return cached
+
+
 def _same_location(a: str, b: str) -> bool:
     if "://" in a or "://" in b:
         return a.rstrip("/") == b.rstrip("/")
@@ -99,7 +126,7 @@ class Lineage:
         (IR-based runners: local, Kubeflow) or component_run context (TFX's Airflow runner)."""
         return _NodeNames(self)
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def contexts_of_execution(self, execution_id: int) -> tuple:
         return tuple(self.store.get_contexts_by_execution(execution_id))
 
@@ -127,7 +154,7 @@ class Lineage:
         by_type = {self._context_type_name(c.type_id): c for c in self.contexts_of_execution(execution_id)}
         return by_type.get("node") or by_type.get("component_run")
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def _context_type_name(self, type_id: int) -> str:
         return self.store.get_context_types_by_id([type_id])[0].name
 
@@ -140,7 +167,7 @@ class Lineage:
         while True:
             contexts = self.store.get_contexts(list_options=ListOptions(
                 limit=fetch, order_by=OrderByField.CREATE_TIME, is_asc=False))
-            runs = [c for c in contexts if c.type_id in self._run_type_ids]
+            runs = [c for c in contexts if c.type_id in self.run_type_ids]
             if fetch is None or len(contexts) < fetch or len(runs) >= want:
                 runs.sort(key=lambda c: (c.create_time_since_epoch, c.id), reverse=True)
                 return runs[offset:want]
@@ -154,7 +181,10 @@ class Lineage:
         """A run by id, unique id prefix, 'latest' or 'latest~N' (N runs before the newest)."""
         ref = ref or "latest"
         if ref == "latest" or ref.startswith("latest~"):
-            back = int(ref.split("~", 1)[1]) if "~" in ref else 0
+            back = ref.split("~", 1)[1] if "~" in ref else "0"
+            if not back.isdigit():
+                raise NotFoundError(f"run {ref!r}: latest~N takes a whole number N")
+            back = int(back)
             runs = self.runs_page(back, 1)
             if not runs:
                 total = len(self.runs_page(0, back))
@@ -171,7 +201,7 @@ class Lineage:
                                 f"see `bigtrain lineage runs`")
         return matches[0]
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def _executions_of(self, run_id: int) -> tuple:
         executions = tuple(sorted(self.store.get_executions_by_context(run_id), key=lambda e: e.id))
         self._executions.update({e.id: e for e in executions})
@@ -199,14 +229,15 @@ class Lineage:
 
     def runs_of_execution(self, execution_id: int) -> list[str]:
         return [c.name for c in self.contexts_of_execution(execution_id)
-                if c.type_id in self._run_type_ids]
+                if c.type_id in self.run_type_ids]
 
     @functools.cached_property
-    def _run_type_ids(self) -> set[int]:
+    def run_type_ids(self) -> set[int]:
         return {t.id for t in self.store.get_context_types() if t.name in ("pipeline_run", "run")}
 
     # -- artifacts, executions, events --------------------------------------------------------
     def artifact(self, artifact_id: int):
+        _check_id("artifact", artifact_id)
         if artifact_id not in self._artifacts:
             found = self.store.get_artifacts_by_id([artifact_id])
             if not found:
@@ -215,6 +246,7 @@ class Lineage:
         return self._artifacts[artifact_id]
 
     def execution(self, execution_id: int):
+        _check_id("execution", execution_id)
         if execution_id not in self._executions:
             found = self.store.get_executions_by_id([execution_id])
             if not found:
@@ -222,7 +254,14 @@ class Lineage:
             self._executions[execution_id] = found[0]
         return self._executions[execution_id]
 
-    @functools.lru_cache(maxsize=None)
+    def executions(self, execution_ids) -> list:
+        """Many executions in one read (those not read before), in the order asked."""
+        missing = [i for i in execution_ids if i not in self._executions and 0 < i <= MAX_ID]
+        if missing:
+            self._executions.update({e.id: e for e in self.store.get_executions_by_id(missing)})
+        return [self._executions[i] for i in execution_ids if i in self._executions]
+
+    @_per_instance
     def type_name(self, type_id: int) -> str:
         return self.store.get_artifact_types_by_id([type_id])[0].name
 
@@ -247,7 +286,7 @@ class Lineage:
         if missing:
             self._artifacts.update({a.id: a for a in self.store.get_artifacts_by_id(missing)})
 
-    @functools.lru_cache(maxsize=None)
+    @_per_instance
     def _events_of_artifact(self, artifact_id: int) -> tuple:
         return tuple(self.store.get_events_by_artifact_ids([artifact_id]))
 
@@ -265,13 +304,26 @@ class Lineage:
     def outputs(self, execution_id: int) -> dict[str, list[int]]:
         return self._keyed(execution_id, OUTPUTS)
 
+    def emitters(self, artifact_id: int) -> list[int]:
+        """Every execution with an output event on the artifact, oldest first: the one that made
+        it, then each cached execution that re-emitted it (TFX records a cache hit so)."""
+        return sorted({e.execution_id for e in self._events_of_artifact(artifact_id)
+                       if e.type in OUTPUTS})
+
     def producer(self, artifact_id: int) -> int | None:
         """The execution that created the artifact (cached executions re-emit it; the first wins)."""
-        ids = sorted(e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in OUTPUTS)
+        ids = self.emitters(artifact_id)
         return ids[0] if ids else None
 
     def consumers(self, artifact_id: int) -> list[int]:
         return sorted({e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in INPUTS})
+
+    def readers(self, artifact_id: int) -> tuple[list[int], list[int]]:
+        """(executions that read the artifact and ran, cached ones that only re-emitted the
+        outputs of an earlier run), oldest first; every reader's state read in one query."""
+        ids = self.consumers(artifact_id)
+        cached = {e.id for e in self.executions(ids) if e.last_known_state == Execution.CACHED}
+        return [e for e in ids if e not in cached], [e for e in ids if e in cached]
 
     def state(self, execution) -> str:
         if record.ABANDONED_BY in execution.custom_properties:
@@ -290,7 +342,7 @@ class Lineage:
             model_id = int(read_push_record(version_dir)["model_id"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        for execution_id in reversed(self.consumers(model_id)):
+        for execution_id in reversed(self.readers(model_id)[0]):  # a cached push re-emits
             for ids in self.outputs(execution_id).values():
                 for artifact_id in ids:
                     artifact = self.artifact(artifact_id)

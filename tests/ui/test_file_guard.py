@@ -104,3 +104,15 @@ def test_a_pipeline_root_elsewhere_is_an_artifact_folder(home, tmp_path, monkeyp
     client = app.test_client()
     assert client.get("/run/run-a/curves").get_data(as_text=True).count("<svg") == 3
     assert client.get("/run/latest~1/curves").status_code == 404
+
+
+def test_a_sibling_folder_sharing_the_roots_prefix_is_outside(home, monkeypatch):
+    """<home>/runs-evil/ starts with the string <home>/runs but is not inside it: a log there is
+    refused. Catches a guard that compares path prefixes (startswith) instead of folders."""
+    sibling = home / "runs-evil"
+    sibling.mkdir()
+    (sibling / "run.log").write_text("secret next door\n")
+    _set_log(home, "run-a", str(sibling / "run.log"))
+    client, _ = _client(home, monkeypatch)
+    response = client.get("/run/run-a/log")
+    assert response.status_code == 404 and b"secret next door" not in response.get_data()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Callable
+from typing import Callable, Collection
 
 import flask
 from werkzeug.exceptions import HTTPException, NotFound
@@ -20,26 +20,52 @@ from pipeline.lineage.store import Lineage, properties
 from pipeline.lineage.web import curves, layout
 
 STATES = ("complete", "failed", "abandoned", "preempted", "running")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 VARIANT_FIGURES = ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")
 
 
+def allowed_hosts(host: str, port: int, extra: Collection[str] = ()) -> list[str]:
+    """The Host headers `bigtrain ui` answers on HOST:PORT: the loopback names and the bound
+    address with the port, and each --allow-host name (a name without a port: any port).
+    Anything else is refused (421), so a page on another site whose name was re-pointed at
+    127.0.0.1 (DNS rebinding) cannot read the store through the visitor's browser."""
+    bound = f"[{host}]" if ":" in host else host
+    names = [f"{name}:{port}" for name in dict.fromkeys((*LOOPBACK_NAMES, bound))]
+    if port == 80:  # browsers leave the default port out
+        names += list(dict.fromkeys((*LOOPBACK_NAMES, bound)))
+    return names + [name.lower() for name in extra]
+
+
+def host_allowed(header: str, allowed: Collection[str]) -> bool:
+    """header (the request's Host) against allowed (allowed_hosts): exact 'name:port' entries,
+    or a bare name matching that name on any port."""
+    header = header.strip().lower()
+    name = header.rsplit(":", 1)[0] if not header.endswith("]") else header
+    return header in allowed or name in allowed
+
+
 def create_app(open_lineage: Callable[[], Lineage], file_roots: list[str],
-               diagnose_store: Callable[[], None] = lambda: None) -> flask.Flask:
+               diagnose_store: Callable[[], None] = lambda: None,
+               hosts: Collection[str] = LOOPBACK_NAMES) -> flask.Flask:
     """open_lineage: a fresh read-only Lineage per request; file_roots: the only folders files
     are read from (the home's run logs and pipeline root: runners/home.py readable_folders;
     []: no file is read). diagnose_store: raises the named MetadataStoreError of a damaged store
-    after MLMD failed on it (store.diagnose)."""
+    after MLMD failed on it (store.diagnose). hosts: the Host headers answered (allowed_hosts;
+    default: the loopback names on any port)."""
     app = flask.Flask(__name__)
-    app.config.update(FILE_ROOTS=[os.path.realpath(root) for root in file_roots])
+    app.config.update(FILE_ROOTS=[os.path.realpath(root) for root in file_roots],
+                      ALLOWED_HOSTS=[h.lower() for h in hosts])
     app.jinja_env.filters.update(when=_when, fig=_fig)
 
     @app.before_request
     def _open():
         flask.g.started = time.perf_counter()
+        _check_host(app)  # before the store is opened
         flask.g.lin = open_lineage()
 
     @app.after_request
-    def _timing(response):
+    def _headers(response):
+        response.headers["X-Content-Type-Options"] = "nosniff"
         if "started" in flask.g:
             response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - flask.g.started) * 1e3:.1f}"
         return response
@@ -68,6 +94,19 @@ def create_app(open_lineage: Callable[[], Lineage], file_roots: list[str],
 
     _routes(app)
     return app
+
+
+class MisdirectedRequest(HTTPException):
+    code, name = 421, "Misdirected Request"
+
+
+def _check_host(app: flask.Flask) -> None:
+    header = flask.request.headers.get("Host", "")
+    if not host_allowed(header, app.config["ALLOWED_HOSTS"]):
+        raise MisdirectedRequest(
+            f"this server does not answer for host {header!r} (it answers "
+            f"{', '.join(app.config['ALLOWED_HOSTS'])}); a name that reaches it through a proxy "
+            "is added with `bigtrain ui --allow-host NAME`")
 
 
 def _lin() -> Lineage:
@@ -181,11 +220,13 @@ def _fig(value) -> str:
 
 
 def serve(open_lineage: Callable[[], Lineage], file_roots: list[str], host: str, port: int,
-          diagnose_store: Callable[[], None] = lambda: None) -> None:
-    """Run the app with werkzeug's threaded server (one user on a laptop; no deployment)."""
+          diagnose_store: Callable[[], None] = lambda: None, allow_hosts: Collection[str] = ()) -> None:
+    """Run the app with werkzeug's threaded server (one user on a laptop; no deployment),
+    answering the Host headers allowed_hosts(host, port, allow_hosts) names."""
     from werkzeug.serving import run_simple
     curves.warm_up()  # matplotlib, tensorboard, networkx imports: seconds, once, before page one
-    run_simple(host, port, create_app(open_lineage, file_roots, diagnose_store),
+    run_simple(host, port, create_app(open_lineage, file_roots, diagnose_store,
+                                      hosts=allowed_hosts(host, port, allow_hosts)),
                threaded=True)
 
 

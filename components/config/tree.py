@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES,  # noqa: F401
                                         QUALITY_FILTERS, DecontaminationConfig, NearDedupConfig,
                                         QualityFilterConfig)
+# A mixture's named sources (data.sources), likewise.
+from components.config.sources import DEFAULT_SOURCE, SourceConfig  # noqa: F401
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -37,29 +39,6 @@ MIN_SENTENCEPIECE_VOCAB = 261
 
 class ConfigError(ValueError):
     """A config value, key or combination is invalid. The message names the key."""
-
-
-@dataclass(frozen=True)
-class SourceConfig:
-    """One named source of a mixture (`data.sources`). Its reading settings mean what the
-    data-level ones of the same name mean; `weight` is how many epochs of this source the train
-    split holds in expectation (docs/data.md, mixtures): 2.5 = every document twice plus half of
-    them a third time, 0.3 = a 30% sample."""
-    name: str = ""
-    input: str = ""
-    exclude: tuple[str, ...] = ()
-    format: str = "text"
-    document: str = "file"
-    separator: str = "\n\n"
-    text_field: str = "text"
-    weight: float = 1.0
-    # Quality filters for this source's documents: None = the data-level setting, a list = exactly
-    # these filter names ([] = none).
-    filters: tuple[str, ...] | None = None
-
-
-# The name of the one source that data.input (the shorthand, no data.sources) stands for.
-DEFAULT_SOURCE = "default"
 
 
 @dataclass(frozen=True)

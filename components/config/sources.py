@@ -1,0 +1,28 @@
+"""The data section's mixture: one frozen SourceConfig per named source (`data.sources`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """One named source of a mixture (`data.sources`). Its reading settings mean what the
+    data-level ones of the same name mean; `weight` is how many epochs of this source the train
+    split holds in expectation (docs/data.md, mixtures): 2.5 = every document twice plus half of
+    them a third time, 0.3 = a 30% sample."""
+    name: str = ""
+    input: str = ""
+    exclude: tuple[str, ...] = ()
+    format: str = "text"
+    document: str = "file"
+    separator: str = "\n\n"
+    text_field: str = "text"
+    weight: float = 1.0
+    # Quality filters for this source's documents: None = the data-level setting, a list = exactly
+    # these filter names ([] = none).
+    filters: tuple[str, ...] | None = None
+
+
+# The name of the one source that data.input (the shorthand, no data.sources) stands for.
+DEFAULT_SOURCE = "default"

@@ -10,7 +10,7 @@ import math
 import re
 
 from components.config.cleaning import DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS
-from components.config.tree import (ARCHS, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
+from components.config.tree import (ARCHS, MAX_ROTARY_POSITION, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
                                     MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, PUSH_FORMATS, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
                                     TOKENIZER_MODEL_TYPES, TOKENIZERS, XLA_MODES, Config,
@@ -132,6 +132,10 @@ def validate_export(config: Config) -> None:
                           f"(now {list(x.quantize)})")
     if x.max_new_tokens <= 0:
         raise ConfigError(f"export.max_new_tokens: must be > 0, got {x.max_new_tokens}")
+    if config.model.arch == "llama" and config.data.seq_len + x.max_new_tokens > MAX_ROTARY_POSITION:
+        raise ConfigError(f"export.max_new_tokens: {x.max_new_tokens} plus data.seq_len "
+                          f"({config.data.seq_len}) must be at most {MAX_ROTARY_POSITION} for a "
+                          "rotary (llama) model: served positions past that lose rotary precision")
     if config.push.keep_versions < 1:
         raise ConfigError(f"push.keep_versions: must be >= 1, got {config.push.keep_versions}")
     one_of("push.version_policy", config.push.version_policy, VERSION_POLICIES)

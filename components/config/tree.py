@@ -28,6 +28,10 @@ DEDUP_MODES = ("exact", "near", "none")
 NEWLINE_MODES = ("normalize", "keep")
 REMAT_MODES = ("none", "blocks")
 ARCHS = ("gpt2", "llama")
+# A rotary (llama) model's served positions reach data.seq_len + export.max_new_tokens (its cache
+# slides; positions keep counting); past 2^16 the float32 rotary angles lose precision. The one
+# bound: config rules check it, the serving graph refuses it (components/serving/server.py).
+MAX_ROTARY_POSITION = 2**16
 LR_SCHEDULES = ("cosine", "wsd")
 XLA_MODES = ("auto", "on", "off")
 ON_OFF_KEYS = ("runtime.xla",)  # string settings whose values include on/off

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from components.config.tree import MAX_ROTARY_POSITION
 from components.model import decoding
 from components.serving import inputs, stops
 
 DEFAULT_MAX_NEW_TOKENS_LIMIT = 4096
 REPLACEMENT_CHARACTER = 0xFFFD
-# A sliding row's absolute positions reach context + max_new_tokens; below 2^16 the float32 rotary
-# angles stay as precise as decoding documents (the default 4096 plus any context in use is far below).
-MAX_ROTARY_POSITION = 2**16
 
 
 class LanguageModelServer:

@@ -112,12 +112,18 @@ def test_export_section_defaults_and_checks():
     assert config.export.quantize == ("int8", "tflite") and config.export.serve == "float"
     assert build_config("tiny", overrides=["export.serve=int8"]).export.serve == "int8"
     assert build_config("tiny", overrides=["export.quantize=[]"]).export.quantize == ()
+    # The rotary bound, exactly at it (seq_len 128 + 65408 = 2^16) and for gpt2 (no bound).
+    assert build_config("tiny", overrides=["export.max_new_tokens=65408"]).export.max_new_tokens == 65408
+    assert build_config("tiny", overrides=["model.arch=gpt2", "model.n_kv_head=0",
+                                           "export.max_new_tokens=1000000"])
     for overrides, message in [
         (["export.quantize=[int4]"], r"export\.quantize: 'int4' is not one of"),
         (["export.quantize=[int8, int8]"], "lists a variant twice"),
         (["export.serve=tflite"], r"export\.serve: 'tflite' is not one of .*TF Serving needs a SavedModel"),
         (["export.serve=int8", "export.quantize=[tflite]"], r"export\.serve: 'int8' is not exported"),
         (["export.max_new_tokens=0"], r"export\.max_new_tokens: must be > 0"),
+        (["export.max_new_tokens=65409"], r"export\.max_new_tokens: 65409 plus data\.seq_len \(128\) "
+                                          r"must be at most 65536 for a rotary \(llama\) model"),
         (["eval.max_quantization_loss_delta=-1"], r"eval\.max_quantization_loss_delta: must be >= 0"),
     ]:
         with pytest.raises(ConfigError, match=message):

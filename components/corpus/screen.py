@@ -62,10 +62,18 @@ class DocumentScreen:
         return None
 
 
+def filters_used(data) -> bool:
+    """Whether any document of a DataConfig meets a quality filter: the data-level list (for
+    sources without their own) or a source's own list (data.sources[i].filters)."""
+    return any(data.filters.enabled if source.filters is None else source.filters
+               for source in data.mixture())
+
+
 def screen_for(data) -> DocumentScreen | None:
-    """The screen of a DataConfig (eval globs resolved now), or None when it screens nothing."""
+    """The screen of a DataConfig (eval globs resolved now), or None when it screens nothing:
+    no quality filter applies to any source and no evaluation set is named."""
     patterns = data.decontaminate.eval_files
-    if not data.filters.enabled and not patterns:
+    if not filters_used(data) and not patterns:
         return None
     return DocumentScreen(data.filters, contamination.resolve_eval_sets(patterns),
                           data.decontaminate.ngram, data.decontaminate.action)

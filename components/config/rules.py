@@ -219,6 +219,10 @@ def validate_sources(config: Config) -> None:
             raise ConfigError(f"{key}.separator: must not be empty with document=separator")
         if source.format in ("jsonl", "parquet") and not source.text_field:
             raise ConfigError(f"{key}.text_field: must name the text field for format={source.format}")
+        for name in source.filters or ():
+            if name not in QUALITY_FILTERS:
+                raise ConfigError(f"{key}.filters: unknown filter {name!r}; known: "
+                                  f"{', '.join(QUALITY_FILTERS)}")
 
 
 def validate_tokenizer(config: Config) -> None:

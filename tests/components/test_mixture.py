@@ -231,6 +231,9 @@ def test_sources_from_yaml_and_the_shorthand(tmp_path):
     ("[{name: a}]", r"data.sources\[0\] \(a\).input: must name"),
     ("{name: a, input: x}", r"data.sources: expected a list of mappings"),
     ("[{name: a, input: x, format: tfrecord}]", r"\(a\).format: 'tfrecord' is not one of"),
+    ("[{name: a, input: x, filters: [word_count, bogus]}]",
+     r"data.sources\[0\] \(a\).filters: unknown filter 'bogus'; known: word_count, "
+     r"mean_word_length, .*, code$"),
     ("[{name: a, input: x, filters: word_count}]", None),
 ])
 def test_sources_config_errors_name_the_key(sources, message):

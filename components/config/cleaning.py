@@ -73,6 +73,11 @@ class DecontaminationConfig:
     # A training document sharing one word n-gram of this length with an evaluation set is
     # contaminated (lm-eval's 13-gram rule).
     ngram: int = 13
+    # An evaluation text shorter than ngram words is matched as a whole: a training document
+    # containing its words in a row (normalized) is contaminated, as in the GPT-3 paper's
+    # contamination analysis; one of fewer than min_words words is not checked (counted as
+    # "eval texts too short to check"). In [1, ngram].
+    min_words: int = 8
     # `remove`: skipped as documents_skipped_contaminated; `flag`: packed, counted as
     # documents_flagged_contaminated and listed in the manifest.
     action: str = "remove"

@@ -189,6 +189,9 @@ def validate_cleaning(config: Config) -> None:
     one_of("data.decontaminate.action", c.action, DECONTAMINATION_ACTIONS)
     if c.ngram < 1:
         raise ConfigError(f"data.decontaminate.ngram: must be >= 1, got {c.ngram}")
+    if not 1 <= c.min_words <= c.ngram:
+        raise ConfigError(f"data.decontaminate.min_words: must be in [1, ngram ({c.ngram})], "
+                          f"got {c.min_words}")
     if any(not pattern for pattern in c.eval_files):
         raise ConfigError("data.decontaminate.eval_files: an entry is empty")
 

@@ -54,17 +54,26 @@ def counters_from_metrics(result, sources: tuple[str, ...] = ()) -> dict[str, in
 
 def cleaning_properties(data, screen) -> dict:
     """What the cleaning steps were, for MLMD and counters.json: the near-dedup parameters
-    (data.dedup=near), the enabled filters and the evaluation sets (their files included), so
-    the report can name every step beside its counts."""
-    out = {"dedup": data.dedup, "quality_filters": json.dumps(list(data.filters.enabled))}
+    (data.dedup=near), the enabled filters (data-level, and per source the ones its documents
+    meet) and the evaluation sets (their files, texts and texts too short to check), so the
+    report can name every step beside its counts."""
+    out = {"dedup": data.dedup, "quality_filters": json.dumps(list(data.filters.enabled)),
+           "quality_filters_by_source": json.dumps({
+               source.name: list(data.filters.enabled if source.filters is None
+                                 else source.filters) for source in data.mixture()})}
     if data.dedup == "near":
         params = minhash.params_of(data.near_dedup)
         out["near_dedup"] = json.dumps(dict(params._asdict(), threshold=data.near_dedup.threshold),
                                        sort_keys=True)
     if screen is not None and screen.eval_sets:
+        index = screen.index()  # this process's own: the texts per set, the short ones
         out["decontamination_eval_sets"] = json.dumps(
-            [{"name": name, "files": list(files)} for name, files in screen.eval_sets])
-        out["decontamination"] = json.dumps({"ngram": screen.ngram, "action": screen.action})
+            [{"name": name, "files": list(files), "texts": texts, "too_short": short}
+             for (name, files), texts, short in zip(screen.eval_sets, index.texts,
+                                                    index.too_short)])
+        out["decontamination"] = json.dumps({
+            "ngram": screen.ngram, "action": screen.action, "min_words": screen.min_words,
+            "eval_texts_too_short": sum(index.too_short)})
     return out
 
 

@@ -345,8 +345,9 @@ def variants_section(evaluation: dict) -> list[str]:
 
 
 def sources_section(examples: dict) -> list[str]:
-    """Per source of the data stage (its `sources` property): weight, realized epochs, and the
-    documents, bytes and tokens it put into each split (every copy counted)."""
+    """Per source of the data stage (its `sources` property): weight, realized epochs, realized
+    share of the train tokens, and the documents, bytes and tokens it put into each split (every
+    copy counted)."""
     try:
         sources = json.loads(examples.get("sources") or "[]")
     except ValueError:
@@ -354,12 +355,14 @@ def sources_section(examples: dict) -> list[str]:
     rows = [s for s in sources if isinstance(s.get("documents"), dict)]
     if not rows:
         return []
-    lines = ["  sources (train / eval; copies counted):",
-             f"    {'source':<12} {'weight':>6} {'epochs':>7} {'documents':>17} {'bytes':>23} "
-             f"{'tokens':>23}"]
+    lines = ["  sources (train / eval; copies counted; weight = epochs asked for, share = the "
+             "source's part of the train tokens):",
+             f"    {'source':<12} {'weight':>6} {'epochs':>7} {'share':>7} {'documents':>17} "
+             f"{'bytes':>23} {'tokens':>23}"]
     for s in rows:
         pair = lambda m: f"{s[m]['train']} / {s[m]['eval']}"
-        lines.append(f"    {s['name']:<12} {s['weight']:>6g} {s['epochs']:>7.3f} "
+        share = f"{s['share']:.1%}" if isinstance(s.get("share"), (int, float)) else "-"
+        lines.append(f"    {s['name']:<12} {s['weight']:>6g} {s['epochs']:>7.3f} {share:>7} "
                      f"{pair('documents'):>17} {pair('bytes'):>23} {pair('tokens'):>23}")
     return lines
 

@@ -9,7 +9,8 @@ import datetime
 import math
 import re
 
-from components.config.cleaning import DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS
+from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
+                                        NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
 from components.config.tree import (ARCHS, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
                                     MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, PUSH_FORMATS, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
@@ -192,8 +193,10 @@ def validate_cleaning(config: Config) -> None:
     if not 1 <= c.min_words <= c.ngram:
         raise ConfigError(f"data.decontaminate.min_words: must be in [1, ngram ({c.ngram})], "
                           f"got {c.min_words}")
-    if any(not pattern for pattern in c.eval_files):
-        raise ConfigError("data.decontaminate.eval_files: an entry is empty")
+    for pattern in c.eval_files:
+        if not pattern or pattern in (HOME_PREFIX, EXAMPLES_PREFIX):
+            raise ConfigError(f"data.decontaminate.eval_files: an entry is empty ({pattern!r}); "
+                              f"give a glob, {HOME_PREFIX}<home path> or {EXAMPLES_PREFIX}<URI>")
 
 
 # A source name becomes part of counter and property names (source_<name>_documents_train).

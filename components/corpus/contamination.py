@@ -31,6 +31,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from components.common import fs
+from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
 from components.corpus.minhash import substring_hashes, word_bounds, word_ngram_hashes
 
 _KEEP = set(b"abcdefghijklmnopqrstuvwxyz0123456789")
@@ -107,11 +108,21 @@ def eval_texts(path: str) -> Iterator[bytes]:
             yield text.encode("utf-8")
 
 
-def resolve_eval_sets(patterns: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, ...]] | None = None
+                      ) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """((set name = its pattern, matching files sorted) ...); a pattern matching nothing is a
-    named error (a typo must not turn decontamination off)."""
+    named error (a typo must not turn decontamination off). decoded: the files an `examples:`
+    entry was decoded into (components/text_example_gen/eval_split.py); a `home:` entry must
+    have been resolved by the runner (runners/eval_homes.py) before it gets here."""
     sets = []
     for pattern in patterns:
+        if pattern in (decoded or {}):
+            sets.append((pattern, tuple(decoded[pattern])))
+            continue
+        if pattern.startswith((HOME_PREFIX, EXAMPLES_PREFIX)):
+            raise ValueError(f"data.decontaminate.eval_files: {pattern!r} was not resolved: "
+                             "`home:` is resolved by bigtrain run / compile, `examples:` decoded "
+                             "by the data stage's executor")
         files = tuple(sorted(fs.glob(pattern)))
         if not files:
             raise FileNotFoundError(f"data.decontaminate.eval_files: {pattern!r} matches no files")

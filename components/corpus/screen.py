@@ -73,12 +73,13 @@ def filters_used(data) -> bool:
                for source in data.mixture())
 
 
-def screen_for(data) -> DocumentScreen | None:
-    """The screen of a DataConfig (eval globs resolved now), or None when it screens nothing:
-    no quality filter applies to any source and no evaluation set is named."""
+def screen_for(data, decoded: dict[str, tuple[str, ...]] | None = None) -> DocumentScreen | None:
+    """The screen of a DataConfig (eval globs resolved now; decoded: the files of its `examples:`
+    entries), or None when it screens nothing: no quality filter applies to any source and no
+    evaluation set is named."""
     patterns = data.decontaminate.eval_files
     if not filters_used(data) and not patterns:
         return None
-    return DocumentScreen(data.filters, contamination.resolve_eval_sets(patterns),
+    return DocumentScreen(data.filters, contamination.resolve_eval_sets(patterns, decoded),
                           data.decontaminate.ngram, data.decontaminate.action,
                           data.decontaminate.min_words)

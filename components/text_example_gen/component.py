@@ -27,7 +27,7 @@ from components.common.errors import BigtrainError
 from components.corpus import documents, minhash
 from components.corpus.screen import screen_for
 from components.corpus.split_documents import reader_config
-from components.text_example_gen import mixture, shards, transforms
+from components.text_example_gen import eval_split, mixture, shards, transforms
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer import spec as spec_lib
 from components.tokenizer.component import Tokenizer
@@ -215,7 +215,10 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 
-        screen = screen_for(data)
+        # The eval split of another Examples artifact (`examples:` entries): decoded into text
+        # files of this artifact once, here, then read like any evaluation file.
+        decoded = eval_split.write_eval_sets(data.decontaminate.eval_files, examples.uri)
+        screen = screen_for(data, decoded)
         beam_pipeline = self._make_beam_pipeline()
         _ = beam_pipeline | "TextToTFRecordShards" >> data_stage(data, listed, examples.uri,
                                                                  tokenizer_dir, screen)

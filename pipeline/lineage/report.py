@@ -283,7 +283,7 @@ def filter_lines(examples: dict) -> list[str]:
     screened. Artifacts older than per-source filters: the data-level list alone."""
     by_source = _json(examples, "quality_filters_by_source", {})
     if not by_source:
-        by_source = {"default": _json(examples, "quality_filters", [])}
+        by_source = {DEFAULT_SOURCE: _json(examples, "quality_filters", [])}
     names = [n for n in QUALITY_FILTERS if any(n in f for f in by_source.values())]
     names += sorted({n for f in by_source.values() for n in f} - set(names))
     lines = []

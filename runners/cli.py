@@ -91,7 +91,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    config = config_lib.with_scheduled_paths(resolve_config(args))
+    from runners.eval_homes import resolve_eval_homes
+    # home:<path> evaluation sets are resolved now: the compiled pipeline names their Examples.
+    config = resolve_eval_homes(config_lib.with_scheduled_paths(resolve_config(args)))
     configure_logging(args.verbose)
     if args.target == "kubeflow":
         from runners.kubeflow import compile_kubeflow

@@ -147,6 +147,9 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     from runners import uptodate
     from runners.lock import HomeLock
 
+    from runners.eval_homes import resolve_eval_homes
+
+    config = resolve_eval_homes(config)  # home:<path> evaluation sets -> examples:<URI>
     paths = LocalPaths.for_config(config)
     check_places(paths)
     run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")

@@ -17,6 +17,8 @@ import stat
 import sysconfig
 from typing import Iterable, Iterator
 
+from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
+
 UNRESOLVED = "unresolved-at-compile-time"
 # Listing metadata of remote objects, path -> (size, last modified seconds), filled by the listing
 # (one request per page of objects, never one per object) and read by regular_size and the digests.
@@ -244,10 +246,16 @@ def sources_fingerprint(data, listed) -> str:
 
 def eval_set_files(data) -> list[tuple[str, str]]:
     """The files of data.decontaminate.eval_files, keyed by their pattern: in the fingerprint,
-    so editing an evaluation set re-runs the data stage like editing its input."""
+    so editing an evaluation set re-runs the data stage like editing its input. An
+    `examples:<URI>` entry: every file of that Examples artifact (its eval shards among them); a
+    `home:` entry must have been resolved into one first (runners/eval_homes.py)."""
     files = []
     for pattern in getattr(getattr(data, "decontaminate", None), "eval_files", ()):
-        _, listed = list_input_files(pattern)
+        if pattern.startswith(HOME_PREFIX):
+            raise ValueError(f"data.decontaminate.eval_files: {pattern!r}: resolve it "
+                             "(runners/eval_homes.py) before fingerprinting")
+        _, listed = list_input_files(pattern[len(EXAMPLES_PREFIX):]
+                                     if pattern.startswith(EXAMPLES_PREFIX) else pattern)
         files += [(f"eval-set {pattern}: {relative}", absolute) for relative, absolute in listed]
     return files
 

@@ -15,7 +15,7 @@ from components.config.tree import (
     ARCHS, LR_SCHEDULES, TOKENIZERS, TOKENIZER_MODEL_TYPES, MIN_SENTENCEPIECE_VOCAB, ConfigError,
     DataConfig, SourceConfig, DEFAULT_SOURCE, NearDedupConfig, QualityFilterConfig,
     DecontaminationConfig, DEDUP_MODES, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS, DECONTAMINATION_ACTIONS,
-    ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
+    HOME_PREFIX, EXAMPLES_PREFIX, ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
     PushConfig, PUSH_FORMATS, VERSION_POLICIES,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
     Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
@@ -27,7 +27,8 @@ __all__ = [
     "DOCUMENT_MODES", "REMAT_MODES", "XLA_MODES", "ON_OFF_KEYS", "ARCHS", "LR_SCHEDULES", "TOKENIZERS",
     "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig", "SourceConfig", "DEFAULT_SOURCE",
     "NearDedupConfig", "QualityFilterConfig", "DecontaminationConfig", "DEDUP_MODES",
-    "NEAR_DEDUP_SHINGLES", "QUALITY_FILTERS", "DECONTAMINATION_ACTIONS",
+    "NEAR_DEDUP_SHINGLES", "QUALITY_FILTERS", "DECONTAMINATION_ACTIONS", "HOME_PREFIX",
+    "EXAMPLES_PREFIX",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
     "ExportConfig", "PushConfig", "PUSH_FORMATS", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
     "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "Config",

@@ -12,6 +12,11 @@ NEAR_DEDUP_SHINGLES = ("word", "byte")
 QUALITY_FILTERS = ("word_count", "mean_word_length", "symbol_ratio", "non_alpha_words",
                    "duplicate_lines", "top_ngram", "duplicate_ngrams", "code")
 DECONTAMINATION_ACTIONS = ("remove", "flag")
+# data.decontaminate.eval_files entries besides a glob: `home:<path>`, the eval split of that
+# home's newest Examples (the runner resolves it, before the pipeline is built, into
+# `examples:<that artifact's URI>`), and `examples:<URI>`, the eval split of one Examples
+# artifact (components/text_example_gen/eval_split.py decodes it back into text).
+HOME_PREFIX, EXAMPLES_PREFIX = "home:", "examples:"
 
 
 @dataclass(frozen=True)
@@ -67,12 +72,19 @@ class QualityFilterConfig:
 
 @dataclass(frozen=True)
 class DecontaminationConfig:
-    # Evaluation sets: globs of files (text, or .jsonl/.json: every string value of a record);
-    # each entry is one set, counted on its own. Empty: no decontamination.
+    # Evaluation sets: globs of files (text, or .jsonl/.json: every string value of a record),
+    # `home:<path>` (the eval split of that home's newest Examples) or `examples:<URI>` (the eval
+    # split of one Examples artifact); each entry is one set, counted on its own. Empty: no
+    # decontamination.
     eval_files: tuple[str, ...] = ()
     # A training document sharing one word n-gram of this length with an evaluation set is
     # contaminated (lm-eval's 13-gram rule).
     ngram: int = 13
+    # An evaluation text shorter than ngram words is matched as a whole: a training document
+    # containing its words in a row (normalized) is contaminated, as in the GPT-3 paper's
+    # contamination analysis; one of fewer than min_words words is not checked (counted as
+    # "eval texts too short to check"). In [1, ngram].
+    min_words: int = 8
     # `remove`: skipped as documents_skipped_contaminated; `flag`: packed, counted as
     # documents_flagged_contaminated and listed in the manifest.
     action: str = "remove"

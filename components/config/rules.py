@@ -9,7 +9,8 @@ import datetime
 import math
 import re
 
-from components.config.cleaning import DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES, QUALITY_FILTERS
+from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
+                                        NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
 from components.config.tree import (ARCHS, MAX_ROTARY_POSITION, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
                                     MIN_SENTENCEPIECE_VOCAB, NEWLINE_MODES, PUSH_FORMATS, VERSION_POLICIES,
                                     PRECISIONS, REMAT_MODES, SERVABLE_VARIANTS, STRATEGIES,
@@ -193,8 +194,13 @@ def validate_cleaning(config: Config) -> None:
     one_of("data.decontaminate.action", c.action, DECONTAMINATION_ACTIONS)
     if c.ngram < 1:
         raise ConfigError(f"data.decontaminate.ngram: must be >= 1, got {c.ngram}")
-    if any(not pattern for pattern in c.eval_files):
-        raise ConfigError("data.decontaminate.eval_files: an entry is empty")
+    if not 1 <= c.min_words <= c.ngram:
+        raise ConfigError(f"data.decontaminate.min_words: must be in [1, ngram ({c.ngram})], "
+                          f"got {c.min_words}")
+    for pattern in c.eval_files:
+        if not pattern or pattern in (HOME_PREFIX, EXAMPLES_PREFIX):
+            raise ConfigError(f"data.decontaminate.eval_files: an entry is empty ({pattern!r}); "
+                              f"give a glob, {HOME_PREFIX}<home path> or {EXAMPLES_PREFIX}<URI>")
 
 
 # A source name becomes part of counter and property names (source_<name>_documents_train).
@@ -223,6 +229,10 @@ def validate_sources(config: Config) -> None:
             raise ConfigError(f"{key}.separator: must not be empty with document=separator")
         if source.format in ("jsonl", "parquet") and not source.text_field:
             raise ConfigError(f"{key}.text_field: must name the text field for format={source.format}")
+        for name in source.filters or ():
+            if name not in QUALITY_FILTERS:
+                raise ConfigError(f"{key}.filters: unknown filter {name!r}; known: "
+                                  f"{', '.join(QUALITY_FILTERS)}")
 
 
 def validate_tokenizer(config: Config) -> None:

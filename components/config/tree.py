@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 # The data section's cleaning sub-sections (re-exported: the whole tree is importable from here).
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES,  # noqa: F401
                                         QUALITY_FILTERS, DecontaminationConfig, NearDedupConfig,
-                                        QualityFilterConfig)
+                                        QualityFilterConfig, EXAMPLES_PREFIX, HOME_PREFIX)
 # A mixture's named sources (data.sources), likewise.
 from components.config.sources import DEFAULT_SOURCE, SourceConfig  # noqa: F401
 

@@ -32,8 +32,9 @@ class DocumentScreen:
     builds the n-gram index on its first check)."""
 
     def __init__(self, thresholds, eval_sets: tuple[tuple[str, tuple[str, ...]], ...] = (),
-                 ngram: int = 13, action: str = "remove"):
+                 ngram: int = 13, action: str = "remove", min_words: int = 8):
         self.thresholds, self.eval_sets, self.ngram, self.action = thresholds, eval_sets, ngram, action
+        self.min_words = min_words
         self._index: contamination.EvalIndex | None = None
 
     def __getstate__(self):
@@ -45,7 +46,7 @@ class DocumentScreen:
 
     def index(self) -> contamination.EvalIndex:
         if self._index is None:
-            self._index = contamination.build_index(self.eval_sets, self.ngram)
+            self._index = contamination.build_index(self.eval_sets, self.ngram, self.min_words)
         return self._index
 
     def check(self, text: bytes, filters: tuple[str, ...]) -> Verdict | None:
@@ -55,17 +56,30 @@ class DocumentScreen:
             if failed is not None:
                 return Verdict(filter_reason(failed), f"quality filter {failed}")
         if self.eval_sets:
-            sets = self.index().matches(text)
-            if sets:
-                return Verdict(CONTAMINATED, f"shares a {self.ngram}-gram with "
-                               + ", ".join(sets), keep=self.action == "flag", eval_sets=sets)
+            matched = self.index().matched(text)
+            if matched:
+                detail = "; ".join(
+                    f"shares a {self.ngram}-gram with {name}" if length >= self.ngram else
+                    f"contains a {length}-word text of {name}" for name, length in matched.items())
+                return Verdict(CONTAMINATED, detail, keep=self.action == "flag",
+                               eval_sets=tuple(matched))
         return None
 
 
-def screen_for(data) -> DocumentScreen | None:
-    """The screen of a DataConfig (eval globs resolved now), or None when it screens nothing."""
+def filters_used(data) -> bool:
+    """Whether any document of a DataConfig meets a quality filter: the data-level list (for
+    sources without their own) or a source's own list (data.sources[i].filters)."""
+    return any(data.filters.enabled if source.filters is None else source.filters
+               for source in data.mixture())
+
+
+def screen_for(data, decoded: dict[str, tuple[str, ...]] | None = None) -> DocumentScreen | None:
+    """The screen of a DataConfig (eval globs resolved now; decoded: the files of its `examples:`
+    entries), or None when it screens nothing: no quality filter applies to any source and no
+    evaluation set is named."""
     patterns = data.decontaminate.eval_files
-    if not data.filters.enabled and not patterns:
+    if not filters_used(data) and not patterns:
         return None
-    return DocumentScreen(data.filters, contamination.resolve_eval_sets(patterns),
-                          data.decontaminate.ngram, data.decontaminate.action)
+    return DocumentScreen(data.filters, contamination.resolve_eval_sets(patterns, decoded),
+                          data.decontaminate.ngram, data.decontaminate.action,
+                          data.decontaminate.min_words)

@@ -27,7 +27,7 @@ from components.common.errors import BigtrainError
 from components.corpus import documents, minhash
 from components.corpus.screen import screen_for
 from components.corpus.split_documents import reader_config
-from components.text_example_gen import mixture, shards, transforms
+from components.text_example_gen import eval_split, mixture, shards, transforms
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer import spec as spec_lib
 from components.tokenizer.component import Tokenizer
@@ -54,17 +54,26 @@ def counters_from_metrics(result, sources: tuple[str, ...] = ()) -> dict[str, in
 
 def cleaning_properties(data, screen) -> dict:
     """What the cleaning steps were, for MLMD and counters.json: the near-dedup parameters
-    (data.dedup=near), the enabled filters and the evaluation sets (their files included), so
-    the report can name every step beside its counts."""
-    out = {"dedup": data.dedup, "quality_filters": json.dumps(list(data.filters.enabled))}
+    (data.dedup=near), the enabled filters (data-level, and per source the ones its documents
+    meet) and the evaluation sets (their files, texts and texts too short to check), so the
+    report can name every step beside its counts."""
+    out = {"dedup": data.dedup, "quality_filters": json.dumps(list(data.filters.enabled)),
+           "quality_filters_by_source": json.dumps({
+               source.name: list(data.filters.enabled if source.filters is None
+                                 else source.filters) for source in data.mixture()})}
     if data.dedup == "near":
         params = minhash.params_of(data.near_dedup)
         out["near_dedup"] = json.dumps(dict(params._asdict(), threshold=data.near_dedup.threshold),
                                        sort_keys=True)
     if screen is not None and screen.eval_sets:
+        index = screen.index()  # this process's own: the texts per set, the short ones
         out["decontamination_eval_sets"] = json.dumps(
-            [{"name": name, "files": list(files)} for name, files in screen.eval_sets])
-        out["decontamination"] = json.dumps({"ngram": screen.ngram, "action": screen.action})
+            [{"name": name, "files": list(files), "texts": texts, "too_short": short}
+             for (name, files), texts, short in zip(screen.eval_sets, index.texts,
+                                                    index.too_short)])
+        out["decontamination"] = json.dumps({
+            "ngram": screen.ngram, "action": screen.action, "min_words": screen.min_words,
+            "eval_texts_too_short": sum(index.too_short)})
     return out
 
 
@@ -206,7 +215,10 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             loaded = tokenizer_artifact.load(tokenizer_dir)
             spec_lib.check(loaded, spec_lib.token_spec(data), "TextExampleGen")
 
-        screen = screen_for(data)
+        # The eval split of another Examples artifact (`examples:` entries): decoded into text
+        # files of this artifact once, here, then read like any evaluation file.
+        decoded = eval_split.write_eval_sets(data.decontaminate.eval_files, examples.uri)
+        screen = screen_for(data, decoded)
         beam_pipeline = self._make_beam_pipeline()
         _ = beam_pipeline | "TextToTFRecordShards" >> data_stage(data, listed, examples.uri,
                                                                  tokenizer_dir, screen)

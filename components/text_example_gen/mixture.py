@@ -22,7 +22,9 @@ Counters per source and split (Beam counters, MLMD int properties of the Example
   source_<name>_unique_<split>      distinct documents packed (copies not counted)
   source_<name>_sampled_out_<split> documents the weight rule left out (copies == 0)
 `source_table` reads them back. The realized epochs of a source: its train documents packed (every
-copy) / its distinct train documents after exact dedup (packed or sampled out): ~ the weight.
+copy) / its distinct train documents after exact dedup (packed or sampled out): ~ the weight. Its
+realized share: its train tokens (every copy) / all sources' train tokens. A weight is epochs of
+its own source, not a share: two sources of weight 1 have shares in the ratio of their sizes.
 """
 
 from __future__ import annotations
@@ -93,15 +95,17 @@ def counter_names(source: str) -> list[str]:
 
 
 def source_table(counters: dict[str, int]) -> dict[str, dict]:
-    """{source: {measure: {split: n}} for every measure, and "epochs" (module docstring)}
-    from the counters."""
+    """{source: {measure: {split: n}} for every measure, "epochs" and "share" (module
+    docstring)} from the counters."""
     table: dict[str, dict] = {}
     for key, value in counters.items():
         match = _COUNTER.fullmatch(key)
         if match:
             row = table.setdefault(match["name"], {m: dict.fromkeys(SPLITS, 0) for m in MEASURES})
             row[match["measure"]][match["split"]] += int(value)
+    train_tokens = sum(row["tokens"]["train"] for row in table.values())
     for row in table.values():
         distinct = row["unique"]["train"] + row["sampled_out"]["train"]
         row["epochs"] = round(row["documents"]["train"] / distinct, 6) if distinct else 0.0
+        row["share"] = round(row["tokens"]["train"] / train_tokens, 6) if train_tokens else 0.0
     return table

@@ -76,6 +76,54 @@ def frame_records(records: list[bytes]) -> bytes:
     return b"".join(out)
 
 
+class ShardReadError(ValueError):
+    """A shard that is not gzip TFRecords of the data stage's Examples."""
+
+
+def _records(fh, path: str, crc32c):
+    """The records of a TFRecord stream (each record's data CRC checked)."""
+    while header := fh.read(12):
+        if len(header) < 12:
+            raise ShardReadError(f"{path}: truncated TFRecord header")
+        (length,) = struct.unpack("<Q", header[:8])
+        record, footer = fh.read(length), fh.read(4)
+        crc = crc32c(record)
+        if len(record) < length or footer != _U32(
+                (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF):
+            raise ShardReadError(f"{path}: truncated or corrupt TFRecord (data CRC)")
+        yield record
+
+
+def read_windows(path: str, batch: int = BATCH_SEQUENCES):
+    """The windows of one shard (gzip TFRecords of Examples with one int64 list FEATURE), one
+    int64 array each, in file order. Streams: `batch` records in memory at a time."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+    from google_crc32c import value as crc32c
+    from tfx_bsl.coders import example_coder
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    with FileSystems.open(path, compression_type=CompressionTypes.GZIP) as fh:
+        pending = []
+        for record in _records(fh, path, crc32c):
+            pending.append(record)
+            if len(pending) == batch:
+                yield from _decoded(decoder, pending, path)
+                pending = []
+        if pending:
+            yield from _decoded(decoder, pending, path)
+
+
+def _decoded(decoder, records: list[bytes], path: str):
+    batch = decoder.DecodeBatch(records)
+    index = batch.schema.get_field_index(FEATURE)
+    if index < 0:
+        raise ShardReadError(f"{path}: its Examples have no {FEATURE!r} feature")
+    column = batch.column(index)
+    offsets, values = column.offsets.to_numpy(), column.flatten().to_numpy()
+    for begin, end in zip(offsets[:-1], offsets[1:]):
+        yield values[begin:end]
+
+
 def _create(path: str):
     """A writable file on any Beam filesystem (local, gs://, s3://), written as given."""
     from apache_beam.io.filesystem import CompressionTypes
@@ -118,8 +166,13 @@ def piece_path(output_dir: str, unit_index: int, split: str, shard: int) -> str:
     return os.path.join(output_dir, PIECES_DIR, f"unit-{unit_index:06d}-{split}-{shard:05d}.gz")
 
 
+def split_dir(output_dir: str, split: str) -> str:
+    """The folder of one split's shards in an Examples artifact (TFX's layout)."""
+    return os.path.join(output_dir, f"Split-{split}")
+
+
 def shard_path(output_dir: str, split: str, shard: int, num_shards: int) -> str:
-    return os.path.join(output_dir, f"Split-{split}",
+    return os.path.join(split_dir(output_dir, split),
                         f"data_tfrecord-{shard:05d}-of-{num_shards:05d}.gz")
 
 

@@ -26,7 +26,7 @@ SAMPLING_COUNTERS = ("documents_sampled_out", "documents_repeated")
 # Where a decontamination stage records what it checked (any property named so is shown).
 DECONTAMINATION_PREFIXES = ("decontaminat", "contaminat", "documents_contaminated_eval_set_")
 # The data stage's cleaning settings (JSON strings on the Examples), shown beside the counts.
-CLEANING_SETTINGS = ("dedup", "near_dedup", "quality_filters")
+CLEANING_SETTINGS = ("dedup", "near_dedup", "quality_filters", "quality_filters_by_source")
 TOTALS = ("files_listed", "files_read", "bytes_read", "documents_packed", "bytes_packed",
           "tokens_real", "sequences_train", "sequences_eval")
 

@@ -59,9 +59,39 @@ def test_each_evaluation_set_is_indexed_on_its_own(tmp_path):
         index.names[1],)
     # "two alpha beta ...": the end of one record and the start of the next are not one text.
     assert index.matches(b"one two alpha beta gamma") == ()
-    assert index.matches(b"alpha beta gamma") == (index.names[0],)    # a short text: one n-gram
+    # "alpha beta gamma", "one", "two": 3 and 1 words, under min_words (8): not checked, counted.
+    assert index.matches(b"alpha beta gamma") == ()
+    assert index.texts == (4, 1) and index.too_short == (3, 0)
     with pytest.raises(FileNotFoundError, match="data.decontaminate.eval_files: .* matches no files"):
         contamination.resolve_eval_sets((str(tmp_path / "nothing*.jsonl"),))
+
+
+# Short evaluation items (fewer than 13 words): a 10-word one is checked as a whole, a 4-word one
+# is under min_words (8) and is not.
+SHORT_ITEM = "What is the boiling point of water at sea level?"
+TINY_ITEM = "Name the largest ocean."
+
+
+def test_a_short_evaluation_text_is_found_inside_a_longer_document():
+    """GPT-3's rule for items shorter than n: the item's m words in a row, anywhere in a
+    training document (same normalization), mark it; m - 1 of them or the words with one
+    inserted do not; an item under min_words is counted, not checked; 13-grams still work."""
+    index = contamination.index_texts({"quiz": [SHORT_ITEM.encode(), TINY_ITEM.encode(),
+                                                QUESTION.encode()]}, 13, min_words=8)
+    rng = random.Random(3)
+    words = SHORT_ITEM.rstrip("?").split()
+    inside = f"{filler(rng)} {SHORT_ITEM.upper().replace(' ', '  ')} {filler(rng)}"
+    assert index.matched(inside.encode()) == {"quiz": 10}
+    assert index.matched(SHORT_ITEM.encode()) == {"quiz": 10}          # the document is the item
+    assert index.matches(f"{filler(rng)} {' '.join(words[1:])} {filler(rng)}".encode()) == ()
+    gapped = " ".join(words[:4] + ["really"] + words[4:])
+    assert index.matches(f"{filler(rng)} {gapped} {filler(rng)}".encode()) == ()
+    assert index.matches(f"{filler(rng)} {TINY_ITEM} {filler(rng)}".encode()) == ()
+    assert index.texts == (3,) and index.too_short == (1,)
+    assert index.matched(f"{filler(rng)} {' '.join(PLANTED)} {filler(rng)}".encode()) == {"quiz": 13}
+    lowered = contamination.index_texts({"quiz": [TINY_ITEM.encode()]}, 13, min_words=4)
+    assert lowered.matched(f"{filler(rng)} name the LARGEST ocean".encode()) == {"quiz": 4}
+    assert lowered.too_short == (0,)
 
 
 def test_config_errors_name_the_setting():
@@ -69,6 +99,12 @@ def test_config_errors_name_the_setting():
         config_lib.build_config("tiny", overrides=["data.decontaminate.action=delete"])
     with pytest.raises(config_lib.ConfigError, match="data.decontaminate.ngram"):
         config_lib.build_config("tiny", overrides=["data.decontaminate.ngram=0"])
+    for bad in ("0", "14"):
+        with pytest.raises(config_lib.ConfigError, match=r"data.decontaminate.min_words: must be "
+                                                         r"in \[1, ngram \(13\)\], got " + bad):
+            config_lib.build_config("tiny", overrides=[f"data.decontaminate.min_words={bad}"])
+    assert config_lib.build_config("tiny", overrides=[
+        "data.decontaminate.min_words=13"]).data.decontaminate.min_words == 13
 
 
 def write_training(tmp_path):
@@ -109,6 +145,28 @@ def test_stage_removes_or_flags_contaminated_documents(tmp_path, action):
         assert all(m["packed"] for m in manifest)
 
 
+def test_stage_removes_a_document_holding_a_short_evaluation_item(tmp_path):
+    """A 10-word quiz item planted in the middle of a 120-word training document: removed, the
+    manifest saying which item length and set; the 4-word item, planted too, is not checked."""
+    rng = random.Random(5)
+    texts = [filler(rng) for _ in range(12)]
+    texts[3] = f"{filler(rng)} {SHORT_ITEM} {filler(rng)}"
+    texts[7] = f"{filler(rng)} {TINY_ITEM} {filler(rng)}"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "train.txt").write_text("\n\n".join(texts))
+    (tmp_path / "quiz.jsonl").write_text("".join(
+        json.dumps({"question": q}) + "\n" for q in (SHORT_ITEM, TINY_ITEM)))
+    sets = contamination.resolve_eval_sets((str(tmp_path / "quiz.jsonl"),))
+    counters = run_stage([("train.txt", str(tmp_path / "in" / "train.txt"))], str(tmp_path / "out"),
+                         config=reader_config(document="separator"), eval_fraction=0.3,
+                         screen=DocumentScreen(QualityFilterConfig(), sets, 13, "remove", 8))
+    check_accounting(counters, 1, "manifest")
+    assert counters["documents_skipped_contaminated"] == 1 and counters["documents_packed"] == 11
+    manifest = [json.loads(line) for line in open(tmp_path / "out" / transforms.QUARANTINE_MANIFEST)]
+    assert [m["path"] for m in manifest] == [f"train.txt@{sum(len(t) + 2 for t in texts[:3])}"]
+    assert manifest[0]["detail"] == f"contains a 10-word text of {tmp_path / 'quiz.jsonl'}"
+
+
 def test_report_names_each_cleaning_step_with_its_counts(tmp_path):
     """What the executor records (cleaning_properties) is what the run report reads back."""
     from components.config import DataConfig, DecontaminationConfig, NearDedupConfig
@@ -127,6 +185,34 @@ def test_report_names_each_cleaning_step_with_its_counts(tmp_path):
     assert lines[2].split() == ["filter", "code", "0", "skipped"]
     assert lines[3].split() == ["contaminated", "by", "eval", "set", "2", f"({tmp_path}/*.txt,", "1",
                                 "files)"]
+    # "once upon a time": 4 words, under min_words.
+    assert lines[4].split() == ["eval", "texts", "too", "short", "to", "check", "1", "(<", "8",
+                                "words;", f"{tmp_path}/*.txt:", "1", "of", "1)"]
+    assert len(lines) == 5
+
+
+def test_report_names_the_filters_of_each_source(tmp_path):
+    """A mixture: the data-level filters for sources without their own list, each source's own
+    list, one line per filter name (QUALITY_FILTERS order) with its count and its sources."""
+    from components.config import DataConfig, SourceConfig
+    from components.text_example_gen.component import cleaning_properties
+    from pipeline.lineage import report
+    data = DataConfig(filters=QualityFilterConfig(enabled=("duplicate_lines",)), sources=(
+        SourceConfig(name="web", input="/w"), SourceConfig(name="code", input="/c",
+                                                           filters=("code", "word_count")),
+        SourceConfig(name="books", input="/b", filters=())))
+    props = dict(cleaning_properties(data, None), documents_skipped_filter_word_count=4,
+                 documents_skipped_filter_duplicate_lines=2)
+    assert json.loads(props["quality_filters_by_source"]) == {
+        "web": ["duplicate_lines"], "code": ["code", "word_count"], "books": []}
+    assert [line.split() for line in report.cleaning_lines(props)[1:]] == [
+        ["filter", "word_count", "4", "skipped", "(sources:", "code)"],
+        ["filter", "duplicate_lines", "2", "skipped", "(sources:", "web)"],
+        ["filter", "code", "0", "skipped", "(sources:", "code)"]]
+    # An artifact from before per-source filters: the data-level list.
+    del props["quality_filters_by_source"]
+    assert [line.split()[:3] for line in report.cleaning_lines(props)[1:]] == [
+        ["filter", "duplicate_lines", "2"]]
 
 
 def test_editing_an_evaluation_set_changes_the_input_fingerprint(tmp_path):

@@ -98,7 +98,10 @@ def documents_of(source: str, directory: str):
                 continue
 
 
-def reference_counts(corpus, weights: dict[str, float]) -> dict[str, dict]:
+def reference_counts(corpus, weights: dict[str, float], min_words: dict[str, int] | None = None
+                     ) -> dict[str, dict]:
+    """min_words: {source: the word_count filter's minimum} for sources screened by it (after
+    exact dedup, before the split and the weight)."""
     seen, table = set(), {}
     for source in ("a", "b"):
         row = table[source] = {m: {"train": 0, "eval": 0} for m in ("documents", "bytes", "tokens",
@@ -108,6 +111,8 @@ def reference_counts(corpus, weights: dict[str, float]) -> dict[str, dict]:
             if key in seen:
                 continue                                  # exact dedup, across sources too
             seen.add(key)
+            if len(text.split()) < (min_words or {}).get(source, 0):
+                continue                                  # filter word_count
             u = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2.0 ** 64
             split = "eval" if u < PARAMS["eval_fraction"] else "train"
             whole = math.floor(weights[source])
@@ -131,11 +136,17 @@ def test_two_source_mixture_counts_match_the_rule(corpus, tmp_path):
     got = mixture.source_table(counters)
     expected = reference_counts(corpus, {"a": 2.5, "b": 0.3})
     for source in ("a", "b"):
-        assert {k: v for k, v in got[source].items() if k != "epochs"} == expected[source], source
+        assert {k: v for k, v in got[source].items() if k not in ("epochs", "share")} == expected[
+            source], source
     # The weights did something: a repeated (2.5 in expectation), b sampled (0.3), eval never
     # repeated (documents == unique there).
     assert 2.0 < got["a"]["epochs"] <= 3.0 and 0.1 < got["b"]["epochs"] < 0.5
     assert sum(expected["b"]["sampled_out"].values()) > 0
+    # The weight is epochs of its own source; the share is what the source became of the train
+    # tokens: a (2.5 epochs of 30 documents) far outweighs b (0.3 of 70 shorter records).
+    assert got["a"]["share"] + got["b"]["share"] == pytest.approx(1.0, abs=1e-5)
+    assert got["a"]["share"] == round(expected["a"]["tokens"]["train"] / (
+        expected["a"]["tokens"]["train"] + expected["b"]["tokens"]["train"]), 6) > 0.8
     assert sum(expected["a"]["sampled_out"].values()) == 0
     for source in ("a", "b"):
         assert got[source]["documents"]["eval"] == got[source]["unique"]["eval"]
@@ -231,6 +242,9 @@ def test_sources_from_yaml_and_the_shorthand(tmp_path):
     ("[{name: a}]", r"data.sources\[0\] \(a\).input: must name"),
     ("{name: a, input: x}", r"data.sources: expected a list of mappings"),
     ("[{name: a, input: x, format: tfrecord}]", r"\(a\).format: 'tfrecord' is not one of"),
+    ("[{name: a, input: x, filters: [word_count, bogus]}]",
+     r"data.sources\[0\] \(a\).filters: unknown filter 'bogus'; known: word_count, "
+     r"mean_word_length, .*, code$"),
     ("[{name: a, input: x, filters: word_count}]", None),
 ])
 def test_sources_config_errors_name_the_key(sources, message):

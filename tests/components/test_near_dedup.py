@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from datasketch import MinHash, MinHashLSH
 
+from components import config as config_lib
 from components.config import NearDedupConfig, QualityFilterConfig
 from components.corpus import documents as docs
 from components.corpus import minhash, readers
@@ -243,20 +244,26 @@ def reference_skips(files, config, params):
     return skips
 
 
-def run_near(files, out_dir, beam_args=BEAM_ARGS, config=None):
+def run_near(files, out_dir, beam_args=BEAM_ARGS, config=None, near=NearDedupConfig(threshold=0.8)):
     return run_stage(files, out_dir, beam_args=beam_args, config=config, dedup="near",
-                     near_dedup=minhash.params_of(NearDedupConfig(threshold=0.8)))
+                     near_dedup=minhash.params_of(near))
 
 
-def test_stage_skips_near_duplicates_as_the_reference_does(tmp_path):
+# Word 5-grams (the default) and byte 16-grams (docs/data.md: a byte shingle needs a larger n).
+SHINGLES = {"word": NearDedupConfig(threshold=0.8),
+            "byte": NearDedupConfig(threshold=0.8, shingle="byte", ngram=16)}
+
+
+@pytest.mark.parametrize("shingle", sorted(SHINGLES))
+def test_stage_skips_near_duplicates_as_the_reference_does(tmp_path, shingle):
     files = write_near_corpus(str(tmp_path / "in"))
     config = reader_config(document="separator", range_bytes=3000)
     assert len(readers.plan_units(files, config)) > 5
-    counters = run_near(files, str(tmp_path / "out"), config=config)
+    counters = run_near(files, str(tmp_path / "out"), config=config, near=SHINGLES[shingle])
     check_accounting(counters, len(files), "manifest")
     manifest = [json.loads(line) for line in open(tmp_path / "out" / transforms.QUARANTINE_MANIFEST)]
     skipped = {m["path"]: m["representative"] for m in manifest if m["reason"] == docs.NEAR_DUPLICATE}
-    expected = reference_skips(files, config, minhash.params_of(NearDedupConfig(threshold=0.8)))
+    expected = reference_skips(files, config, minhash.params_of(SHINGLES[shingle]))
     assert skipped == expected and len(expected) >= 20
     assert counters["documents_skipped_near_duplicate"] == len(expected)
     assert counters["documents_skipped_duplicate"] == 1
@@ -296,3 +303,25 @@ def test_cleaning_gives_the_same_bytes_in_memory_multi_processing_and_portable(t
     assert parallel == in_memory and portable == in_memory
     assert digest_tree(str(tmp_path / "a")) == digest_tree(str(tmp_path / "b")) == digest_tree(
         str(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("threshold=0", r"data.near_dedup.threshold: must be in \(0, 1\), got 0"),
+    ("threshold=1", r"data.near_dedup.threshold: must be in \(0, 1\), got 1"),
+    ("threshold=1.5", r"data.near_dedup.threshold: must be in \(0, 1\)"),
+    ("shingle=char", r"data.near_dedup.shingle: 'char' is not one of"),
+    ("num_perm=1", r"data.near_dedup: num_perm \(1\) must be >= 2"),
+    ("ngram=0", r"data.near_dedup: .* ngram \(0\) >= 1"),
+    ("bands=-1", r"data.near_dedup: .* bands \(-1\) in \[0, num_perm\]"),
+    ("bands=129", r"data.near_dedup: .* bands \(129\) in \[0, num_perm\]"),
+])
+def test_near_dedup_settings_out_of_range_are_named_config_errors(setting, message):
+    with pytest.raises(config_lib.ConfigError, match=message):
+        config_lib.build_config("tiny", overrides=[f"data.near_dedup.{setting}"])
+
+
+def test_near_dedup_settings_in_range_are_taken():
+    built = config_lib.build_config("tiny", overrides=[
+        "data.near_dedup.shingle=byte", "data.near_dedup.ngram=16", "data.near_dedup.bands=128"])
+    assert minhash.params_of(built.data.near_dedup) == minhash.MinHashParams(
+        128, 128, 1, "byte", 16, 1)

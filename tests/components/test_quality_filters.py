@@ -119,3 +119,39 @@ def test_duplicate_ngram_fraction_counts_the_words_of_each_repeat():
     above = QualityFilterConfig(max_duplicate_ngram_fraction=fraction + 0.001)
     assert quality.failing_filter(text, ("duplicate_ngrams",), below) == "duplicate_ngrams"
     assert quality.failing_filter(text, ("duplicate_ngrams",), above) is None
+
+
+def test_a_source_filter_list_filters_without_data_level_filters(tmp_path):
+    """data.sources[i].filters: [word_count] (docs/data.md's example) with data.filters.enabled
+    empty and no decontamination: the executor's screen (screen_for) still runs that source's
+    filter, counts each skip by filter name and lists it in the manifest; the other source
+    (filters absent: the data-level setting, none) packs its short document."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from components.common.listing import list_sources
+    from components.config import DataConfig, SourceConfig
+    from components.corpus.screen import screen_for
+    from components.text_example_gen.component import counters_from_metrics, data_stage
+    short = FAILING["word_count"]
+    for name, texts in (("web", [PROSE, short, short + " again"]), ("books", [short + " too"])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "docs.jsonl").write_text(
+            "".join(json.dumps({"text": t}) + "\n" for t in texts))
+    data = DataConfig(seq_len=64, eval_fraction=0.5, sources=(
+        SourceConfig(name="web", input=str(tmp_path / "web"), format="jsonl", document="record",
+                     filters=("word_count",)),
+        SourceConfig(name="books", input=str(tmp_path / "books"), format="jsonl",
+                     document="record")))
+    listed = list_sources(data)
+    p = TestPipeline(options=PipelineOptions(["--direct_running_mode=in_memory",
+                                              "--direct_num_workers=1"]), blocking=True)
+    _ = p | data_stage(data, listed, str(tmp_path / "out"), None, screen_for(data))
+    result = p.run()
+    result.wait_until_finish()
+    counters = counters_from_metrics(result, ("web", "books"))
+    check_accounting(counters, 2, "manifest", both_splits=False)
+    assert counters["documents_skipped_filter_word_count"] == 2
+    assert counters["documents_packed"] == 2                       # web's prose, books' short one
+    manifest = [json.loads(line) for line in open(tmp_path / "out" / transforms.QUARANTINE_MANIFEST)]
+    assert [m["reason"] for m in manifest] == [docs.filter_reason("word_count")] * 2
+    assert all(m["path"].startswith("docs.jsonl") for m in manifest)

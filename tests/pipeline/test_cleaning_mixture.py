@@ -127,6 +127,10 @@ def test_summary_names_every_step_with_its_count(runs):
         assert f"documents_skipped_{step}" in text
     assert "eval_set.txt" in text
     assert '- quality_filters: ["word_count", "duplicate_lines"]' in text
+    assert ('- quality_filters_by_source: {"a": ["word_count", "duplicate_lines"], '
+            '"b": ["word_count"]}') in text
+    # The evaluation file is one 20-word text: checked, none too short.
+    assert '"eval_texts_too_short": 0' in text and '"texts": 1' in text
     assert "- near_dedup: " in text and '"threshold": 0.7' in text
     assert result["decontamination"]["documents_contaminated_eval_set_0"] == figures[
         "documents_contaminated_eval_set_0"] >= 1

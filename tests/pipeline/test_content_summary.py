@@ -20,6 +20,8 @@ from tests.support.lineage_store import Builder, _context
 from tests.support.mlmd import connect
 
 WEIGHTS = {"a": 2.5, "b": 0.3}
+# Source b's own filter list is [word_count]: its records of fewer words are skipped (a has none).
+MIN_WORDS = 20
 
 
 def mixture_data(corpus) -> config_lib.DataConfig:
@@ -27,6 +29,7 @@ def mixture_data(corpus) -> config_lib.DataConfig:
         sources=(config_lib.SourceConfig(name="a", input=corpus["a"], weight=WEIGHTS["a"]),
                  config_lib.SourceConfig(name="b", input=corpus["b"], format="jsonl",
                                          weight=WEIGHTS["b"], filters=("word_count",))),
+        filters=config_lib.QualityFilterConfig(min_words=MIN_WORDS),
         seq_len=64, eval_fraction=0.25, train_shards=3, eval_shards=2)
 
 
@@ -90,7 +93,8 @@ def _pushed_run(b: Builder, run_id: str, version: int, examples: pb.Artifact, ex
 
 def test_data_stage_records_sources_listing_and_counters(world):
     props = properties(world["examples"].mlmd_artifact)
-    expected = reference_counts(world["corpus"], WEIGHTS)
+    expected = reference_counts(world["corpus"], WEIGHTS, {"b": MIN_WORDS})
+    assert props["documents_skipped_filter_word_count"] >= 1
     sources = {s["name"]: s for s in json.loads(props["sources"])}
     for name in ("a", "b"):
         for measure in ("documents", "bytes", "tokens", "unique", "sampled_out"):
@@ -106,6 +110,9 @@ def test_data_stage_records_sources_listing_and_counters(world):
     for name in ("a", "b"):  # packed train copies / distinct train documents
         assert sources[name]["epochs"] == round(expected[name]["documents"]["train"] / (
             expected[name]["unique"]["train"] + expected[name]["sampled_out"]["train"]), 6)
+    train_tokens = sum(expected[name]["tokens"]["train"] for name in ("a", "b"))
+    for name in ("a", "b"):  # the realized share of the train tokens
+        assert sources[name]["share"] == round(expected[name]["tokens"]["train"] / train_tokens, 6)
     records = list(listing.read_listing(fs.read_text(props["input_listing"])))
     assert sorted(r["path"] for r in records) == sorted(
         p for name in ("a", "b") for _, p in listing.list_input_files(world["corpus"][name])[1])
@@ -165,6 +172,9 @@ def test_run_report_has_a_row_per_source(world):
     for name in ("a", "b"):
         documents = f"{props[f'source_{name}_documents_train']}/{props[f'source_{name}_documents_eval']}"
         tokens = f"{props[f'source_{name}_tokens_train']}/{props[f'source_{name}_tokens_eval']}"
-        row = "".join(rows[name][3:])
+        row = "".join(rows[name][4:])
         assert documents in row and row.endswith(tokens), rows[name]
         assert float(rows[name][1]) == WEIGHTS[name]
+        share = props[f"source_{name}_tokens_train"] / sum(
+            props[f"source_{s}_tokens_train"] for s in ("a", "b"))
+        assert rows[name][3] == f"{share:.1%}"

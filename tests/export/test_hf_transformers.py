@@ -27,6 +27,8 @@ from tests.export.test_hf import BATCH, interleave_rotary
 from tests.export.test_hf_tokenizer import corpus
 from tests.support.hfloader import LOCK, hf_loader_python, run_probe
 
+pytestmark = pytest.mark.slow   # three trainings, a SentencePiece model and one torch process: ~90 s
+
 ARCHS = ("gpt2", "llama", "qwen3")
 CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 PROMPTS = [[257, 104, 101, 108, 108], [257, 123, 34, 97, 34]]

@@ -14,7 +14,8 @@ PYTEST_ARGS ?=
 XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
 
 .PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
-        objectstore-lock browser
+        objectstore-lock browser \
+        hf-loader hf-loader-lock
 
 setup: $(STAMP)
 
@@ -36,8 +37,9 @@ run: setup
 
 # The test suite (CI runs exactly this through .ci/run): a private MariaDB first, for the MySQL
 # metadata tests, a private S3 server, for the object-storage tests, and headless Chromium, for
-# the browser tests of `bigtrain ui`.
-test: setup mariadb objectstore browser
+# the browser tests of `bigtrain ui`, and PyTorch + transformers, the second loader of the
+# Hugging Face export tests.
+test: setup mariadb objectstore browser hf-loader
 	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
@@ -73,6 +75,21 @@ objectstore-lock:
 # installed, those tests skip naming the reason (build/browser/unavailable); in CI that is an error.
 browser:
 	bash tests/support/browser.sh
+
+# PyTorch (the CPU wheel on this machine's disk, /opt/wheels; never PyPI's multi-GB CUDA build) and
+# transformers in their own venv, build/hfloader/venv, installed with plain pip from their own
+# hashed lock, tests/support/hfloader.lock; idempotent (rebuilt when the lock changes). The tests
+# of tests/export/test_hf_transformers.py run that venv's python. Without the CPU wheel it writes
+# build/hfloader/unavailable with the reason and those tests skip naming it.
+hf-loader:
+	PYTHON=$(PYTHON) bash tests/support/hfloader.sh
+
+# Re-resolve the loader's lock after changing tests/support/hfloader.in; commit both.
+hf-loader-lock:
+	test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); }
+	$(BIN)/uv pip compile tests/support/hfloader.in --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_36 --index-url https://pypi.org/simple \
+	  --find-links /opt/wheels --generate-hashes -o tests/support/hfloader.lock
 
 # Inner loop (target: at most 2 minutes on the 2-core dev VM; latest figures in docs/operations.md):
 # every package's unit tests, none of the pipeline runs or trainings marked slow.

@@ -38,9 +38,11 @@ class AtomicPusher(Pusher):
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
 
 
-def warm_start_parent(init_from: str):
-    """The node whose Model the Trainer fine-tunes: the latest blessed model (a second resolver)
-    or an imported path, and its Model channel; (None, None) for random initial weights."""
+def warm_start_parent(config: Config):
+    """The node whose Model the Trainer fine-tunes (train.init_from): the latest blessed model (a
+    second resolver) or an imported path, and its Model channel; (None, None) for random initial
+    weights."""
+    init_from = config.train.init_from
     if init_from == "none":
         return None, None
     if init_from == "latest_blessed":
@@ -50,13 +52,14 @@ def warm_start_parent(init_from: str):
                         ).with_id("base_model_resolver")
         return node, node.outputs["model"]
     from tfx.dsl.components.common.importer import Importer
-    from components.training.warm_start import hf_source
+    from components.training.hf_source import check_init_from, hf_source
     source = hf_source(init_from) or init_from
     uri = source if "://" in source else os.path.abspath(source)  # gs://, s3:// as given
     # An HF directory is imported with its content digest: new weights at the same path are a
     # new artifact (the Trainer then re-runs), and lineage records which weights were read.
     extra = {}
     if hf_source(init_from) is not None:
+        check_init_from(config)    # every runner refuses a bad hf:DIR before any stage
         from components.serving.hf.directory import directory_digest
         extra = {"custom_properties": {"hf_digest": directory_digest(uri)}}
     node = Importer(source_uri=uri, artifact_type=standard_artifacts.Model,
@@ -131,7 +134,7 @@ def training_stages(config: Config, examples, schema, gate, checkpoint_root: str
     tuner = make_tuner(config, examples, schema) if config.tune.trials > 0 else None
     if tuner:
         tuner.add_upstream_node(gate)
-    base_model, parent_model = warm_start_parent(config.train.init_from)
+    base_model, parent_model = warm_start_parent(config)
     # The GPT language model: MirroredStrategy, mixed precision, accumulation, checkpoints, export.
     trainer = BigtrainTrainer(
         run_fn="components.training.run_fn.run_fn",

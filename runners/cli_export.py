@@ -12,24 +12,48 @@ from runners.cli_options import config_options, resolve_config
 from runners.logs import configure_logging
 
 
+def lineage_facts(args, open_lineage, **model) -> dict:
+    """Card facts of the run that trained a model (pipeline/lineage/card_facts.py model_facts:
+    model_id= a push record's, or model_uri= a model folder), when the store of --home /
+    --metadata exists and holds it; else {} (the card then says what the model itself records)."""
+    from runners import metadata as metadata_lib
+    if not metadata_lib.store_exists(resolve_config(args)):
+        return {}
+    from pipeline.lineage.card_facts import model_facts
+    return model_facts(open_lineage(args), **model)
+
+
+def _pushed(args, open_lineage, path: str, version) -> tuple[str, dict]:
+    """A pushed version folder: its push record names the model (its MLMD id and folder)."""
+    from components.push.layout import read_push_record
+    record = read_push_record(path)
+    facts = lineage_facts(args, open_lineage, model_id=record.get("model_id"),
+                          model_uri=record.get("model_uri"))
+    return record["model_uri"], dict(facts, pushed_version=version or record.get("version"),
+                                     source=path)
+
+
 def export_source(args, open_lineage, served_model_dir) -> tuple[str, dict]:
     """(Model artifact folder, card facts) for SOURCE: a folder (a model folder, its
     Format-Serving, or a pushed version, whose push record names its model), a pushed version
-    number under <serving dir>/<model>, or a run id (MLMD: the model its Trainer wrote)."""
+    number under <serving dir>/<model>, or a run id (MLMD: the model its Trainer wrote). The
+    facts of a folder or version come from the run that trained the model, when the store
+    knows it."""
     from components.common import fs
-    from components.push.layout import PUSH_RECORD, read_push_record, version_dir
+    from components.push.layout import PUSH_RECORD, version_dir
+    from components.serving.hf.source import model_dir_of
     source = args.source
     if source.isdigit() and not os.path.exists(source):
         path = version_dir(served_model_dir(resolve_config(args), args.model), int(source))
         if not fs.exists(fs.join(path, PUSH_RECORD)):
             raise NotFoundError(f"bigtrain export hf: no pushed version {source} ({path})")
-        record = read_push_record(path)
-        return record["model_uri"], {"pushed_version": int(source), "source": path}
+        return _pushed(args, open_lineage, path, int(source))
     if fs.is_remote(source) or os.path.isdir(source):
         if fs.exists(fs.join(source, PUSH_RECORD)):
-            record = read_push_record(source)
-            return record["model_uri"], {"pushed_version": record.get("version"), "source": source}
-        return source, {"source": source}
+            return _pushed(args, open_lineage, source, None)
+        model_dir = model_dir_of(source)
+        uri = model_dir if fs.is_remote(model_dir) else os.path.abspath(model_dir)
+        return source, dict(lineage_facts(args, open_lineage, model_uri=uri), source=source)
     from pipeline.lineage.card_facts import card_facts
     facts = card_facts(open_lineage(args), source)
     if not facts["model_uri"]:
@@ -48,6 +72,8 @@ def cmd_export_hf(args: argparse.Namespace, open_lineage, served_model_dir) -> i
     model, tokenizer, info = load_exported(model_dir)
     card = facts_from_model_info(info)
     for key, value in facts.items():   # lineage adds to what the model itself records
+        if value in (None, [], {}):
+            continue
         card[key] = dict(card.get(key) or {}, **value) if isinstance(value, dict) else value
     card.setdefault("model_name", (info.get("config") or {}).get("model", {}).get("name"))
     files = write_hf_directory(model, tokenizer, args.out, dtype=args.dtype, facts=card)

@@ -152,6 +152,8 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     config = resolve_eval_homes(config)  # home:<path> evaluation sets -> examples:<URI>
     paths = LocalPaths.for_config(config)
     check_places(paths)
+    from components.training.hf_source import check_init_from
+    check_init_from(config)   # a bad train.init_from=hf:DIR: before any stage (headers only, no TF)
     run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
     run_dir, log_path = paths.run_dir(run_id), paths.run_log(run_id)
     with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:

@@ -166,7 +166,8 @@ def run_fn(fn_args) -> None:
                                os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
                                tokenizer=tokenizer, quantize=config.export.quantize,
                                max_new_tokens_limit=config.export.max_new_tokens,
-                               metadata={"config": training_view(config), "training": summary})
+                               metadata={"config": training_view(config), "training": summary,
+                                         "data": json.loads(custom.get(DATA_FACTS) or "{}")})
     summary["variants"] = ",".join(manifest)
     fs.write_text(os.path.join(fn_args.model_run_dir, SUMMARY_FILE),
                   json.dumps(summary, indent=2, sort_keys=True))
@@ -180,12 +181,30 @@ def examples_tokenizer(train_files, config):
     return tokenizer_artifact.examples_tokenizer(examples_uri, config.data, "Trainer")
 
 
+DATA_FACTS = "data_facts"   # custom_config key the executor adds (not part of TFX's cache key)
+
+
+def examples_facts(examples: list) -> dict:
+    """The card's data facts of the Examples artifact the Trainer reads (TextExampleGen's MLMD
+    properties, components/serving/hf/card.py data_facts); {} without one."""
+    from components.serving.hf.card import data_facts
+    if not examples:
+        return {}
+    artifact = examples[0]
+    return data_facts({name: artifact.get_custom_property(name)
+                       for name in artifact.mlmd_artifact.custom_properties})
+
+
 class TrainerExecutor(GenericExecutor):
     """TFX's GenericExecutor (calls run_fn), then the training figures become MLMD custom
     properties of the Model artifact, where the run report and `bigtrain lineage` read them."""
 
     def Do(self, input_dict, output_dict, exec_properties):
-        super().Do(input_dict, output_dict, exec_properties)
+        # What the model is trained on (its Examples' sources and counts) goes into its MODEL_INFO,
+        # for every model card (components/serving/hf/card.py), with or without a store at hand.
+        custom = json.loads(exec_properties.get("custom_config") or "{}")
+        custom[DATA_FACTS] = json.dumps(examples_facts(input_dict.get("examples") or []), sort_keys=True)
+        super().Do(input_dict, output_dict, dict(exec_properties, custom_config=json.dumps(custom)))
         model = artifact_utils.get_single_instance(output_dict["model"])
         model_run = artifact_utils.get_single_instance(output_dict["model_run"])
         summary = json.loads(fs.read_text(os.path.join(model_run.uri, SUMMARY_FILE)))

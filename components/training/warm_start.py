@@ -6,9 +6,9 @@ by components/model/weights.py at export), the variables of a SavedModel saved w
 Keras' ExportArchive, stores its variables unnamed as `_all_variables/<n>`: no use for matching.)
 
 A Hugging Face directory (`train.init_from=hf:DIR`, a class components/serving/hf/mapping.py
-maps) is checked before the model is built (`check_hf_source`: the class, the sizes against the
-config, the weights and optimizer state against the device, the tokenizer files) and then
-loaded by the same mapping backwards (`load_hf`).
+maps) is checked before the model is built (components/training/hf_source.py, TF-free: at plan
+time from the config, and in the Trainer with the data's tokenizer) and then loaded by the same
+mapping backwards (`load_hf`).
 
 Variables are matched by their path in the object graph (`model/blocks/0/attn/qkv/_kernel`),
 the names TensorFlow itself writes, so a different depth or width is an error naming the first
@@ -26,6 +26,7 @@ import tensorflow as tf
 from components.model.weights import (ROOT, WEIGHTS_PREFIX, assign_weights, checkpoint_shapes,
                                        variable_paths)
 from components.serving.variants import DIRS
+from components.training.hf_source import HF_PREFIX, check_hf_source, hf_source  # noqa: F401
 
 FORMAT_SERVING = DIRS["float"]
 REFUSED_SUFFIXES = (".h5", ".hdf5", ".keras", ".pkl", ".pickle", ".npz")
@@ -33,9 +34,6 @@ REFUSED_SUFFIXES = (".h5", ".hdf5", ".keras", ".pkl", ".pickle", ".npz")
 
 class WarmStartError(ValueError):
     """The warm-start source is missing, unreadable or does not fit the model (names which)."""
-
-
-HF_PREFIX = "hf:"
 
 
 class ArchitectureMismatch(WarmStartError):
@@ -50,11 +48,6 @@ def checkpoint_arch(paths) -> str | None:
     if f"{ROOT}/ln_f/scale" in paths:
         return "llama"
     return None
-
-
-def hf_source(init_from: str) -> str | None:
-    """The directory of `train.init_from=hf:DIR`, else None."""
-    return init_from[len(HF_PREFIX):] if init_from.startswith(HF_PREFIX) else None
 
 
 def hf_directory(init_from: str, base_model: str | None) -> str | None:
@@ -170,59 +163,6 @@ def preparer(prefix: str | None, freeze_items, report: dict):
             report["init_from_checkpoint"] = prefix
         report["frozen_parameters"] = freeze(model, freeze_items)
     return prepare
-
-
-def _config_sizes(config) -> dict:
-    """The settings an HF config.json must agree with, as this config builds them."""
-    from components.model.shapes import swiglu_hidden
-    from components.tokenizer.spec import token_spec
-    m = config.model
-    sizes = dict(arch=m.arch, n_layer=m.n_layer, n_head=m.n_head, d_model=m.d_model,
-                 tie_embeddings=m.tie_embeddings, vocab_size=token_spec(config.data).vocab_size)
-    if m.arch == "gpt2":
-        return dict(sizes, mlp_ratio=m.mlp_ratio, context_length=config.data.seq_len)
-    return dict(sizes, n_kv_head=m.n_kv_head or m.n_head, rope_theta=m.rope_theta,
-                norm_eps=m.norm_eps, qk_norm=m.qk_norm,
-                mlp_hidden=swiglu_hidden(m.d_model, m.mlp_ratio, m.mlp_hidden))
-
-
-def check_hf_memory(config, settings: dict, n_params: int, hf_dir: str) -> None:
-    """CheckpointTooLarge when the checkpoint's weights, AdamW moments and gradients alone (no
-    activation yet) exceed a replica's device memory (components/training/memory.py)."""
-    from components import config as config_lib
-    from components.serving.hf import CheckpointTooLarge
-    from components.training import memory
-    replicas = config_lib.expected_replicas(config)
-    available = memory.device_memory_bytes(config.runtime, replicas)
-    model = {k: v for k, v in settings.items() if k not in ("vocab_size", "context_length")}
-    estimate = memory.estimate(config_lib.merge(config, {"model": model}), n_params, replicas,
-                               available, vocab_size=settings["vocab_size"])
-    fixed = estimate.parameters + estimate.optimizer_state + estimate.gradients
-    if available and fixed > available:
-        raise CheckpointTooLarge(
-            f"train.init_from=hf:{hf_dir}: {n_params:,} parameters need ~{fixed / memory.GIB:.1f} "
-            f"GiB per replica for weights, optimizer state and gradients before any activation; "
-            f"the device has {available / memory.GIB:.1f} GiB (runtime.device_memory_gb; "
-            "train.shard_optimizer_state or runtime.pipeline_stages split them)")
-
-
-def check_hf_source(config, hf_dir: str, tokenizer) -> dict:
-    """Everything about an HF warm-start source that can fail, before any model is built:
-    UnsupportedHFClass, CheckpointTooLarge, HFShapeMismatch (naming the model.* setting that
-    differs), MissingTokenizerFile. Returns the lineage facts (the directory and its digest)."""
-    from components.serving.hf import HFShapeMismatch, directory, mapping
-    settings = mapping.model_settings(directory.read_config(hf_dir), hf_dir)
-    check_hf_memory(config, settings, directory.parameter_count(hf_dir), hf_dir)
-    for key, ours in _config_sizes(config).items():
-        theirs = settings.get(key, ours)
-        if theirs != ours:
-            where = "data.seq_len" if key == "context_length" else (
-                "the tokenizer's vocabulary" if key == "vocab_size" else f"model.{key}")
-            raise HFShapeMismatch(f"train.init_from=hf:{hf_dir}: the checkpoint has {key}="
-                                  f"{theirs!r} but this config builds {where}={ours!r}")
-    directory.check_tokenizer(hf_dir, tokenizer)
-    return {"init_from_hf_dir": hf_dir, "init_from_hf_digest": directory.directory_digest(hf_dir),
-            "init_from_hf_class": directory.read_config(hf_dir)["architectures"][0]}
 
 
 def load_hf(model: keras.Model, hf_dir: str) -> int:

@@ -4,10 +4,9 @@ the run's own executions and their outputs in MLMD."""
 
 from __future__ import annotations
 
-from components.serving.hf.card import EVAL_FIGURES
+from components.common.errors import NotFoundError
+from components.serving.hf.card import EVAL_FIGURES, data_facts
 from pipeline.lineage.store import Lineage, properties
-
-SOURCE_KEYS = ("input", "format", "document", "input_fingerprint", "files_listed")
 
 
 def _outputs(lin: Lineage, run) -> list[tuple[str, str, object, dict]]:
@@ -30,12 +29,13 @@ def card_facts(lin: Lineage, ref: str) -> dict:
     the run trained none, e.g. a cached Trainer: its model belongs to an earlier run)."""
     run = lin.run(ref)
     facts = {"run_id": run.name, "model_uri": None, "data_sources": [], "data_counts": {},
-             "training": {}, "evaluation": {}, "pushed_version": None}
+             "training": {}, "evaluation": {}, "pushed_version": None, "input_fingerprint": None}
     for node, kind, artifact, props in _outputs(lin, run):
         if kind == "Examples" and "input" in props:
-            facts["data_sources"].append({k: props[k] for k in SOURCE_KEYS if k in props})
-            facts["data_counts"].update({k: v for k, v in sorted(props.items())
-                                         if isinstance(v, int) and k not in SOURCE_KEYS})
+            data = data_facts(props)
+            facts["data_sources"] += data["data_sources"]
+            facts["data_counts"].update(data["data_counts"])
+            facts["input_fingerprint"] = data["input_fingerprint"]
         elif kind == "Model":
             facts["model_uri"] = artifact.uri
             facts["evaluation"].update({k: props[k] for k in EVAL_FIGURES if k in props})
@@ -46,4 +46,29 @@ def card_facts(lin: Lineage, ref: str) -> dict:
                                         if isinstance(v, (int, float))})
         elif kind == "PushedModel" and props.get("pushed") == 1:
             facts["pushed_version"] = props.get("pushed_version")
+    return facts
+
+
+def model_facts(lin: Lineage, *, model_id=None, model_uri: str | None = None) -> dict:
+    """Card facts of the run whose Trainer made a Model artifact, found by its MLMD id (a push
+    record's model_id; its URI must then be model_uri, so a record from another store is not
+    taken for this one's) or by its URI (a model folder); {} when this store does not hold it."""
+    model = None
+    if model_id is not None:
+        try:
+            model = lin.artifact(int(model_id))
+        except (NotFoundError, ValueError, TypeError):
+            return {}
+        if model_uri and model.uri.rstrip("/") != model_uri.rstrip("/"):
+            return {}
+    elif model_uri:
+        found = [a for a in lin.store.get_artifacts_by_uri(model_uri.rstrip("/"))
+                 if lin.artifact_type(a) == "Model"]
+        model = min(found, key=lambda a: a.id) if found else None
+    producer = lin.producer(model.id) if model is not None and lin.artifact_type(model) == "Model" else None
+    runs = lin.runs_of_execution(producer) if producer is not None else []
+    if not runs:
+        return {}
+    facts = card_facts(lin, runs[0])
+    facts.pop("model_uri")
     return facts

@@ -55,6 +55,9 @@ def test_export_by_pushed_version_gives_the_same_weights(data_run, exported, tmp
     assert cli.main(["export", "hf", version, "--home", data_run.home, "--out", out]) == 0
     for name in ("model.safetensors", CONFIG_FILE, "tokenizer.json"):
         assert open(os.path.join(out, name), "rb").read() == open(os.path.join(exported, name), "rb").read()
+    card = open(os.path.join(out, CARD_FILE)).read()   # the run found through the push record
+    assert f"| run id | {data_run.run_id} |" in card and f"| pushed version | {version} |" in card
+    assert "documents" in card and "zlib -9" in card and "`documents_packed`" in card
 
 
 def test_a_fine_tune_from_the_export_starts_from_the_same_weights(data_run, exported):
@@ -113,3 +116,6 @@ def test_the_pusher_writes_hf_inside_the_pushed_version(hf_fine_tune):
                                           "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     card = open(os.path.join(folder, CARD_FILE)).read()
     assert f"| pushed version | {versions[0]} |" in card and hf_fine_tune.run_id in card
+    # The data it was trained on, from its MODEL_INFO (the Trainer's Examples), and the figures.
+    assert "## Data sources\n\nnot recorded" not in card and "`documents_packed`" in card
+    assert "zlib -9" in card and "| input fingerprint | not recorded |" not in card

@@ -40,15 +40,16 @@ def gpt2_scale_weights(model, rng) -> list:
     return [draw(v) for v in model.weights]
 
 
-def trained_tiny_model(arch: str, steps: int = 200, seed: int = 0, context: int = CONTEXT):
-    """tiny_model_config(arch) after `steps` Adam steps (lr 3e-3, 16 windows a step) on the
+def trained_tiny_model(arch: str, steps: int = 200, seed: int = 0, context: int = CONTEXT,
+                       config=None):
+    """tiny_model_config(arch) (or `config`) after `steps` Adam steps (lr 3e-3, 16 windows a step) on the
     bytes of the stdlib json package, from gpt2_scale_weights: weights of a trained model's
     scale, for the quantized variants (about 2.3 nats per byte, 2-3 s on the 2-core VM)."""
     from components.model.gpt import build_model
     from components.tokenizer.byte_level import VOCAB_SIZE
     from tests.components.test_tokenizer import stdlib_texts
     text = np.frombuffer("".join(stdlib_texts(["json"])).encode(), np.uint8).astype(np.int32)
-    model = build_model(tiny_model_config(arch), context, vocab_size=VOCAB_SIZE)
+    model = build_model(config or tiny_model_config(arch), context, vocab_size=VOCAB_SIZE)
     rng = np.random.RandomState(seed)
     model.set_weights(gpt2_scale_weights(model, rng))
     optimizer = tf.keras.optimizers.Adam(3e-3)

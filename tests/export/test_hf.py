@@ -21,7 +21,7 @@ import pytest
 
 from components.config import ModelConfig
 from components.model.gpt import build_model
-from components.serving.hf import (CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, CheckpointTooLarge,
+from components.serving.hf import (CONFIG_FILE, GENERATION_FILE, TOKENIZER_FILE, WEIGHTS_FILE, CheckpointTooLarge,
                                    HFShapeMismatch, MissingTokenizerFile, UnsupportedHFClass,
                                    directory, mapping)
 from components.tokenizer.byte_level import VOCAB_SIZE, ByteTokenizer
@@ -124,6 +124,18 @@ def test_safetensors_header_metadata_and_dtypes(trained, tmp_path):
             assert {f.get_slice(k).get_dtype() for k in f.keys()} == {code}
             assert sorted(f.keys()) == sorted(mapping.expected_shapes(model))
         assert json.load(open(os.path.join(hf_dir, CONFIG_FILE)))["torch_dtype"] == dtype
+
+
+def test_generation_config_json_states_our_decoding(tmp_path):
+    """Our serving's rule for every generate: BOS starts, EOS stops, PAD pads, and neither PAD
+    nor BOS is ever chosen (decoding.ban); greedy unless asked (that transformers' generate reads
+    it: tests/export/test_hf_transformers.py)."""
+    hf_dir = export(tiny_model(arch="gpt2"), tmp_path)
+    assert json.load(open(os.path.join(hf_dir, GENERATION_FILE))) == {
+        "bos_token_id": 257, "eos_token_id": 258, "pad_token_id": 256,
+        "suppress_tokens": [256, 257], "do_sample": False}
+    config = json.load(open(os.path.join(hf_dir, CONFIG_FILE)))
+    assert (config["bos_token_id"], config["eos_token_id"], config["pad_token_id"]) == (257, 258, 256)
 
 
 def bf16_round(values: np.ndarray) -> np.ndarray:

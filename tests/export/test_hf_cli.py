@@ -20,6 +20,9 @@ pytestmark = pytest.mark.slow   # exports SavedModels (signature tracing: ~20 s 
 
 FIGURES = {"eval_bits_per_byte": 2.125, "zlib9_bits_per_byte": 2.625,
            "lzma9_bits_per_byte": 2.375, "eval_loss": 1.47, "steps": 50}
+# What the Trainer puts into MODEL_INFO from its Examples (run_fn.examples_facts).
+DATA = {"data_sources": [{"input": "/data/stdlib/*.py", "format": "text", "files_listed": 7}],
+        "data_counts": {"documents_packed": 41}, "input_fingerprint": "fp-model"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,7 @@ def model_dir(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("model"))
     config = {"model": config_lib.to_dict(tiny_model_config("llama")), "data": {"seq_len": CONTEXT}}
     export_variants(model, tiny_model_config("llama"), CONTEXT, root, tokenizer=ByteTokenizer(),
-                    quantize=(), metadata={"config": config, "training": FIGURES})
+                    quantize=(), metadata={"config": config, "training": FIGURES, "data": DATA})
     return model, root
 
 
@@ -100,3 +103,46 @@ def test_sentencepiece_is_read_back_from_the_savedmodel_graph(tmp_path):
     info = json.load(open(tmp_path / "Format-Serving" / "assets.extra" / "bigtrain_model.json"))
     again = exported_tokenizer(str(tmp_path), info)
     assert again.model_proto == sp.model_proto and again.model_type == "bpe"
+
+
+def home_whose_run_a_trained(root: str, home) -> int:
+    """The synthetic store (tests/support/lineage_store.py) with run-a's Model at `root`; its id."""
+    from tests.support import lineage_store
+    from tests.support.mlmd import connect
+    store = connect(lineage_store.build(str(home)), read_only=False)
+    [model] = [m for m in store.get_artifacts_by_type("Model") if "/run-a/" in m.uri]
+    model.uri = root
+    store.put_artifacts([model])
+    return model.id
+
+
+def test_every_card_carries_sources_counts_figures_version_and_run(model_dir, tmp_path):
+    """The Pusher's card (push.formats [hf]) and the CLI's from a pushed version or a model
+    folder: the run is found through lineage (the push record's model id, the folder's URI)."""
+    from components.push.layout import HF_DIR
+    from components.push.push import format_writers, push_model
+    _, root = model_dir
+    home = tmp_path / "home"
+    model_id = home_whose_run_a_trained(root, home)
+    result = push_model(os.path.join(root, "Format-Serving"), str(tmp_path / "served" / "gpt"),
+                        record={"model_id": model_id, "model_uri": root},
+                        extras=format_writers(["hf"], root, {"run_id": "run-a", "model_name": "gpt"}))
+    pusher = open(os.path.join(result.path, HF_DIR, CARD_FILE)).read()
+    version = f"| pushed version | {result.version} |"
+    for text in ("| run id | run-a |", version, "/data/stdlib/*.py", "| `documents_packed` | 41 |",
+                 "zlib -9 2.625", "| `steps` | 50 |", "| input fingerprint | fp-model |"):
+        assert text in pusher, text
+    cards = {}
+    for name, source in (("version", result.path), ("folder", root)):
+        out = str(tmp_path / name)
+        assert cli.main(["export", "hf", source, "--home", str(home), "--out", out]) == 0
+        cards[name] = open(os.path.join(out, CARD_FILE)).read()
+        for text in ("| run id | run-a |", "/data/corpus/*.txt", "| `documents_packed` | 300 |",
+                     "evaluator_float_loss", "zlib -9 2.625", "| input fingerprint | fp-run-a |"):
+            assert text in cards[name], (name, text)
+    assert version in cards["version"] and "| pushed version | 1 |" in cards["folder"]
+    # No store at hand: what the model itself records, and the run id is "not recorded".
+    out = str(tmp_path / "no-store")
+    assert cli.main(["export", "hf", root, "--home", str(tmp_path / "empty"), "--out", out]) == 0
+    alone = open(os.path.join(out, CARD_FILE)).read()
+    assert "| run id | not recorded |" in alone and "/data/stdlib/*.py" in alone

@@ -101,3 +101,6 @@ def test_sentencepiece_specials_and_config(sentencepiece, tmp_path):
         assert theirs.token_to_id(names[f"{role}_token"]) == getattr(sentencepiece, f"{role}_id")
     config = json.load(open(os.path.join(str(tmp_path), "config.json")))
     assert (config["pad_token_id"], config["bos_token_id"], config["eos_token_id"]) == (0, 2, 3)
+    generation = json.load(open(os.path.join(str(tmp_path), "generation_config.json")))
+    assert generation == {"bos_token_id": 2, "eos_token_id": 3, "pad_token_id": 0,
+                          "suppress_tokens": [0, 2], "do_sample": False}

@@ -8,10 +8,16 @@ lineage package, the Pusher its own execution; both sit above this module):
   training       {setting: value}               model.*, train.* and the training figures
   evaluation     {figure: value}                eval loss, bits per byte and the compressor
                                                 baselines (zlib9/lzma9 bits per byte)
-`facts_from_model_info` fills what the exported SavedModel itself records (its MODEL_INFO).
+  input_fingerprint                             the data stage's fingerprint of its input
+`facts_from_model_info` fills what the exported SavedModel itself records (its MODEL_INFO: the
+config, the training summary and, from the Examples it was trained on, `data_facts`), so a card
+has the data sources and counts even where no metadata store is at hand; lineage adds the run id,
+the evaluator's figures and the pushed version.
 """
 
 from __future__ import annotations
+
+import json
 
 EVAL_FIGURES = ("eval_loss", "eval_bits_per_byte", "zlib9_bits_per_byte", "lzma9_bits_per_byte",
                 "unigram_baseline_loss", "eval_accuracy", "eval_loss_standard_error",
@@ -20,8 +26,44 @@ TRAINING_FIGURES = ("steps", "tokens_seen", "final_loss", "parameter_count", "pr
                     "num_replicas", "init_from", "config_digest", "code_digest")
 
 
+# A raw source's row: its settings (the `sources` JSON TextExampleGen records on its Examples)
+# and what was packed from it per split; without that JSON (one source, older records) the flat
+# properties of the same names.
+SOURCE_KEYS = ("name", "input", "format", "document", "weight", "files")
+SOURCE_MEASURES = ("documents", "bytes", "tokens")
+FLAT_SOURCE_KEYS = ("input", "format", "document", "files_listed")
+
+
+def _source_row(source: dict) -> dict:
+    row = {k: source[k] for k in SOURCE_KEYS if k in source}
+    for measure in SOURCE_MEASURES:
+        per_split = source.get(measure)
+        if isinstance(per_split, dict):
+            row.update({f"{measure}_{split}": n for split, n in per_split.items()})
+    if "epochs" in source:
+        row["epochs"] = source["epochs"]
+    return row
+
+
+def data_facts(examples: dict) -> dict:
+    """data_sources, data_counts and input_fingerprint from the properties TextExampleGen records
+    on its Examples (components/text_example_gen/component.py: record_outputs): one row per raw
+    source; the counts: every integer property but the per-source counters (in the rows)."""
+    try:
+        sources = json.loads(examples.get("sources") or "[]")
+    except (TypeError, ValueError):
+        sources = []
+    rows = [_source_row(s) for s in sources if isinstance(s, dict)]
+    if not rows and "input" in examples:
+        rows = [{k: examples[k] for k in FLAT_SOURCE_KEYS if k in examples}]
+    counts = {k: v for k, v in sorted(examples.items())
+              if isinstance(v, int) and not isinstance(v, bool) and not k.startswith("source_")}
+    return {"data_sources": rows, "data_counts": counts,
+            "input_fingerprint": examples.get("input_fingerprint")}
+
+
 def facts_from_model_info(info: dict) -> dict:
-    """Card facts from an exported model's MODEL_INFO (its config and training summary)."""
+    """Card facts from an exported model's MODEL_INFO (its config, training summary and data)."""
     config, summary = info.get("config") or {}, info.get("training") or {}
     training = {f"model.{k}": v for k, v in (config.get("model") or {}).items()}
     training.update({f"train.{k}": v for k, v in (config.get("train") or {}).items()
@@ -29,7 +71,10 @@ def facts_from_model_info(info: dict) -> dict:
                               "warmup_steps", "weight_decay", "init_from")})
     training.update({f"data.{k}": v for k, v in (config.get("data") or {}).items()})
     training.update({k: summary[k] for k in TRAINING_FIGURES if k in summary})
-    return {"training": training,
+    data = info.get("data") or {}
+    return {"training": training, "data_sources": list(data.get("data_sources") or []),
+            "data_counts": dict(data.get("data_counts") or {}),
+            "input_fingerprint": data.get("input_fingerprint"),
             "evaluation": {k: summary[k] for k in EVAL_FIGURES if k in summary}}
 
 
@@ -76,7 +121,8 @@ def render_card(config: dict, facts: dict) -> str:
              "| lineage | value |", "|---|---|",
              f"| run id | {_value(facts.get('run_id'))} |",
              f"| pushed version | {_value(facts.get('pushed_version'))} |",
-             f"| exported from | {_value(facts.get('source'))} |", "",
+             f"| exported from | {_value(facts.get('source'))} |",
+             f"| input fingerprint | {_value(facts.get('input_fingerprint'))} |", "",
              "## Model", ""] + _table({k: config[k] for k in sorted(config) if k != "architectures"})
     lines += ["## Data sources", ""] + _sources(facts.get("data_sources") or [])
     lines += ["## Data counts", ""] + _table(facts.get("data_counts") or {})

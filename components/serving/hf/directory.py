@@ -67,6 +67,9 @@ def write_hf_directory(model, tokenizer, out_dir: str, *, dtype: str = "float32"
 def read_config(hf_dir: str) -> dict:
     path = fs.join(hf_dir, CONFIG_FILE)
     if not fs.exists(path):
+        if not fs.exists(hf_dir):
+            raise HFFormatError(f"{hf_dir} does not exist (a Hugging Face model directory: "
+                                f"{CONFIG_FILE}, {WEIGHTS_FILE}, {TOKENIZER_FILE})")
         raise HFFormatError(f"{path} does not exist: not a Hugging Face model directory")
     try:
         return json.loads(fs.read_text(path))
@@ -109,16 +112,22 @@ def read_tensors(hf_dir: str) -> dict[str, np.ndarray]:
     return out
 
 
+def check_tokenizer_files(hf_dir: str, kind: str) -> None:
+    """MissingTokenizerFile naming the first tokenizer file a `kind` tokenizer ("bytes" or
+    "sentencepiece": data.tokenizer) needs that the directory lacks."""
+    needed = [TOKENIZER_FILE] + ([SPM_FILE] if kind == "sentencepiece" else [])
+    for name in needed:
+        if not fs.exists(fs.join(hf_dir, name)):
+            raise MissingTokenizerFile(f"{hf_dir}: no {name} (a {kind} model needs "
+                                       f"{' and '.join(needed)}); the data's tokenizer must be "
+                                       "the checkpoint's")
+
+
 def check_tokenizer(hf_dir: str, tokenizer) -> None:
     """The directory's tokenizer is ours: the files exist (MissingTokenizerFile names the
     missing one) and give our ids (SentencePiece: the same model file; bytes: the same ids on a
     probe text)."""
-    needed = [TOKENIZER_FILE] + ([SPM_FILE] if tokenizer.kind == "sentencepiece" else [])
-    for name in needed:
-        if not fs.exists(fs.join(hf_dir, name)):
-            raise MissingTokenizerFile(f"{hf_dir}: no {name} (a {tokenizer.kind} model needs "
-                                       f"{' and '.join(needed)}); the data's tokenizer must be "
-                                       "the checkpoint's")
+    check_tokenizer_files(hf_dir, tokenizer.kind)
     if tokenizer.kind == "sentencepiece":
         if fs.read_bytes(fs.join(hf_dir, SPM_FILE)) != tokenizer.model_proto:
             raise HFFormatError(f"{hf_dir}/{SPM_FILE} is not the SentencePiece model the data is "

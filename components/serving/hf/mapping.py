@@ -178,9 +178,48 @@ def expected_shapes(model) -> dict[str, tuple]:
             for name, shape, _ in _pieces(tuple(variable.shape), parts, transposed)}
 
 
+def settings_shapes(settings: dict) -> dict[str, tuple]:
+    """HF tensor name -> shape for the model.* settings `model_settings` returns, without
+    building anything: what the safetensors header must hold (equal to expected_shapes of the
+    model those settings build; tests/export/test_hf.py checks both per class)."""
+    s, width, vocab = settings, settings["d_model"], settings["vocab_size"]
+    head = {} if s["tie_embeddings"] else {"lm_head.weight": (vocab, width)}
+    if s["arch"] == "gpt2":
+        inner = s["mlp_ratio"] * width
+        out = {"transformer.wte.weight": (vocab, width),
+               "transformer.wpe.weight": (s["context_length"], width)}
+        for i in range(s["n_layer"]):
+            h = f"transformer.h.{i}."
+            out.update({h + "ln_1.weight": (width,), h + "ln_1.bias": (width,),
+                        h + "attn.c_attn.weight": (width, 3 * width), h + "attn.c_attn.bias": (3 * width,),
+                        h + "attn.c_proj.weight": (width, width), h + "attn.c_proj.bias": (width,),
+                        h + "ln_2.weight": (width,), h + "ln_2.bias": (width,),
+                        h + "mlp.c_fc.weight": (width, inner), h + "mlp.c_fc.bias": (inner,),
+                        h + "mlp.c_proj.weight": (inner, width), h + "mlp.c_proj.bias": (width,)})
+        return dict(out, **{"transformer.ln_f.weight": (width,), "transformer.ln_f.bias": (width,)}, **head)
+    dim = width // s["n_head"]
+    q, kv, hidden = s["n_head"] * dim, s["n_kv_head"] * dim, s["mlp_hidden"]
+    out = {"model.embed_tokens.weight": (vocab, width)}
+    for i in range(s["n_layer"]):
+        p = f"model.layers.{i}."
+        out.update({p + "input_layernorm.weight": (width,), p + "self_attn.q_proj.weight": (q, width),
+                    p + "self_attn.k_proj.weight": (kv, width), p + "self_attn.v_proj.weight": (kv, width),
+                    p + "self_attn.o_proj.weight": (width, q), p + "post_attention_layernorm.weight": (width,),
+                    p + "mlp.gate_proj.weight": (hidden, width), p + "mlp.up_proj.weight": (hidden, width),
+                    p + "mlp.down_proj.weight": (width, hidden)})
+        if s["qk_norm"]:
+            out.update({p + "self_attn.q_norm.weight": (dim,), p + "self_attn.k_norm.weight": (dim,)})
+    return dict(out, **{"model.norm.weight": (width,)}, **head)
+
+
 def check_shapes(model, shapes: dict[str, tuple], source: str) -> None:
     """HFShapeMismatch naming the first missing, differently shaped or surplus tensor."""
-    expected = expected_shapes(model)
+    compare_shapes(expected_shapes(model), shapes, source)
+
+
+def compare_shapes(expected: dict[str, tuple], shapes: dict[str, tuple], source: str) -> None:
+    """HFShapeMismatch naming the first tensor of `expected` missing from or shaped otherwise in
+    `shapes`, or the first surplus one."""
     for name, shape in expected.items():
         if name not in shapes:
             raise HFShapeMismatch(f"{source}: no tensor {name} (shape {list(shape)}); the config "

@@ -135,25 +135,44 @@ def _print_report(store, run_id: str, **kwargs) -> None:
     print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs)), flush=True)
 
 
+def _plan_places(config: Config) -> tuple[Config, LocalPaths]:
+    """The run's config with home:<path> evaluation sets resolved (to examples:<URI>) and its
+    places, each checked before the lock, the store or any stage: the home and serving dir, and
+    a train.init_from=hf:DIR (headers only, no TF)."""
+    from components.training.hf_source import check_init_from
+    from runners.eval_homes import resolve_eval_homes
+    config = resolve_eval_homes(config)
+    paths = LocalPaths.for_config(config)
+    check_places(paths)
+    check_init_from(config)
+    return config, paths
+
+
+def _mark_abandoned(store, config: Config, run_id: str, stale: dict | None) -> None:
+    """We hold the lock: whatever is still RUNNING in the store was left by a dead process."""
+    from pipeline.lineage import record
+    note = (f"abandoned: left running by a process that died; recorded by run {run_id} at "
+            f"{datetime.datetime.now().isoformat(timespec='seconds')}"
+            + (f" (dead holder: pid {stale.get('pid')} on {stale.get('host')}, "
+               f"started {stale.get('started')})" if stale else ""))
+    left = record.mark_abandoned(store, config.paths.pipeline_name, note, stale)
+    if left:
+        print(f"note: {len(left)} execution(s) left running by a dead process recorded as "
+              f"abandoned (see `bigtrain lineage runs`)", flush=True)
+
+
 def run_command(config: Config, verbose: bool = False, force: bool = False,
                 until: str | None = None) -> int:
     """`bigtrain run` (with `until`: that stage and its upstream only): returns the exit code;
     raises BigtrainError for named errors."""
     from components.common.listing import fingerprint_input
-    from pipeline.lineage import record
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import open_store
     from runners.logs import configure_logging, remove_file_handlers
     from runners import uptodate
     from runners.lock import HomeLock
 
-    from runners.eval_homes import resolve_eval_homes
-
-    config = resolve_eval_homes(config)  # home:<path> evaluation sets -> examples:<URI>
-    paths = LocalPaths.for_config(config)
-    check_places(paths)
-    from components.training.hf_source import check_init_from
-    check_init_from(config)   # a bad train.init_from=hf:DIR: before any stage (headers only, no TF)
+    config, paths = _plan_places(config)
     run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
     run_dir, log_path = paths.run_dir(run_id), paths.run_log(run_id)
     with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
@@ -162,15 +181,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
         store = (open_store(metadata_lib.connection(config, read_only=False))
                  if metadata_lib.store_exists(config) else None)
         if store is not None:
-            # We hold the lock: whatever is still RUNNING here was left by a dead process.
-            note = (f"abandoned: left running by a process that died; recorded by run {run_id} at "
-                    f"{datetime.datetime.now().isoformat(timespec='seconds')}"
-                    + (f" (dead holder: pid {lock.stale.get('pid')} on {lock.stale.get('host')}, "
-                       f"started {lock.stale.get('started')})" if lock.stale else ""))
-            left = record.mark_abandoned(store, config.paths.pipeline_name, note, lock.stale)
-            if left:
-                print(f"note: {len(left)} execution(s) left running by a dead process recorded as "
-                      f"abandoned (see `bigtrain lineage runs`)", flush=True)
+            _mark_abandoned(store, config, run_id, lock.stale)
         # The input is listed and fingerprinted once per run (metadata only): the up-to-date key
         # and the data stages' cache key are this one value.
         fingerprint = fingerprint_input(config.data)

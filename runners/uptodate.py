@@ -35,10 +35,15 @@ def code_digests() -> dict[str, str]:
 def inputs_key(config: config_lib.Config, input_fingerprint: str) -> dict:
     """What a run depends on. `input_fingerprint`: the run's one fingerprint of data.input (the
     same value the data stages key their cache on)."""
+    from components.training.hf_source import init_from_fingerprint
     settings = config_lib.to_dict(config)
     settings["paths"].pop("home", None)  # the home is where we look, not an input
-    return {"config": settings, "input": input_signature(config.data, input_fingerprint),
-            "code": code_digests()}
+    key = {"config": settings, "input": input_signature(config.data, input_fingerprint),
+           "code": code_digests()}
+    warm_start = init_from_fingerprint(config)
+    if warm_start is not None:  # train.init_from=hf:DIR: its files are an input too
+        key["init_from"] = warm_start
+    return key
 
 
 def _flat(value, prefix=""):
@@ -59,6 +64,8 @@ def changes(before: dict, after: dict) -> list[str]:
             reasons.append(f"config {key}: {a.get(key)!r} -> {b.get(key)!r}")
     if before.get("input") != after.get("input"):
         reasons.append("input files changed (added, removed, resized or modified)")
+    if before.get("init_from") != after.get("init_from"):
+        reasons.append("train.init_from files changed (added, removed, resized or modified)")
     code_a, code_b = before.get("code", {}), after.get("code", {})
     changed = sorted(k for k in set(code_a) | set(code_b) if code_a.get(k) != code_b.get(k))
     if changed:

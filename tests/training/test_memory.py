@@ -43,15 +43,23 @@ def test_block_activations_follow_the_arch():
     assert memory.block_activation_bytes(llama, 128, 4) == expected
 
 
-def test_a_huge_seq_len_is_refused_before_the_model_is_built(tmp_path, monkeypatch):
-    """data.seq_len=1000000: the attention scores alone (b x L x H x T^2 x 13 bytes in float32)
-    are petabytes. The Trainer must refuse with the named memory error before it builds the
-    model: building it (position table, a forward pass over T tokens) dies in TensorFlow."""
+@pytest.mark.parametrize("arch, seq_len", [
+    ("gpt2", 1_000_000),
+    # A rotary model's seq_len + export.max_new_tokens is bounded by 2^16 (a config rule): the
+    # largest it allows still needs terabytes.
+    ("llama", 60_000),
+])
+def test_a_huge_seq_len_is_refused_before_the_model_is_built(arch, seq_len, tmp_path, monkeypatch):
+    """data.seq_len=1000000 (the issue's probe): the attention scores alone (b x L x H x T^2 x 13
+    bytes in float32) are petabytes. The Trainer must refuse with the named memory error before
+    it builds the model: building it (position table, a forward pass over T tokens) dies in
+    TensorFlow."""
     import tensorflow as tf
     from components.training import loop
-    config = build_config("tiny", overrides=["data.seq_len=1000000", "runtime.device_memory_gb=80"])
+    config = build_config("tiny", overrides=[f"model.arch={arch}", "model.n_kv_head=0",
+                                             f"data.seq_len={seq_len}", "runtime.device_memory_gb=80"])
     t, m = config.train, config.model
-    scores = t.global_batch_size * m.n_layer * m.n_head * 10**12 * 13
+    scores = t.global_batch_size * m.n_layer * m.n_head * seq_len**2 * 13
     embedding, block, final = memory.parameter_split(config)
     estimate = memory.estimate(config, embedding + m.n_layer * block + final, 1, 80 * GIB)
     assert estimate.activations_per_micro_batch > scores
@@ -59,7 +67,7 @@ def test_a_huge_seq_len_is_refused_before_the_model_is_built(tmp_path, monkeypat
     def build_training(*args, **kwargs):
         raise AssertionError("the model was built before the memory check")
     monkeypatch.setattr(loop, "build_training", build_training)
-    with pytest.raises(MemoryError, match=r"but the device has 80\.0 GiB.*lower data\.seq_len "
-                                          r"\(now 1000000"):
+    with pytest.raises(MemoryError, match=rf"but the device has 80\.0 GiB.*lower data\.seq_len "
+                                          rf"\(now {seq_len}"):
         loop.train(config, [], str(tmp_path / "run"), str(tmp_path / "ckpt"),
                    strategy=tf.distribute.get_strategy())

@@ -122,10 +122,17 @@ def probing_each_beam_stage(beam_args: list[str], timeout_s: float):
 
     def probed(self):
         check_sdk_workers(list(self._beam_pipeline_args or beam_args), timeout_s,
-                          stage=type(self).__name__)
+                          stage=_stage_name(self))
         return original(self)
     executor._make_beam_pipeline = probed
     try:
         yield
     finally:
         executor._make_beam_pipeline = original
+
+
+def _stage_name(executor) -> str:
+    """The pipeline node an executor runs (e.g. StatisticsGen: TFX's executor classes are all
+    named Executor), else its class name."""
+    node = getattr(getattr(executor, "_context", None), "pipeline_node", None)
+    return node.node_info.id if node is not None and node.node_info.id else type(executor).__name__

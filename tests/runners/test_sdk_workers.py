@@ -113,7 +113,11 @@ def test_each_beam_stage_probes_the_pool_before_making_its_pipeline(tmp_path):
     original = base_beam_executor.BaseBeamExecutor._make_beam_pipeline
 
     def pipeline_of(args):
-        return DataStage(DataStage.Context(beam_pipeline_args=args))._make_beam_pipeline()
+        from tfx.proto.orchestration import pipeline_pb2
+        node = pipeline_pb2.PipelineNode()
+        node.node_info.id = "StatisticsGen"        # TFX's executor classes are all `Executor`
+        return DataStage(DataStage.Context(beam_pipeline_args=args, pipeline_node=node)
+                         )._make_beam_pipeline()
 
     log = tmp_path / "pool.log"
     with worker_pool(str(log)) as (port, pool):
@@ -124,7 +128,7 @@ def test_each_beam_stage_probes_the_pool_before_making_its_pipeline(tmp_path):
     closed = free_port()
     with probing_each_beam_stage(portable_args(closed), 60):
         with pytest.raises(SdkWorkerError, match=rf"pool at localhost:{closed} could not run a "
-                                                 r"one-element pipeline before DataStage"):
+                                                 r"one-element pipeline before StatisticsGen"):
             pipeline_of(portable_args(closed))
     assert base_beam_executor.BaseBeamExecutor._make_beam_pipeline is original
     with probing_each_beam_stage(["--direct_running_mode=in_memory"], 60):

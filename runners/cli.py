@@ -136,6 +136,13 @@ def write_graph_files(graph: dict, out_dir: str) -> dict:
     return written
 
 
+def _page_number(text: str) -> int:
+    """--page: a whole number from 1 (argparse names the option in its usage error, exit 2)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: pages are numbered 1, 2, ...")
+    return int(text)
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     from pipeline.lineage import content, queries, render
     lin = open_lineage(args)
@@ -143,10 +150,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     if what == "runs":
         result, text = queries.list_runs(lin, limit=args.limit or None), render.runs_text
     elif what == "trace" and args.down:  # an artifact, or an input file of the data stage
-        result = content.trace_down(lin, args.target)
+        result = content.trace_down(lin, args.target, page=args.page)
         text = render.input_file_text if "input_file" in result else render.trace_text
     elif what == "trace":
-        result, text = queries.trace(lin, args.target), render.trace_text
+        result, text = queries.trace(lin, args.target, page=args.page), render.trace_text
     elif what == "summary":
         result, text = content.summary(lin, args.target), render.summary_markdown
     elif what == "diff":
@@ -318,7 +325,10 @@ def _add_lineage(sub, common: list) -> None:
         "TARGET: a pushed model directory, an artifact URI or id; with --down also an input "
         "file (path or URI) of the data stage: the pushed versions trained on it. Walks "
         "upstream (default) or downstream (--down).", (["target"], {}),
-        (["--down"], dict(action="store_true", help="walk downstream (what was made from it)")))
+        (["--down"], dict(action="store_true", help="walk downstream (what was made from it)")),
+        (["--page"], dict(type=_page_number, metavar="N", help=(
+            "list the Nth page (50 a page) of each step's cached runs that reused it (and, with "
+            "--down, of its readers) instead of the first and last three"))))
     add("summary", "what a pushed model was trained on (Markdown; --json)",
         "The training-content summary of a pushed model, read from MLMD: sources with sizes, "
         "time span, weights and epochs, formats, every filter, dedup and sampling step with its "

@@ -21,7 +21,7 @@ from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREE
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
-from runners.sdk_workers import check_sdk_workers
+from runners.sdk_workers import check_sdk_workers, probing_each_beam_stage
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
     pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
     runtime_parameter_utils.substitute_runtime_parameter(
         pipeline_ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: os.path.basename(plan.run_dir)})
-    LocalDagRunner().run_with_ir(pipeline_ir)
+    with probing_each_beam_stage(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s):
+        LocalDagRunner().run_with_ir(pipeline_ir)
 
 
 def check_places(paths: LocalPaths) -> None:

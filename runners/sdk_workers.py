@@ -7,7 +7,10 @@ Why: Beam's job service asks the pool for a worker and then waits for the worker
 connection with no time limit. A pool started outside bigtrain's environment starts each worker
 as `python` from its PATH, which fails with `No module named 'apache_beam'`, and the run then
 hangs without a word (the pool's log is the only trace). One probe at run start turns that into
-SdkWorkerError naming the endpoint and the likely cause, before any stage."""
+SdkWorkerError naming the endpoint and the likely cause, before any stage. Each Beam stage is a
+Beam job of its own, which asks the pool for new workers: during the run every Beam stage probes
+the pool again first (probing_each_beam_stage), so a pool that stopped, or was restarted where
+its workers cannot start, fails that stage with the same named error instead of hanging it."""
 
 from __future__ import annotations
 
@@ -68,14 +71,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def check_sdk_workers(beam_args: list[str], timeout_s: float) -> None:
+def check_sdk_workers(beam_args: list[str], timeout_s: float, stage: str = "") -> None:
     """SdkWorkerError naming the pool when a portable run's SDK workers cannot run a pipeline
-    within timeout_s seconds; nothing for other runners."""
+    within timeout_s seconds; nothing for other runners. stage: the Beam stage about to start
+    (named in the message), or "" at the run's start."""
     endpoint = external_pool(beam_args)
     if endpoint is None:
         return
-    print(f"checking the SDK worker pool at {endpoint} (at most {timeout_s:g} s, "
-          f"runtime.sdk_worker_timeout_s)", flush=True)
+    print(f"checking the SDK worker pool at {endpoint}{f' before {stage}' if stage else ''} "
+          f"(at most {timeout_s:g} s, runtime.sdk_worker_timeout_s)", flush=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryFile() as log:
         # Its own session: on a timeout the probe and the job service threads and processes it
@@ -90,12 +94,45 @@ def check_sdk_workers(beam_args: list[str], timeout_s: float) -> None:
             _kill_group(proc)
         if code is None:
             raise SdkWorkerError(
-                f"no SDK worker connected to {endpoint} within {timeout_s:g} s "
+                f"no SDK worker connected to {endpoint} within {timeout_s:g} s"
+                f"{f' (before {stage})' if stage else ''} "
                 f"(runtime.sdk_worker_timeout_s): is the worker pool running in an environment with "
                 f"apache_beam (bigtrain's venv)? A pool started elsewhere logs `No module named "
                 f"'apache_beam'` for each worker it starts")
         if code != 0:
             raise SdkWorkerError(
-                f"the SDK worker pool at {endpoint} could not run a one-element pipeline "
+                f"the SDK worker pool at {endpoint} could not run a one-element pipeline"
+                f"{f' before {stage}' if stage else ''} "
                 f"({_reason(log)}): is a worker pool listening there? Start one from bigtrain's "
                 f"venv: python -m apache_beam.runners.worker.worker_pool_main --service_port=PORT")
+
+
+@contextlib.contextmanager
+def probing_each_beam_stage(beam_args: list[str], timeout_s: float):
+    """While a portable run on an external pool runs: every Beam stage (TFX's BaseBeamExecutor
+    makes its Beam pipeline) first runs check_sdk_workers with the stage's own Beam options, so
+    a pool broken after the run started fails that stage with SdkWorkerError (recorded on the
+    stage in MLMD) instead of hanging it. Other runners: nothing changes."""
+    if external_pool(beam_args) is None:
+        yield
+        return
+    from tfx.dsl.components.base import base_beam_executor
+    executor = base_beam_executor.BaseBeamExecutor
+    original = executor._make_beam_pipeline
+
+    def probed(self):
+        check_sdk_workers(list(self._beam_pipeline_args or beam_args), timeout_s,
+                          stage=_stage_name(self))
+        return original(self)
+    executor._make_beam_pipeline = probed
+    try:
+        yield
+    finally:
+        executor._make_beam_pipeline = original
+
+
+def _stage_name(executor) -> str:
+    """The pipeline node an executor runs (e.g. StatisticsGen: TFX's executor classes are all
+    named Executor), else its class name."""
+    node = getattr(getattr(executor, "_context", None), "pipeline_node", None)
+    return node.node_info.id if node is not None and node.node_info.id else type(executor).__name__

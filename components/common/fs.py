@@ -237,11 +237,19 @@ def read_text(path: str) -> str:
 def write_bytes(path: str, data: bytes) -> None:
     """Write via a unique temporary name and rename: a reader never sees half a file (locally;
     on S3 a single PUT is already all-or-nothing)."""
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}" if not is_remote(path) else path
-    with open_file(tmp, "wb") as fh:
-        fh.write(data)
-    if tmp != path:
+    if is_remote(path):
+        with open_file(path, "wb") as fh:
+            fh.write(data)
+        return
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
+    except BaseException:   # a full disk: no temporary file left beside path
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
 
 
 def write_text(path: str, text: str) -> None:
@@ -255,14 +263,15 @@ def create_exclusive(path: str, data: bytes) -> bool:
         # Written under a private name, then hard-linked into place (link fails if the name
         # exists): an O_EXCL create would show a reader the file before its bytes are written.
         private = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(private, "wb") as fh:
-            fh.write(data)
         try:
+            with open(private, "wb") as fh:
+                fh.write(data)
             os.link(private, path)
         except FileExistsError:
             return False
-        finally:
-            os.remove(private)
+        finally:   # also after a full disk: no private file left beside path
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(private)
         return True
     scheme, _, rest = path.partition("://")
     bucket, _, key = rest.partition("/")

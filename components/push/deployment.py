@@ -60,6 +60,18 @@ def batching_parameters_text(batching: dict = BATCHING) -> str:
     return "\n".join(lines) + "\n"
 
 
+def retire_version(base_dir: str, version: int) -> None:
+    """Take one version out of TF Serving's sight, then delete it."""
+    path = fs.join(base_dir, str(version))
+    if fs.is_remote(base_dir):   # the graph first: TF Serving stops seeing the version
+        fs.remove(fs.join(path, GRAPH_FILE))
+    else:                        # out of TF Serving's sight in one step (a non-digit name)
+        retired = retired_dir(base_dir, version)
+        fs.rename(path, retired)
+        path = retired
+    fs.rmtree(path)
+
+
 def retire_old_versions(base_dir: str, keep_versions: int, labels: dict[str, int]) -> list[int]:
     """Remove all but the newest keep_versions versions and the labelled ones; returns those removed."""
     if keep_versions < 1:
@@ -68,23 +80,30 @@ def retire_old_versions(base_dir: str, keep_versions: int, labels: dict[str, int
     keep = set(versions[-keep_versions:]) | set(labels.values())
     removed = [v for v in versions if v not in keep]
     for version in removed:
-        path = fs.join(base_dir, str(version))
-        if fs.is_remote(base_dir):   # the graph first: TF Serving stops seeing the version
-            fs.remove(fs.join(path, GRAPH_FILE))
-        else:                        # out of TF Serving's sight in one step (a non-digit name)
-            retired = retired_dir(base_dir, version)
-            fs.rename(path, retired)
-            path = retired
-        fs.rmtree(path)
+        retire_version(base_dir, version)
         LOGGER.info("retired version %d of %s (push.keep_versions %d)", version, base_dir, keep_versions)
     return removed
 
 
-def publish_deployment_files(base_dir: str, new_version: int | None,
-                             keep_versions: int = DEFAULT_KEEP_VERSIONS, policy: str = "specific",
-                             model_name: str | None = None) -> dict:
-    """After a push: move the labels to new_version (None: the push published nothing, labels stay),
-    write models.config and batching_parameters, apply retention. Returns what it did."""
+def deployment_files(base_dir: str) -> dict[str, str | None]:
+    """{file name: its text, None when absent}: what write_deployment_files replaces, so a push
+    that fails after writing them can put them back."""
+    return {name: fs.read_text(fs.join(base_dir, name)) if fs.exists(fs.join(base_dir, name))
+            else None for name in (MODELS_CONFIG, BATCHING_FILE)}
+
+
+def restore_deployment_files(base_dir: str, before: dict[str, str | None]) -> None:
+    for name, text in before.items():
+        if text is None:
+            fs.remove(fs.join(base_dir, name))
+        else:
+            fs.write_text(fs.join(base_dir, name), text)
+
+
+def write_deployment_files(base_dir: str, new_version: int | None, policy: str = "specific",
+                           model_name: str | None = None) -> dict[str, int]:
+    """Move the labels to new_version (None: the push published nothing, labels stay), write
+    models.config and batching_parameters. Returns the labels."""
     base_dir = fs.absolute(base_dir)
     name = model_name or base_dir.rstrip("/").rsplit("/", 1)[-1]
     previous = read_labels(base_dir)
@@ -94,5 +113,4 @@ def publish_deployment_files(base_dir: str, new_version: int | None,
         labels = moved_labels({}, versions[-1])
     fs.write_text(fs.join(base_dir, MODELS_CONFIG), models_config_text(name, base_dir, labels, policy))
     fs.write_text(fs.join(base_dir, BATCHING_FILE), batching_parameters_text())
-    removed = retire_old_versions(base_dir, keep_versions, labels if policy == "specific" else {})
-    return {"labels": labels, "removed": removed, "policy": policy}
+    return labels

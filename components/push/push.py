@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from components.common import fs
 from components.common.errors import BigtrainError, DiskFullError
 from components.push import staging
-from components.push.deployment import publish_deployment_files
+from components.push import deployment
 from components.push.layout import GRAPH_FILE, HF_DIR, PUSH_RECORD, served_as, version_dir
 
 WAIT_FOR_OTHER_PUSH_S = float(os.environ.get("BIGTRAIN_PUSH_WAIT_S", 1800))
@@ -77,12 +77,29 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
     """Copy saved_model_dir to <base_dir>/<new version>, never half-visible, unless served; then
     the deployment files (deploy: keep_versions, policy; components/push/deployment.py).
     extras: {folder: write(folder path, version)}, more formats written inside the version
-    before it becomes visible (hf_writer)."""
+    before it becomes visible (hf_writer). A full disk anywhere in it is DiskFullError naming
+    base_dir, with nothing of the push left there."""
     fs.prepare(saved_model_dir, base_dir)
     if not fs.exists(fs.join(saved_model_dir, GRAPH_FILE)):
         raise FileNotFoundError(f"no {GRAPH_FILE} in {saved_model_dir}")
     check_warmup_file(saved_model_dir)
     digest = model_digest(saved_model_dir)
+    try:
+        return _claim_and_publish(saved_model_dir, base_dir, digest, record, deploy or {},
+                                  extras or {})
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        raise DiskFullError(
+            # not err.filename: shutil's copy names its source there, on another disk
+            f"no space left on device while pushing {saved_model_dir} into {base_dir} "
+            f"({err.strerror}); nothing of the push is left there (staging folder, version, "
+            f"deployment files and claims removed or put back), earlier versions are intact. "
+            f"Free space under {base_dir} and push again") from err
+
+
+def _claim_and_publish(saved_model_dir: str, base_dir: str, digest: str, record: dict | None,
+                       deploy: dict, extras: dict) -> PushResult:
     claim = staging.digest_claim(base_dir, digest)
     while True:
         version = served_as(base_dir, digest)
@@ -94,29 +111,40 @@ def push_model(saved_model_dir: str, base_dir: str, record: dict | None = None,
         waited = _wait_for_other_push(base_dir, digest, claim)
         if waited is not None:
             return waited
-    version = None
+    version = final = None
     try:
         staging.remove_dead_staging_of(base_dir)
+        before = deployment.deployment_files(base_dir)
         version = staging.claim_version(base_dir)
         final = _publish(saved_model_dir, base_dir, version, dict(
             record or {}, model_digest=digest, version=version,
-            pushed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())), extras or {})
-    except BaseException as err:
+            pushed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())), extras)
+        labels = deployment.write_deployment_files(base_dir, version, deploy.get("policy", "specific"),
+                                                   deploy.get("model_name"))
+    except BaseException:
         # Let a later (or waiting) push try again, under the same version number if it likes.
+        if final is not None:   # published, but its deployment files failed: take it back
+            _withdraw(base_dir, version, before)
         fs.remove(claim)
         if version is not None:
             fs.remove(staging.version_claim(base_dir, version))
-        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
-            raise DiskFullError(
-                # not err.filename: shutil's copy names its source there, on another disk
-                f"no space left on device while pushing {saved_model_dir} into {base_dir} "
-                f"({err.strerror}); nothing of the push is left "
-                f"there (staging folder and claims removed), earlier versions are intact. Free "
-                f"space under {base_dir} and push again") from err
         raise
     LOGGER.info("pushed %s -> %s", saved_model_dir, final)
-    publish_deployment_files(base_dir, version, **(deploy or {}))
+    deployment.retire_old_versions(fs.absolute(base_dir), deploy.get(
+        "keep_versions", deployment.DEFAULT_KEEP_VERSIONS), labels if deploy.get(
+        "policy", "specific") == "specific" else {})
     return PushResult(True, version, final, f"pushed as version {version}")
+
+
+def _withdraw(base_dir: str, version: int, before: dict) -> None:
+    """Undo a published version whose deployment files could not be written: the version out of
+    sight and deleted (freeing the space), then models.config and batching_parameters as they
+    were. Best effort: the error that got here is the one reported."""
+    try:
+        deployment.retire_version(base_dir, version)
+        deployment.restore_deployment_files(base_dir, before)
+    except Exception:
+        LOGGER.exception("could not fully withdraw version %d of %s", version, base_dir)
 
 
 def check_warmup_file(saved_model_dir: str) -> None:

@@ -24,6 +24,7 @@ from components.common.digest import code_digest
 from components.common.listing import (LISTING_FILE, UNRESOLVED, list_sources, listing_records,
                                        sources_fingerprint)
 from components.common.errors import BigtrainError
+from components.common.figures import set_figure
 from components.corpus import documents, minhash
 from components.corpus.screen import screen_for
 from components.corpus.split_documents import reader_config
@@ -265,7 +266,7 @@ def record_outputs(examples, data, counters: dict[str, int], found: dict) -> Non
     for name, value in counters.items():
         examples.set_int_custom_property(name, value)
     examples.set_int_custom_property("files_listed", found["files_listed"])
-    examples.set_float_custom_property("real_token_fraction", summary["real_token_fraction"])
+    set_figure(examples, "real_token_fraction", summary["real_token_fraction"], "TextExampleGen")
     examples.set_int_custom_property("seq_len", data.seq_len)
     for name, value in described.items():
         examples.set_string_custom_property(name, value)

@@ -19,6 +19,7 @@ from tfx.types import artifact, artifact_utils
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.common.digest import code_digest as digest_of
+from components.common.figures import require_finite, set_figure
 from components.tokenizer import base as tokenizer_base
 from components.tokenizer import stage
 from components import config as config_lib
@@ -76,14 +77,15 @@ def record(artifact_: Tokenizer, tokenizer, figures: dict, code_digest: str) -> 
     artifact_.vocab_file = (os.path.join(artifact_.uri, tokenizer_base.VOCAB_FILE)
                             if has_model else "")
     artifact_.model_sha256 = description.get("model_sha256", "")
-    artifact_.bytes_per_token = float(figures["bytes_per_token"])
+    artifact_.bytes_per_token = require_finite("TokenizerGen", "bytes_per_token",
+                                               float(figures["bytes_per_token"]))
     artifact_.sample_bytes = int(figures["sample_bytes"])
     artifact_.sample_documents = int(figures["sample_documents"])
     artifact_.code_digest = code_digest
     for name in ("eval_sample_bytes", "eval_sample_tokens", "eval_sample_documents",
                  "train_documents_seen", "train_bytes_seen", "documents_skipped"):
         artifact_.set_int_custom_property(name, int(figures[name]))
-    artifact_.set_float_custom_property("training_seconds", float(figures["training_seconds"]))
+    set_figure(artifact_, "training_seconds", float(figures["training_seconds"]), "TokenizerGen")
 
 
 class TokenizerGenExecutor(base_beam_executor.BaseBeamExecutor):

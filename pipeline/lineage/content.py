@@ -212,15 +212,15 @@ def trace_file_down(lin: Lineage, target: str) -> dict:
             "pushed_versions": [pushed[k] for k in sorted(pushed)]}
 
 
-def trace_down(lin: Lineage, target: str) -> dict:
+def trace_down(lin: Lineage, target: str, page: int | None = None) -> dict:
     """`trace --down`: from an artifact (queries.trace, plus the pushed versions below it) or,
-    when TARGET is no artifact, from an input file (trace_file_down)."""
+    when TARGET is no artifact, from an input file (trace_file_down). `page`: queries.trace's."""
     from pipeline.lineage import queries
     try:
         start = lin.find_artifact(target)
     except NotFoundError:
         return trace_file_down(lin, target)
-    result = queries.trace(lin, str(start.id), down=True)
+    result = queries.trace(lin, str(start.id), down=True, page=page)
     result["target"] = target
     result["pushed_versions"] = pushed_below(lin, start.id)
     return result

@@ -3,7 +3,7 @@ one artifact, one step downstream, and what a run pushed. Plain data, like queri
 
 from __future__ import annotations
 
-from pipeline.lineage.queries import execution_record, fine_tuning, first_and_last
+from pipeline.lineage.queries import execution_record, fine_tuning, paged
 from pipeline.lineage.store import Lineage, properties
 
 
@@ -26,7 +26,7 @@ class _Graph:
         if key not in self.nodes:
             execution, lin = self.lin.execution(e), self.lin
             self.nodes[key] = {"id": key, "kind": "execution", "execution_id": e, "depth": level,
-                               "state": lin.state(execution), "runs": lin.runs_of_execution(e),
+                               "state": lin.state(execution),
                                "label": f"{lin.node_of.get(e, execution.name)} ({lin.state(execution)})"}
         return key
 
@@ -81,16 +81,22 @@ def neighborhood(lin: Lineage, artifact_id: int, depth: int = 3, fan_out: int = 
             "consumers_not_shown": more_down}
 
 
-def trace_step_down(lin: Lineage, artifact_id: int, limit: int = 20) -> dict:
+def trace_step_down(lin: Lineage, artifact_id: int, limit: int = 20, page: int | None = None
+                    ) -> dict:
     """One step of `trace --down`: the newest `limit` executions that read the artifact and ran,
     each with its outputs; the cached ones that re-used outputs counted (first and last few
-    named); the fine-tuned children when it is a Model."""
+    named); the fine-tuned children when it is a Model. `page` N: the Nth page of both lists
+    (queries.paged) instead."""
     ran, cached = lin.readers(artifact_id)
-    rec = {"used_by": [dict(execution_record(lin, e), outputs=lin.outputs(e))
-                       for e in ran[-limit:]],
-           "not_shown": max(0, len(ran) - limit),
-           "cached_readers": {"count": len(cached), "executions": [
-               execution_record(lin, e) for e in first_and_last(cached)]}}
+    if page is None:
+        shown, used = ran[-limit:], None
+    else:
+        used = paged(lin, ran, page)
+        shown = [e["execution_id"] for e in used["executions"]]
+    rec = {"used_by": [dict(execution_record(lin, e), outputs=lin.outputs(e)) for e in shown],
+           "not_shown": 0 if page else max(0, len(ran) - limit),
+           "used_by_page": used and {k: used[k] for k in ("count", "page", "pages", "per_page")},
+           "cached_readers": paged(lin, cached, page)}
     if lin.artifact_type(lin.artifact(artifact_id)) == "Model":
         fine_tuning(lin, artifact_id, rec, down=True)
     return rec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+from components.common.errors import NotFoundError
 from pipeline.lineage import record
 from pipeline.lineage.store import Lineage, changed_parameters, properties
 
@@ -155,20 +155,33 @@ def raw_input(lin: Lineage, examples_id: int) -> dict:
 
 # A list of executions sharing one artifact (a history of cached runs, a sweep over fixed data)
 # is shown by its first and last few and a count: answers stay short and read the same number
-# of records at 10,000 runs as at 10.
+# of records at 10,000 runs as at 10. `page` N (1-based) lists the Nth PAGE_SIZE of them instead,
+# so every one can be listed, a bounded page at a time.
 SHOWN_AT_EACH_END = 3
+PAGE_SIZE = 50
 
 
 def first_and_last(ids: list[int], shown: int = SHOWN_AT_EACH_END) -> list[int]:
     return ids if len(ids) <= 2 * shown else ids[:shown] + ids[-shown:]
 
 
-def reused_by(lin: Lineage, artifact_id: int) -> dict:
+def paged(lin: Lineage, ids: list[int], page: int | None = None) -> dict:
+    """{"count", "executions"}: records of the first and last few of ids, or (page N) of the
+    Nth PAGE_SIZE of them, with "page", "pages" and "per_page" (a page past the last is empty)."""
+    if page is None:
+        return {"count": len(ids), "executions": [execution_record(lin, e)
+                                                  for e in first_and_last(ids)]}
+    if page < 1:
+        raise NotFoundError(f"page {page}: pages are numbered from 1")
+    shown = ids[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+    return {"count": len(ids), "executions": [execution_record(lin, e) for e in shown],
+            "page": page, "pages": -(-len(ids) // PAGE_SIZE), "per_page": PAGE_SIZE}
+
+
+def reused_by(lin: Lineage, artifact_id: int, page: int | None = None) -> dict:
     """The cached executions that re-emitted the artifact after its producer made it:
-    {"count", "executions": records of the first and last few}."""
-    reusers = lin.emitters(artifact_id)[1:]
-    return {"count": len(reusers),
-            "executions": [execution_record(lin, e) for e in first_and_last(reusers)]}
+    {"count", "executions": records of the first and last few, or of one page}."""
+    return paged(lin, lin.emitters(artifact_id)[1:], page)
 
 
 def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
@@ -220,9 +233,10 @@ def _anomalies_summary(uri: str, blessed) -> str:
         return f"unreadable (blessed={blessed})"
 
 
-def trace(lin: Lineage, target: str, down: bool = False) -> dict:
+def trace(lin: Lineage, target: str, down: bool = False, page: int | None = None) -> dict:
     """Walk from TARGET upstream (producers and their inputs) or downstream (consumers and their
-    outputs). Each step: the artifact and the execution that made (or used) it."""
+    outputs). Each step: the artifact and the execution that made (or used) it; `page`: the
+    Nth page of each step's reusers (up) or readers (down) instead of the first and last few."""
     start = lin.find_artifact(target)
     steps, seen = [], set()
     frontier = [(start.id, 0)]
@@ -231,41 +245,55 @@ def trace(lin: Lineage, target: str, down: bool = False) -> dict:
         if artifact_id in seen:
             continue
         seen.add(artifact_id)
-        rec = artifact_record(lin, artifact_id)
+        rec = trace_step(lin, artifact_id, down, page)
         rec["depth"] = depth
         if down:
-            ran, cached = lin.readers(artifact_id)
-            rec["used_by"] = [execution_record(lin, e) for e in first_and_last(ran)]
-            rec["used_by_not_shown"] = len(ran) - len(rec["used_by"])
-            rec["cached_readers"] = {"count": len(cached), "executions": [
-                execution_record(lin, e) for e in first_and_last(cached)]}
             for execution in rec["used_by"]:
                 for ids in lin.outputs(execution["execution_id"]).values():
                     frontier += [(i, depth + 1) for i in ids]
-        else:
-            producer = lin.producer(artifact_id)
-            rec["made_by"] = execution_record(lin, producer) if producer else None
-            if producer:
-                rec["made_by"]["reused_by"] = reused_by(lin, artifact_id)
-                inputs = lin.inputs(producer)
-                rec["made_by"]["inputs"] = inputs
-                for key in sorted(inputs):
-                    frontier += [(i, depth + 1) for i in inputs[key]]
-                if rec["type"] == "ModelBlessing":  # the evaluation written beside the blessing
-                    for other in lin.outputs(producer).get("evaluation", []):
-                        rec["evaluation"] = artifact_record(lin, other)
-        if rec["type"] == "Model":
-            fine_tuning(lin, artifact_id, rec, down)
-        if rec["type"] == "Examples":
-            rec["raw_input"] = raw_input(lin, artifact_id)
-            rec["anomalies"] = anomalies_for(lin, artifact_id)
+        elif rec["made_by"]:
+            for key in sorted(rec["made_by"]["inputs"]):
+                frontier += [(i, depth + 1) for i in rec["made_by"]["inputs"][key]]
         steps.append(rec)
     result = {"target": target, "direction": "down" if down else "up", "steps": steps}
+    if page is not None:
+        result["page"] = page
     if down:
         result["models"] = [s["artifact_id"] for s in steps if s["type"] == "Model"]
         if steps and "fine_tuned_children" in steps[0]:
             result["fine_tuned_children"] = steps[0]["fine_tuned_children"]
     return result
+
+
+def trace_step(lin: Lineage, artifact_id: int, down: bool = False, page: int | None = None
+               ) -> dict:
+    """One step of trace: the artifact, and who made it (up: its producer, the cached runs that
+    reused it, the producer's inputs) or who read it (down: the readers that ran and the
+    cached ones), with what its type adds (fine-tuning, raw input, anomalies)."""
+    rec = artifact_record(lin, artifact_id)
+    if down:
+        ran, cached = lin.readers(artifact_id)
+        used = paged(lin, ran, page)
+        rec["used_by"] = used["executions"]
+        rec["used_by_not_shown"] = 0 if page else len(ran) - len(rec["used_by"])
+        if page:
+            rec["used_by_page"] = {k: used[k] for k in ("count", "page", "pages", "per_page")}
+        rec["cached_readers"] = paged(lin, cached, page)
+    else:
+        producer = lin.producer(artifact_id)
+        rec["made_by"] = execution_record(lin, producer) if producer else None
+        if producer:
+            rec["made_by"]["reused_by"] = reused_by(lin, artifact_id, page)
+            rec["made_by"]["inputs"] = lin.inputs(producer)
+            if rec["type"] == "ModelBlessing":  # the evaluation written beside the blessing
+                for other in lin.outputs(producer).get("evaluation", []):
+                    rec["evaluation"] = artifact_record(lin, other)
+    if rec["type"] == "Model":
+        fine_tuning(lin, artifact_id, rec, down)
+    if rec["type"] == "Examples":
+        rec["raw_input"] = raw_input(lin, artifact_id)
+        rec["anomalies"] = anomalies_for(lin, artifact_id)
+    return rec
 
 
 def fine_tuning(lin: Lineage, model_id: int, rec: dict, down: bool) -> None:

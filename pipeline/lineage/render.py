@@ -63,6 +63,9 @@ def trace_text(result: dict) -> str:
                 lines.append(f"{pad}     {reuse_text(made, made['reused_by'])}")
         for use in step.get("used_by", []):
             lines.append(f"{pad}  {arrow} {use['node']} (execution {use['execution_id']}, {use['state']})")
+        if step.get("used_by_page"):
+            lines.append(f"{pad}  ({step['used_by_page']['count']} readers that ran: "
+                         f"{_page_text(step['used_by_page'])})")
         if step.get("used_by_not_shown"):
             lines.append(f"{pad}  ... and {step['used_by_not_shown']} more readers between those")
         if step.get("cached_readers", {}).get("count"):
@@ -76,13 +79,20 @@ def trace_text(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _runs_list(executions: list[dict], count: int) -> str:
-    """'run (execution N)' for the first and last few of `count` executions, '...' between."""
-    named = [f"{_names(e['runs'])} (execution {e['execution_id']})" for e in executions]
-    if count > len(named):
+def _runs_list(listed: dict) -> str:
+    """'run (execution N)' for the first and last few of listed["count"] executions, '...'
+    between; or for one page of them (queries.paged), saying which."""
+    named = [f"{_names(e['runs'])} (execution {e['execution_id']})" for e in listed["executions"]]
+    if "page" in listed:
+        return f"{_page_text(listed)}: {', '.join(named) or 'none on this page'}"
+    if listed["count"] > len(named):
         half = len(named) // 2
         named = named[:half] + ["..."] + named[half:]
     return ", ".join(named)
+
+
+def _page_text(listed: dict) -> str:
+    return f"page {listed['page']} of {listed['pages']}, {listed['per_page']} a page"
 
 
 def _names(items: list[str]) -> str:
@@ -93,12 +103,12 @@ def reuse_text(made: dict, reuse: dict) -> str:
     """'produced by execution N, reused by K cached runs: first and last few' (one line)."""
     return (f"produced by execution {made['execution_id']}, reused by {reuse['count']} cached "
             f"run{'s' if reuse['count'] != 1 else ''}: "
-            f"{_runs_list(reuse['executions'], reuse['count'])}")
+            f"{_runs_list(reuse)}")
 
 
 def cached_readers_text(cached: dict) -> str:
     return (f"{cached['count']} cached execution{'s' if cached['count'] != 1 else ''} (re-used "
-            f"outputs, nothing ran): {_runs_list(cached['executions'], cached['count'])}")
+            f"outputs, nothing ran): {_runs_list(cached)}")
 
 
 def diff_text(result: dict) -> str:

@@ -304,11 +304,18 @@ class Lineage:
     def outputs(self, execution_id: int) -> dict[str, list[int]]:
         return self._keyed(execution_id, OUTPUTS)
 
+    @_per_instance
+    def _ends(self, artifact_id: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(emitters, consumers) of the artifact, oldest first, from one read of its events
+        (a shared artifact has tens of thousands: sorted once, not per question)."""
+        events = self._events_of_artifact(artifact_id)
+        return (tuple(sorted({e.execution_id for e in events if e.type in OUTPUTS})),
+                tuple(sorted({e.execution_id for e in events if e.type in INPUTS})))
+
     def emitters(self, artifact_id: int) -> list[int]:
         """Every execution with an output event on the artifact, oldest first: the one that made
         it, then each cached execution that re-emitted it (TFX records a cache hit so)."""
-        return sorted({e.execution_id for e in self._events_of_artifact(artifact_id)
-                       if e.type in OUTPUTS})
+        return list(self._ends(artifact_id)[0])
 
     def producer(self, artifact_id: int) -> int | None:
         """The execution that created the artifact (cached executions re-emit it; the first wins)."""
@@ -316,14 +323,19 @@ class Lineage:
         return ids[0] if ids else None
 
     def consumers(self, artifact_id: int) -> list[int]:
-        return sorted({e.execution_id for e in self._events_of_artifact(artifact_id) if e.type in INPUTS})
+        return list(self._ends(artifact_id)[1])
 
     def readers(self, artifact_id: int) -> tuple[list[int], list[int]]:
         """(executions that read the artifact and ran, cached ones that only re-emitted the
         outputs of an earlier run), oldest first; every reader's state read in one query."""
-        ids = self.consumers(artifact_id)
+        ran, cached = self._readers(artifact_id)
+        return list(ran), list(cached)
+
+    @_per_instance
+    def _readers(self, artifact_id: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        ids = self._ends(artifact_id)[1]
         cached = {e.id for e in self.executions(ids) if e.last_known_state == Execution.CACHED}
-        return [e for e in ids if e not in cached], [e for e in ids if e in cached]
+        return tuple(e for e in ids if e not in cached), tuple(e for e in ids if e in cached)
 
     def state(self, execution) -> str:
         if record.ABANDONED_BY in execution.custom_properties:

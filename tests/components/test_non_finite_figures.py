@@ -96,3 +96,46 @@ def test_mlmd_cannot_hold_nan_and_why_reports_the_named_cause(tmp_path):
     assert "  error:  NonFiniteError: Trainer produced final_loss = nan, not a finite number: " \
            "training diverged" in text
     assert "abandoned" not in text.split("  stage:  Trainer", 1)[1].split("  stage:", 1)[0]
+
+
+TOKENIZER_FIGURES = {"bytes_per_token": 3.5, "sample_bytes": 100, "sample_documents": 2,
+                     "eval_sample_bytes": 50, "eval_sample_tokens": 14, "eval_sample_documents": 1,
+                     "train_documents_seen": 2, "train_bytes_seen": 100, "documents_skipped": 0,
+                     "training_seconds": 0.25}
+
+
+@pytest.mark.parametrize("name, value", [("training_seconds", math.nan),
+                                         ("bytes_per_token", math.inf)])
+def test_tokenizer_gen_refuses_a_non_finite_figure(name, value):
+    """TokenizerGen's float figures (a custom property and a declared one) go through the same
+    check: training_seconds used to be written with set_float_custom_property directly."""
+    from components.tokenizer.byte_level import ByteTokenizer
+    from components.tokenizer.component import Tokenizer, record
+    artifact = Tokenizer()
+    record(artifact, ByteTokenizer(), dict(TOKENIZER_FIGURES), "digest")      # the control
+    assert artifact.mlmd_artifact.custom_properties["training_seconds"].double_value == 0.25
+    with pytest.raises(NonFiniteError, match=rf"^TokenizerGen produced {name} = {value}, not a "
+                                             r"finite number"):
+        record(Tokenizer(), ByteTokenizer(), dict(TOKENIZER_FIGURES, **{name: value}), "digest")
+
+
+def test_figures_py_is_the_one_writer_of_float_properties():
+    """Every double an MLMD property gets goes through components/common/figures.py (set_figure,
+    which refuses NaN and infinities): no stage writes one with set_float_custom_property or a
+    proto's double_value directly. Caught: TextExampleGen's real_token_fraction and
+    TokenizerGen's training_seconds, which bypassed it."""
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    direct = re.compile(r"set_float_custom_property\(|\.double_value\s*=(?!=)")
+    found = []
+    for package in ("components", "pipeline", "runners"):
+        for folder, _, names in os.walk(os.path.join(root, package)):
+            for name in names:
+                path = os.path.join(folder, name)
+                if not name.endswith(".py") or path.endswith(os.path.join("common", "figures.py")):
+                    continue
+                with open(path, encoding="utf-8") as fh:
+                    found += [f"{os.path.relpath(path, root)}:{number}: {line.strip()}"
+                              for number, line in enumerate(fh, 1) if direct.search(line)]
+    assert found == []

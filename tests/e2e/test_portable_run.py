@@ -85,10 +85,10 @@ def test_bigtrain_run_on_the_portable_runner_matches_the_direct_runner(corpus, t
         whole_run(tmp_path / "portable", corpus[0], "--runner", "PortableRunner",
                   "--beam-arg=--job_endpoint=embed", "--beam-arg=--environment_type=EXTERNAL",
                   f"--beam-arg=--environment_config=localhost:{port}")
-    # One SDK worker process for the run's probe of the pool (runners/sdk_workers.py), then one
-    # per Beam stage (the embedded job server asks the pool for one): TokenizerGen,
-    # TextExampleGen, StatisticsGen.
-    assert log.read_text().count("Starting worker with command") == 4
+    # One SDK worker process for the run's probe of the pool (runners/sdk_workers.py), then two
+    # per Beam stage (TokenizerGen, TextExampleGen, StatisticsGen): its own probe of the pool,
+    # then the worker its Beam job asks for (the embedded job server asks the pool for one).
+    assert log.read_text().count("Starting worker with command") == 1 + 3 * 2
     direct = digest_outputs(direct_home)
     assert any(p.endswith("FeatureStats.pb") for p in direct) and any(p.endswith(".gz") for p in direct)
     assert any(p.endswith("tokenizer.model") for p in direct)

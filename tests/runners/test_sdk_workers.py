@@ -14,11 +14,12 @@ import subprocess
 
 import psutil
 import pytest
+from tfx.dsl.components.base import base_beam_executor
 
 from components import config as config_lib
 from components.common.errors import SdkWorkerError
 from runners import cli
-from runners.sdk_workers import check_sdk_workers, external_pool
+from runners.sdk_workers import check_sdk_workers, external_pool, probing_each_beam_stage
 from tests.support.beam_worker_pool import free_port, portable_args, worker_pool
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin")
@@ -93,3 +94,43 @@ def test_a_working_pool_passes_the_probe(tmp_path):
         check_sdk_workers(portable_args(port), 120)
         assert processes_left(psutil.Process(pool.pid)) == set()
     assert log.read_text().count("Starting worker with command") == 1
+
+
+class DataStage(base_beam_executor.BaseBeamExecutor):
+    """A Beam stage's executor: its pipeline is made, it never runs."""
+
+    def Do(self, input_dict, output_dict, exec_properties):
+        raise AssertionError("not run here")
+
+
+@pytest.mark.slow
+def test_each_beam_stage_probes_the_pool_before_making_its_pipeline(tmp_path):
+    """During a run (probing_each_beam_stage) a Beam stage gets its pipeline only after the pool
+    ran a probe: a working pool starts one more worker for it; a pool gone since the run started
+    (a closed port here) fails the stage with SdkWorkerError naming the endpoint and the stage,
+    where the stage's Beam job would have waited for a worker. TFX's own method is back after
+    the run; a run on another runner is not probed."""
+    original = base_beam_executor.BaseBeamExecutor._make_beam_pipeline
+
+    def pipeline_of(args):
+        from tfx.proto.orchestration import pipeline_pb2
+        node = pipeline_pb2.PipelineNode()
+        node.node_info.id = "StatisticsGen"        # TFX's executor classes are all `Executor`
+        return DataStage(DataStage.Context(beam_pipeline_args=args, pipeline_node=node)
+                         )._make_beam_pipeline()
+
+    log = tmp_path / "pool.log"
+    with worker_pool(str(log)) as (port, pool):
+        with probing_each_beam_stage(portable_args(port), 120):
+            assert pipeline_of(portable_args(port)) is not None
+        assert log.read_text().count("Starting worker with command") == 1
+        assert processes_left(psutil.Process(pool.pid)) == set()
+    closed = free_port()
+    with probing_each_beam_stage(portable_args(closed), 60):
+        with pytest.raises(SdkWorkerError, match=rf"pool at localhost:{closed} could not run a "
+                                                 r"one-element pipeline before StatisticsGen"):
+            pipeline_of(portable_args(closed))
+    assert base_beam_executor.BaseBeamExecutor._make_beam_pipeline is original
+    with probing_each_beam_stage(["--direct_running_mode=in_memory"], 60):
+        assert base_beam_executor.BaseBeamExecutor._make_beam_pipeline is original
+    assert processes_left() == set()

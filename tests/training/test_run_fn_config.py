@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import types
 
+import pytest
+
 from components import config as config_lib
+from components.common.errors import NonFiniteError
 from components.serving import variants
 from components.tokenizer.byte_level import ByteTokenizer
 from components.training import loop, run_fn as run_fn_lib
@@ -27,18 +30,10 @@ def _fake_fn_args(tmp_path, custom_config):
         model_run_dir=str(tmp_path / "model_run"), serving_model_dir=str(serving))
 
 
-def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
-    config = config_lib.build_config("tiny", None, ["eval.batch_size=8"])
-    trainer_custom = run_fn_lib.trainer_custom_config(config, str(tmp_path / "ckpt"))
-    # What the pipeline hands TFX must survive its JSON round trip (custom_config is a JSON
-    # exec property).
-    custom = json.loads(json.dumps(trainer_custom))
-
+def _stub_heavy_parts(monkeypatch, result) -> dict:
+    """loop.train returns `result`; the baseline, the tokenizer, the compressors and the export
+    are stubbed; loop.evaluate records its sample size and export_variants that it ran."""
     calls = {}
-    result = types.SimpleNamespace(
-        model=object(), steps=1, resumed_from_step=0, skipped_steps=0, tokens_seen=1,
-        tokens_per_second=1.0, final_loss=1.0, parameter_count=1, flops_per_token=1,
-        num_replicas=1, rollbacks=1, skipped_batches=2)
     monkeypatch.setattr(loop, "train", lambda *a, **k: result)
     monkeypatch.setattr(loop, "unigram_baseline", lambda *a, **k: 5.0)
     monkeypatch.setattr(run_fn_lib, "examples_tokenizer", lambda *a, **k: ByteTokenizer())
@@ -51,8 +46,28 @@ def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
     monkeypatch.setattr(loop, "evaluate", fake_evaluate)
     monkeypatch.setattr(run_fn_lib, "compressor_figures", lambda *a, **k: {
         "zlib9_bits_per_byte": 2.0, "lzma9_bits_per_byte": 1.5, "compressor_text_bytes": 1})
-    monkeypatch.setattr(variants, "export_variants", lambda *a, **k: {"float": {}})
-    run_fn_lib.run_fn(_fake_fn_args(tmp_path, custom))
+    monkeypatch.setattr(variants, "export_variants",
+                        lambda *a, **k: calls.setdefault("exported", True) and {"float": {}})
+    return calls
+
+
+def _result(final_loss: float = 1.0, steps: int = 1, skipped_steps: int = 0):
+    return types.SimpleNamespace(
+        model=object(), steps=steps, resumed_from_step=0, skipped_steps=skipped_steps,
+        tokens_seen=1, tokens_per_second=1.0, final_loss=final_loss, parameter_count=1,
+        flops_per_token=1, num_replicas=1, rollbacks=1, skipped_batches=2)
+
+
+def _custom(config, tmp_path) -> dict:
+    # What the pipeline hands TFX must survive its JSON round trip (custom_config is a JSON
+    # exec property).
+    return json.loads(json.dumps(run_fn_lib.trainer_custom_config(config, str(tmp_path / "ckpt"))))
+
+
+def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
+    config = config_lib.build_config("tiny", None, ["eval.batch_size=8"])
+    calls = _stub_heavy_parts(monkeypatch, _result())
+    run_fn_lib.run_fn(_fake_fn_args(tmp_path, _custom(config, tmp_path)))
     assert calls["batch_size"] == 8
     # The Evaluator's sample size (eval.max_batches), not train.eval_batches: one sample for both
     # (before: 20 vs 50 batches, two different eval losses in one report).
@@ -60,6 +75,23 @@ def test_eval_batch_size_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
     # Spike rollbacks reach the summary the Trainer executor records on the Model in MLMD.
     summary = json.loads((tmp_path / "model_run" / run_fn_lib.SUMMARY_FILE).read_text())
     assert (summary["spike_rollbacks"], summary["skipped_batches"]) == (1, 2)
+
+
+@pytest.mark.parametrize("loss", [float("nan"), float("inf")])
+def test_a_non_finite_final_loss_fails_the_trainer_before_evaluation_and_export(
+        tmp_path, monkeypatch, loss):
+    """Training that ends on a non-finite loss (every step skipped up to a limit that was not
+    reached, or a last step that overflowed) is NonFiniteError naming the figure and the step
+    counts: nothing is evaluated, exported or summarized (the summary is what the executor
+    records in MLMD)."""
+    config = config_lib.build_config("tiny", None, [])
+    calls = _stub_heavy_parts(monkeypatch, _result(final_loss=loss, steps=20, skipped_steps=19))
+    with pytest.raises(NonFiniteError, match=(
+            rf"^Trainer produced final training loss = {loss}, not a finite number: training "
+            r"diverged \(20 steps, 19 skipped as non-finite\): lower train.learning_rate")):
+        run_fn_lib.run_fn(_fake_fn_args(tmp_path, _custom(config, tmp_path)))
+    assert calls == {}
+    assert not (tmp_path / "model_run" / run_fn_lib.SUMMARY_FILE).exists()
 
 
 def test_eval_batch_size_is_in_the_trainers_cache_key_not_its_checkpoint_key(tmp_path):

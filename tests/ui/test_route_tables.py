@@ -103,7 +103,7 @@ def _neighbours(store, artifact_id: int, depth: int = 3) -> set[int]:
 def test_artifact_graph_nodes_link_to_real_neighbours(client, open_lineage):
     """Every artifact node of the lineage graph links to /artifact/<id> of an artifact within
     three hops (MLMD's events say which), all of them are drawn, and execution nodes link to
-    a run that holds them. Catches a node linking to the wrong id (its execution's, a shifted
+    /execution/<id>, which redirects to a run that holds them. Catches a node linking to the wrong id (its execution's, a shifted
     one) or a graph that drops a neighbour."""
     lin = open_lineage()
     model = lin.inputs(lin.producer(lin.store.get_artifacts_by_type("PushedModel")[-1].id))["model"][0]
@@ -111,10 +111,15 @@ def test_artifact_graph_nodes_link_to_real_neighbours(client, open_lineage):
     hrefs = [a.get("href") for a in tree.select("svg.graph a")]
     linked = {int(h.rsplit("/", 1)[1]) for h in hrefs if h.startswith("/artifact/")}
     assert linked == _neighbours(lin.store, model)
-    runs = {urllib.parse.unquote(h[len("/run/"):]) for h in hrefs if h.startswith("/run/")}
-    assert runs and runs <= {r.name for r in lin.runs()}
+    executions = [h for h in hrefs if h.startswith("/execution/")]
+    assert executions and len(executions) + len(linked) == len(hrefs)
+    for href in executions:   # each redirects to a run that holds the execution
+        target = client.get(href).headers["Location"]
+        run_id = urllib.parse.unquote(target.rsplit("/run/", 1)[1])
+        holds = [e.id for e in lin.executions_of(lin.run(run_id))]
+        assert int(href.rsplit("/", 1)[1]) in holds, (href, run_id)
     for href in hrefs:
-        assert client.get(href).status_code == 200, href
+        assert client.get(href, follow_redirects=True).status_code == 200, href
 
 
 def test_diff_page_metrics_and_data_rows_match_lineage_diff(client, open_lineage):

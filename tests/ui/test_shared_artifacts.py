@@ -1,7 +1,9 @@
 """One artifact shared by many runs (cached re-runs re-emit it): `lineage trace` and the UI's
 artifact page say "produced by execution N, reused by K cached runs" with the first and last few,
 in a bounded number of lines, and their store calls do not grow with the number of runs (the
-11.7 s and 10,018 lines at 10,000 runs). Store: tests/support/shared_store.py."""
+11.7 s and 10,018 lines at 10,000 runs). A page (`--page N`, `?page=N`) lists the Nth 50 of
+them, so every one can be listed; a page's store calls depend neither on the runs nor on which
+page. Store: tests/support/shared_store.py."""
 
 import collections
 import re
@@ -20,9 +22,9 @@ SHARED = ("Pusher", "Trainer", "TextExampleGen")  # the upstream chain of the pu
 
 @pytest.fixture(scope="module")
 def homes(tmp_path_factory):
-    """Stores of 50 and 500 runs."""
+    """Stores of 50, 150 and 500 runs."""
     made = {}
-    for runs in (50, 500):
+    for runs in (50, 150, 500):
         made[runs] = tmp_path_factory.mktemp(f"shared{runs}")
         shared_store.build(str(made[runs]), runs)
     return made
@@ -109,3 +111,94 @@ def test_ten_thousand_runs_sharing_one_set_of_artifacts(tmp_path):
     shared_store.build(str(small), 50)
     assert _trace_text(small)[1] == calls
     assert _page(tmp_path, "/artifact/1")[1] == _page(small, "/artifact/1")[1]
+
+
+PER_PAGE = queries.PAGE_SIZE
+
+
+def _page_trace(home, page: int) -> tuple[dict, collections.Counter]:
+    store, calls = _counted(home)
+    return queries.trace(Lineage(store), shared_store.version_dir(str(home)), page=page), calls
+
+
+def test_every_reuser_is_listed_once_across_the_pages(homes):
+    """Run i's executions are the cached ones of reuse number i: page N names runs
+    (N - 1) x 50 + 1 .. N x 50, every step's pages together name each of the 499 once."""
+    pages = -(-499 // PER_PAGE)
+    named = collections.defaultdict(list)
+    for page in range(1, pages + 2):           # one past the last: empty
+        result, _ = _page_trace(homes[500], page)
+        for step in result["steps"]:
+            reuse = step["made_by"]["reused_by"]
+            assert (reuse["count"], reuse["page"], reuse["pages"], reuse["per_page"]) == (
+                499, page, pages, PER_PAGE)
+            runs = [int(e["runs"][0][len("run-"):]) for e in reuse["executions"]]
+            assert runs == list(range((page - 1) * PER_PAGE + 1, min(page * PER_PAGE, 499) + 1))
+            named[step["artifact_id"]] += runs
+    assert len(named) == len(SHARED) and all(v == list(range(1, 500)) for v in named.values())
+
+
+def test_a_page_costs_the_same_store_calls_whatever_the_runs_and_the_page(homes):
+    """Catches a page read by walking every reuser (or the pages before it)."""
+    _, first_of_150 = _page_trace(homes[150], 1)
+    _, third_of_500 = _page_trace(homes[500], 3)
+    assert first_of_150 == third_of_500
+
+
+def test_cli_trace_page(homes, capsys):
+    home = homes[500]
+    assert cli.main(["lineage", "trace", shared_store.version_dir(str(home)), "--page", "2",
+                     "--home", str(home)]) == 0
+    reuse = [line.strip() for line in capsys.readouterr().out.splitlines() if "reused by" in line]
+    assert len(reuse) == len(SHARED)
+    for line in reuse:
+        assert re.match(r"produced by execution \d+, reused by 499 cached runs: page 2 of 10, "
+                        r"50 a page: run-00051 \(execution \d+\), ", line), line
+        assert [int(n) for n in re.findall(r"run-(\d{5})", line)] == list(range(51, 101))
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["lineage", "trace", "1", "--page", "0", "--home", str(home)])
+    assert usage.value.code == 2 and "pages are numbered 1, 2" in capsys.readouterr().err
+
+
+def test_trace_down_pages_the_cached_readers(homes):
+    """Examples #1: 998 cached readers (StatisticsGen and Trainer of runs 1..499) in 20 pages."""
+    store, _ = _counted(homes[500])
+    step = queries.trace(Lineage(store), "1", down=True, page=20)["steps"][0]
+    cached = step["cached_readers"]
+    assert (cached["count"], cached["page"], cached["pages"]) == (998, 20, 20)
+    assert [e["runs"][0] for e in cached["executions"]] == [  # readers 951-998: 2 a run
+        f"run-{i:05d}" for i in sorted(list(range(476, 500)) * 2)]
+    assert (step["used_by_page"]["count"], step["used_by_page"]["pages"], step["used_by"]) == (
+        2, 1, [])      # the two that ran (run 0's) are on page 1
+
+
+def test_artifact_page_pages(homes):
+    """?page=3 names runs 101-150 with links to pages 2 and 4; the unpaged page links page 1;
+    a page's store calls are those of a page of another store; a bad page is a 404."""
+    text, calls = _page(homes[500], "/artifact/1?page=3")
+    reused = text.split("reused by 499 cached runs:", 1)[1].split("(page", 1)[0]
+    assert [int(n) for n in re.findall(r"run-(\d{5})", reused)] == list(range(101, 151))
+    assert "(page 3 of 10, 50 a page; page 2; page 4)" in text
+    assert _page(homes[150], "/artifact/1?page=2")[1] == calls     # another page, other runs
+    assert _page(homes[150], "/artifact/1?page=1")[1] == _page(homes[500], "/artifact/1?page=1")[1]
+    first, _ = _page(homes[500], "/artifact/1")
+    assert "all 499, 50 a page" in first and "all 998, 50 a page" in first
+    store, _ = _counted(homes[50])
+    client = create_app(lambda: Lineage(store), []).test_client()
+    for bad in ("0", "-1", "two", "1e3", "99999999999"):
+        assert client.get(f"/artifact/1?page={bad}").status_code == 404, bad
+
+
+def test_the_artifact_pages_graph_reads_no_run_per_execution(homes):
+    """MLMD finds an execution's contexts by scanning every association (15 ms each at 10,000
+    runs): the page reads them only for the executions it names in text (producer, first and
+    last three reusers and cached readers, the readers that ran, the producing run) and links
+    the graph's execution nodes to /execution/<id>, which redirects to the run. Before: one read
+    per graph node as well (36 reads here)."""
+    text, calls = _page(homes[500], "/artifact/1")
+    assert calls["GetContextsByExecution"] <= 1 + 6 + 6 + 2 + 1
+    store, _ = _counted(homes[500])
+    client = create_app(lambda: Lineage(store), []).test_client()
+    response = client.get("/execution/2")                     # run 0's StatisticsGen
+    assert response.status_code == 302 and response.headers["Location"].endswith("/run/run-00000")
+    assert client.get("/execution/999999").status_code == 404

@@ -87,16 +87,39 @@ def _mix(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
+# Powers of _BASE and of its inverse, cached per process for texts up to _POWERS_CAP bytes
+# (2 x 8 bytes per byte of the longest text seen: 16 MiB at most); longer texts compute theirs.
+_POWERS_CAP = 1 << 20
+_powers_cache = (np.ones(1, np.uint64), np.ones(1, np.uint64))
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(BASE^j, BASE^-j) for j < n at least (mod 2^64)."""
+    global _powers_cache
+    if len(_powers_cache[0]) >= n:
+        return _powers_cache
+    size = max(n, min(2 * len(_powers_cache[0]), _POWERS_CAP))
+    with np.errstate(over="ignore"):
+        pair = tuple(np.concatenate([[np.uint64(1)], np.cumprod(np.full(size - 1, base,
+                                                                       dtype=np.uint64))])
+                     for base in (_BASE, _BASE_INVERSE))
+    if size <= _POWERS_CAP:
+        _powers_cache = pair
+    return pair
+
+
 def substring_hashes(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """64-bit hashes of data[starts[k]:ends[k]] for every k: sum_j data[start + j] * BASE^j
     (mod 2^64, independent of where the substring lies), mixed, and its length mixed in."""
-    values = np.frombuffer(data, dtype=np.uint8).astype(np.uint64) + np.uint64(1)
+    size = len(data)
+    powers, inverse = _powers(size + 1)
+    values = np.frombuffer(data, dtype=np.uint8).astype(np.uint64)
+    prefix = np.empty(size + 1, np.uint64)
+    prefix[0] = 0
     with np.errstate(over="ignore"):
-        powers = np.cumprod(np.full(len(values), _BASE, dtype=np.uint64))
-        powers = np.concatenate([[np.uint64(1)], powers[:-1]])
-        inverse = np.cumprod(np.full(len(values), _BASE_INVERSE, dtype=np.uint64))
-        inverse = np.concatenate([[np.uint64(1)], inverse])
-        prefix = np.concatenate([[np.uint64(0)], np.cumsum(values * powers, dtype=np.uint64)])
+        values += np.uint64(1)
+        values *= powers[:size]
+        np.cumsum(values, out=prefix[1:])
         raw = (prefix[ends] - prefix[starts]) * inverse[starts]
         return _mix(raw ^ _mix((ends - starts).astype(np.uint64)))
 

@@ -22,7 +22,10 @@ CPU s = user + system seconds of the conversion in the run's process and the wor
 it waited for (getrusage); on a shared machine it varies less than the wall time.
 --near-copies prepends a line naming the copy to every file of every copy after the first, so
 the copies are near duplicates instead of exact ones (exact dedup keeps them all; near dedup
-signs every document and removes them).
+signs every document and removes them). --distinct-copies makes every copy different text of
+the same size and byte mix instead (copy k: its ASCII letters through an affine cipher of its
+own), a corpus without exact or near copies: every pass of every run reads, signs and packs all
+of it (the case of a held-out corpus).
 MB/s = corpus bytes / seconds of the conversion itself (interpreter and library imports excluded,
 they are the same for every run). The temporary corpus and outputs are removed at the end.
 
@@ -66,8 +69,19 @@ def stdlib_files() -> list[str]:
     return out
 
 
+def rotated(data: bytes, copy: int) -> bytes:
+    """Copy `copy` of a text: ASCII letters (either case) mapped by x -> (m x + copy) mod 26,
+    m = 1, 3, 5, 7, ... for copies 0-25, 26-51, ... (an affine cipher: the same length and byte
+    mix; two copies below 312 share almost no word, whatever the case)."""
+    multiplier = (1, 3, 5, 7, 9, 11, 15, 17, 19, 21, 23, 25)[(copy // 26) % 12]
+    mapped = [(multiplier * x + copy) % 26 for x in range(26)]
+    return data.translate(bytes.maketrans(
+        bytes(range(97, 123)) + bytes(range(65, 91)),
+        bytes(97 + x for x in mapped) + bytes(65 + x for x in mapped)))
+
+
 def build_corpus(directory: str, size_bytes: int, near_copies: bool = False,
-                 fmt: str = "text") -> tuple[str, str | None, int]:
+                 fmt: str = "text", distinct_copies: bool = False) -> tuple[str, str | None, int]:
     """(files dir, single file path or None, bytes): copies of the stdlib until size_bytes is
     reached; near_copies: each copy after the first starts with a line naming it. fmt text: one
     file per stdlib file, and the same text as one file; jsonl: one JSONL file per copy, a
@@ -88,6 +102,7 @@ def build_corpus(directory: str, size_bytes: int, near_copies: bool = False,
             jsonl = open(os.path.join(files_dir, f"copy{copy:03d}.jsonl"), "wb")
         for relative, original in sources:
             data = f"# copy {copy}\n".encode() + original if near_copies and copy else original
+            data = rotated(data, copy) if distinct_copies else data
             if jsonl is not None:
                 line = json.dumps({"text": data.decode("utf-8", "replace")}).encode() + b"\n"
                 jsonl.write(line)
@@ -298,6 +313,9 @@ def main() -> int:
                                                       "(default: the config default)")
     parser.add_argument("--near-copies", action="store_true", help="copies after the first "
                         "start with a line naming the copy: near, not exact, duplicates")
+    parser.add_argument("--distinct-copies", action="store_true", help="copy k has its ASCII "
+                        "letters through an affine cipher of its own: no exact or near "
+                        "duplicates across copies")
     parser.add_argument("--child", nargs=4, metavar=("RUN", "CORPUS", "OUT", "FORMAT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -318,12 +336,13 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="bigtrain-data-bench-")
     try:
         files_dir, single, total = build_corpus(work, args.size_mb * 2**20, args.near_copies,
-                                                args.format)
+                                                args.format, args.distinct_copies)
         count = sum(len(names) for _, _, names in os.walk(files_dir))
         print(f"machine: {describe()}")
         print(f"load average at start: {os.getloadavg()}")
         print(f"corpus: {total / 2**20:.0f} MiB, {count} {args.format} files (stdlib copies"
-              f"{', near copies' if args.near_copies else ''})"
+              f"{', near copies' if args.near_copies else ''}"
+              f"{', distinct copies (letters enciphered)' if args.distinct_copies else ''})"
               f"{' and the same text as one file' if single else ''}; seq_len 128, 4 train "
               f"shards; gzip level: baseline 6 (TF default), stage {level} (data.gzip_level)",
               flush=True)

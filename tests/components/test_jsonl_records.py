@@ -15,7 +15,8 @@ LINES = [
     b'{"text": "\\u0000 nul"}', b'{"text": ""}', b'', b'   ', b'{"text": "x"} trailing',
     b'{"text": "x",}', b"{'text': 'x'}", b'{"text": "\xff"}', b'\xef\xbb\xbf{"text": "bom"}',
     b'{"text": "\\ud800 lone surrogate"}', b'{"text": "\xed\xa0\x80"}',
-    b'{"text": "x", "n": NaN}', b'{"text": "x", "f": 1e400}', b'{"text": 123456789012345678901234567890}',
+    b'{"text": "x", "n": NaN}', b'{"text": "x", "f": 1e400}',
+    b'{"text": 123456789012345678901234567890}',
     b'{"text": 1.5}', b'{"text": null}', b'{"text": ["a"]}', b'{"other": "x"}', b'["text"]',
     b'"text"', b'12', b'null', b'{"text": "tab\there"}', b'\x00{"text": "x"}',
 ]

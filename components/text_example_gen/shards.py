@@ -155,12 +155,6 @@ def _varints(windows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return out, width + np.bincount(two // width, minlength=n)
 
 
-def _ragged(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """starts[i] + j for j < lengths[i], for every i in order, concatenated."""
-    before = np.cumsum(lengths) - lengths
-    return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
-
-
 def framed_examples(windows: np.ndarray) -> bytes:
     """(n, width) ids -> n TFRecord-framed serialized tf.train.Examples, one int64 list
     FEATURE each: byte for byte frame_records(encode_examples(windows))."""
@@ -174,23 +168,21 @@ def framed_examples(windows: np.ndarray) -> bytes:
     ids, payload = encoded
     distinct, which = np.unique(payload, return_inverse=True)
     prefixes = [_record_prefix(p) for p in distinct.tolist()]
-    prefix_at = np.cumsum([0] + [len(p) for p in prefixes])
-    prefix_len = np.diff(prefix_at)[which]
-    size = prefix_len + payload + 4
-    start = np.cumsum(size) - size
-    footer = start + prefix_len + payload
-    out = np.empty(int(size.sum()), np.uint8)
-    framing = _ragged(start, prefix_len)
-    out[framing] = np.frombuffer(b"".join(prefixes), np.uint8)[_ragged(prefix_at[which],
-                                                                        prefix_len)]
-    footers = (footer[:, None] + np.arange(4)).ravel()
-    is_id = np.ones(len(out), bool)
-    is_id[framing] = is_id[footers] = False
+    blank = b"\0\0\0\0"                                    # each record's CRC, filled below
+    framing = np.frombuffer(b"".join([prefixes[k] + blank for k in which.tolist()]), np.uint8)
+    prefix_len = np.array([len(p) for p in prefixes])[which]
+    # Each record: its prefix, its ids, its CRC; a mask of the ids' bytes places both at once.
+    parts = np.stack([prefix_len, payload, np.full(n, 4)], axis=1).ravel()
+    is_id = np.repeat(np.tile(np.array([False, True, False]), n), parts)
+    out = np.empty(len(is_id), np.uint8)
     out[is_id] = ids
+    out[~is_id] = framing
+    end = np.cumsum(parts[2::3] + parts[1::3] + parts[0::3])
+    start, footer = end - (prefix_len + payload + 4), end - 4
     data = out.tobytes()
     crcs = np.fromiter(map(crc32c, map(data.__getitem__, map(slice, (start + 12).tolist(),
                                                              footer.tolist()))), np.uint64, n)
-    out[footers] = _masked(crcs).astype("<u4").view(np.uint8)
+    out[(footer[:, None] + np.arange(4)).ravel()] = _masked(crcs).astype("<u4").view(np.uint8)
     return out.tobytes()
 
 

@@ -4,8 +4,9 @@ Builds a corpus of about --size-mb MB from the standard library (copies under di
 temporary directory: with --format text (the default) one file per stdlib file; with --format
 jsonl one JSONL file per copy of the stdlib, a record {"text": <file text>} per line (read by
 data.format=jsonl in 16 MB byte ranges). Then runs, each in its own process (memory polled from
-/proc every 0.1 s: the peak of the whole process tree, the largest single process and the most
-processes at once):
+/proc every 0.1 s: the peak of the whole process tree, of the largest single process, of the
+driver (the run's own process) and of the largest other (a Beam worker), and the most processes
+at once):
   baseline     a plain loop written here: read each file (jsonl: each line, json.loads, the text
                encoded), byte ids, pack (the same packing rule), build tf.train.Example in
                Python, write 4 gzip TFRecord shards round-robin;
@@ -230,9 +231,8 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
 # Measuring a child process tree.
 
 
-def tree_rss_bytes(pid: int) -> tuple[int, int, int]:
-    """(total resident memory, largest single process's, process count) of pid and all its
-    descendants (from /proc)."""
+def tree_rss_bytes(pid: int) -> dict[int, int]:
+    """Resident memory of pid and each of its descendants (from /proc), by pid."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     page = os.sysconf("SC_PAGE_SIZE")
@@ -246,28 +246,30 @@ def tree_rss_bytes(pid: int) -> tuple[int, int, int]:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
         rss[int(entry)] = int(fields[21]) * page
-    total, largest, count, todo = 0, 0, 0, [pid]
+    tree, todo = {}, [pid]
     while todo:
         current = todo.pop()
         if current in rss:
-            total += rss[current]
-            largest = max(largest, rss[current])
-            count += 1
+            tree[current] = rss[current]
         todo += children.get(current, [])
-    return total, largest, count
+    return tree
 
 
 def measure(argv: list[str]) -> dict:
+    """Run one child; its result with the peaks of memory: the whole tree's, each process's
+    (the driver's, the largest other's: a Beam worker or the shell that starts it) and the
+    most processes at once."""
     process = subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = {"tree": 0, "process": 0, "processes": 0}
+    peak = {"tree": 0, "processes": 0, "by_pid": {}}
 
     def poll():
         while process.poll() is None:
-            total, largest, count = tree_rss_bytes(process.pid)
-            peak["tree"] = max(peak["tree"], total)
-            peak["process"] = max(peak["process"], largest)
-            peak["processes"] = max(peak["processes"], count)
+            tree = tree_rss_bytes(process.pid)
+            peak["tree"] = max(peak["tree"], sum(tree.values()))
+            peak["processes"] = max(peak["processes"], len(tree))
+            for pid, rss in tree.items():
+                peak["by_pid"][pid] = max(peak["by_pid"].get(pid, 0), rss)
             time.sleep(0.1)
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
@@ -276,9 +278,11 @@ def measure(argv: list[str]) -> dict:
     if process.returncode != 0:
         raise RuntimeError(f"{argv[1]} failed:\n{stderr[-3000:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
-    result["peak_rss_bytes"] = peak["tree"]
-    result["peak_process_rss_bytes"] = peak["process"]
-    result["processes"] = peak["processes"]
+    others = [rss for pid, rss in peak["by_pid"].items() if pid != process.pid]
+    result.update(peak_rss_bytes=peak["tree"], processes=peak["processes"],
+                  peak_process_rss_bytes=max(peak["by_pid"].values(), default=0),
+                  peak_driver_rss_bytes=peak["by_pid"].get(process.pid, 0),
+                  peak_worker_rss_bytes=max(others, default=0))
     return result
 
 
@@ -299,8 +303,9 @@ def report(run: str, r: dict, results: dict) -> str:
     return (f"{run:<17} {r['seconds']:7.1f} s {r['cpu_seconds']:7.1f} CPU-s "
             f"{r['mb_per_s']:6.2f} MiB/s {ratio}  peak RSS tree {r['peak_rss_bytes'] / 2**30:5.2f} "
             f"GiB, largest process {r['peak_process_rss_bytes'] / 2**30:5.2f} GiB of "
-            f"{r['processes']}  {r['sequences']} sequences, {r['out_bytes'] / 2**20:.0f} MiB of "
-            f"shards {r.get('skipped', '')}")
+            f"{r['processes']} (driver {r['peak_driver_rss_bytes'] / 2**30:.2f}, largest other "
+            f"{r['peak_worker_rss_bytes'] / 2**30:.2f})  {r['sequences']} sequences, "
+            f"{r['out_bytes'] / 2**20:.0f} MiB of shards {r.get('skipped', '')}")
 
 
 def main() -> int:

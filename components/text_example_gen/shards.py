@@ -1,8 +1,9 @@
 """Encoding and writing shards, streamed and deterministic (plain functions, no TensorFlow).
 
 Each work unit writes its sequences as it packs them: batches of windows are encoded into
-serialized tf.train.Examples in C++ (tfx_bsl's RecordBatchToExamples), framed as TFRecords and
-gzip-compressed into one piece file per (split, shard) the unit touches; batch j of unit u goes to
+TFRecord-framed serialized tf.train.Examples (framed_examples: numpy passes, or tfx_bsl's C++
+RecordBatchToExamples framed record by record, the same bytes) and gzip-compressed into one
+piece file per (split, shard) the unit touches; batch j of unit u goes to
 shard (h(u) + j) mod num_shards. A final step concatenates, for each shard, the pieces in unit
 order (gzip members concatenate into a valid gzip stream, read by tf.data and Beam alike).
 

@@ -23,6 +23,8 @@ import stat
 import zlib
 from typing import Iterable, Iterator, NamedTuple
 
+import orjson
+
 from components.common.listing import regular_size
 from components.corpus import documents as docs
 from components.corpus.documents import Document, Separator, Skipped
@@ -184,6 +186,14 @@ def open_regular(path: str):
 
 def _json_record(location: str, line: bytes, field: str) -> Document | Skipped:
     size = len(line)
+    try:   # orjson first: where it reads a string field, the json module reads the same one
+        text = orjson.loads(line)[field]
+        if type(text) is str:
+            return Document(location, text.encode("utf-8"), size)
+    except (orjson.JSONDecodeError, TypeError, KeyError, IndexError):
+        pass
+    # Everything else (blank lines, a missing or non-string field, invalid JSON or UTF-8, lone
+    # surrogates, NaN, huge numbers): the json module's verdict and message, as before.
     if not line.strip():
         return Skipped(location, docs.EMPTY, size, "blank line")
     try:

@@ -1,8 +1,9 @@
 """Encoding and writing shards, streamed and deterministic (plain functions, no TensorFlow).
 
 Each work unit writes its sequences as it packs them: batches of windows are encoded into
-serialized tf.train.Examples in C++ (tfx_bsl's RecordBatchToExamples), framed as TFRecords and
-gzip-compressed into one piece file per (split, shard) the unit touches; batch j of unit u goes to
+TFRecord-framed serialized tf.train.Examples (framed_examples: numpy passes, or tfx_bsl's C++
+RecordBatchToExamples framed record by record, the same bytes) and gzip-compressed into one
+piece file per (split, shard) the unit touches; batch j of unit u goes to
 shard (h(u) + j) mod num_shards. A final step concatenates, for each shard, the pieces in unit
 order (gzip members concatenate into a valid gzip stream, read by tf.data and Beam alike).
 
@@ -74,6 +75,116 @@ def frame_records(records: list[bytes]) -> bytes:
         append(record)
         append(_U32((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF))
     return b"".join(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# A batch of windows -> framed serialized Examples in numpy passes: the bytes of
+# frame_records(encode_examples(windows)), without a Python step per id or per record (one
+# crc32c call per record).
+
+_KEY = FEATURE.encode("utf-8")
+FEW = 32     # two-byte ids in a batch up to which _varints copies runs (else a mask)
+DENSE = 8    # more than 1 id in DENSE of two bytes: tfx_bsl encodes the batch
+_PREFIXES: dict[int, bytes] = {}
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _masked(crc):
+    """TFRecord's masked crc32c (an int, or a uint64 array)."""
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _record_prefix(payload: int) -> bytes:
+    """Everything of one framed record before its packed ids, for `payload` bytes of ids:
+    the TFRecord length and its CRC, then Example{features=1: Features{feature=1: map entry{
+    key=1: FEATURE, value=2: Feature{int64_list=3: Int64List{value=1 packed}}}}}'s tags and
+    lengths (protobuf's deterministic order: the map entry's key before its value)."""
+    from google_crc32c import value as crc32c
+    prefix = _PREFIXES.get(payload)
+    if prefix is None:
+        int64_list = b"\x0a" + _varint(payload)
+        size = len(int64_list) + payload
+        feature = b"\x1a" + _varint(size)
+        size += len(feature)
+        entry = b"\x0a" + _varint(len(_KEY)) + _KEY + b"\x12" + _varint(size)
+        size += len(entry)
+        features = b"\x0a" + _varint(size)
+        size += len(features)
+        example = b"\x0a" + _varint(size)
+        length = _U64(size + len(example))
+        prefix = _PREFIXES[payload] = (length + _U32(_masked(crc32c(length))) + example
+                                       + features + entry + feature + int64_list)
+    return prefix
+
+
+def _varints(windows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the protobuf varints of every id, concatenated as uint8; bytes per window) when every id
+    is in [0, 2^14), i.e. takes one or two bytes (the byte tokenizer's, a vocabulary up to
+    16384), and at most 1 in DENSE takes two (text mostly ASCII: specials, some UTF-8); else
+    None (denser two-byte ids: tfx_bsl's C++ encoder is faster than these numpy passes)."""
+    n, width = windows.shape
+    v = windows.ravel()
+    if v.min() < 0 or v.max() >= 1 << 14:
+        return None
+    two = np.flatnonzero(v > 0x7F)
+    if len(two) * DENSE > len(v):
+        return None
+    low = v.astype(np.uint8) & np.uint8(0x7F)
+    low[two] |= np.uint8(0x80)
+    out = np.empty(len(v) + len(two), np.uint8)
+    if len(two) > FEW:
+        second = two + np.arange(1, len(two) + 1)    # where each second byte goes
+        first = np.ones(len(out), bool)
+        first[second] = False
+        out[first] = low
+        out[second] = v[two] >> 7
+    else:                                      # copy the runs between two-byte ids
+        begin = 0
+        for k, at in enumerate(two.tolist()):
+            out[begin + k:at + 1 + k] = low[begin:at + 1]
+            out[at + 1 + k] = v[at] >> 7
+            begin = at + 1
+        out[begin + len(two):] = low[begin:]
+    return out, width + np.bincount(two // width, minlength=n)
+
+
+def framed_examples(windows: np.ndarray) -> bytes:
+    """(n, width) ids -> n TFRecord-framed serialized tf.train.Examples, one int64 list
+    FEATURE each: byte for byte frame_records(encode_examples(windows))."""
+    from google_crc32c import value as crc32c
+    n, width = windows.shape
+    if n == 0 or width == 0:
+        return frame_records(encode_examples(windows)) if n else b""
+    encoded = _varints(windows)
+    if encoded is None:
+        return frame_records(encode_examples(windows))
+    ids, payload = encoded
+    distinct, which = np.unique(payload, return_inverse=True)
+    prefixes = [_record_prefix(p) for p in distinct.tolist()]
+    blank = b"\0\0\0\0"                                    # each record's CRC, filled below
+    framing = np.frombuffer(b"".join([prefixes[k] + blank for k in which.tolist()]), np.uint8)
+    prefix_len = np.array([len(p) for p in prefixes])[which]
+    # Each record: its prefix, its ids, its CRC; a mask of the ids' bytes places both at once.
+    parts = np.stack([prefix_len, payload, np.full(n, 4)], axis=1).ravel()
+    is_id = np.repeat(np.tile(np.array([False, True, False]), n), parts)
+    out = np.empty(len(is_id), np.uint8)
+    out[is_id] = ids
+    out[~is_id] = framing
+    end = np.cumsum(parts[2::3] + parts[1::3] + parts[0::3])
+    start, footer = end - (prefix_len + payload + 4), end - 4
+    data = out.tobytes()
+    crcs = np.fromiter(map(crc32c, map(data.__getitem__, map(slice, (start + 12).tolist(),
+                                                             footer.tolist()))), np.uint64, n)
+    out[(footer[:, None] + np.arange(4)).ravel()] = _masked(crcs).astype("<u4").view(np.uint8)
+    return out.tobytes()
 
 
 class ShardReadError(ValueError):

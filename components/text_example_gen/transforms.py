@@ -240,7 +240,7 @@ class UnitWriter:
         if (split, shard) not in self.writers:
             self.writers[(split, shard)] = shards.PieceWriter(
                 shards.piece_path(self.output_dir, self.unit_index, split, shard), self.gzip_level)
-        self.writers[(split, shard)].write(shards.frame_records(shards.encode_examples(batch)))
+        self.writers[(split, shard)].write(shards.framed_examples(batch))
         padding = int(np.count_nonzero(batch == self.pad_id))
         self.counts[f"sequences_{split}"] += len(batch)
         self.counts["tokens_padding"] += padding

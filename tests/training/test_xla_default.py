@@ -1,6 +1,7 @@
-"""runtime.xla=auto picks the faster path per device type, as measured (docs/benchmarks.md,
-"Attention cost": the whole default run trains in 0.76x the CPU time with XLA). The old rule,
-XLA only with a GPU, fails the CPU case."""
+"""runtime.xla=auto: on with GPUs, off on CPU (components/training/loop.py AUTO_XLA says why: a
+compiled step draws other dropout masks, so the pipeline-stage step, never compiled, would stop
+equalling its one-device reference). tests/e2e/test_model_parallel.py is what fails with CPU on
+(logits 0.13 apart); this pins the rule and that the settings win over it."""
 
 import dataclasses
 
@@ -15,10 +16,10 @@ def runtime(xla: str):
     return dataclasses.replace(config_lib.build_config("tiny").runtime, xla=xla)
 
 
-def test_auto_is_on_for_this_cpu_and_the_settings_win():
+def test_auto_is_off_for_this_cpu_and_the_settings_win():
     assert not tf.config.list_physical_devices("GPU")
-    assert loop.AUTO_XLA == {"CPU": True, "GPU": True}
-    assert loop.use_xla(runtime("auto")) is True
+    assert loop.AUTO_XLA == {"CPU": False, "GPU": True}
+    assert loop.use_xla(runtime("auto")) is False
     assert loop.use_xla(runtime("on")) is True
     assert loop.use_xla(runtime("off")) is False
 

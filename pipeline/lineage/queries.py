@@ -247,9 +247,9 @@ def trace(lin: Lineage, target: str, down: bool = False, page: int | None = None
         seen.add(artifact_id)
         rec = trace_step(lin, artifact_id, down, page)
         rec["depth"] = depth
-        if down:
-            for execution in rec["used_by"]:
-                for ids in lin.outputs(execution["execution_id"]).values():
+        if down:   # every reader, not only the shown ones: what the 4th of 7 made is below too
+            for execution_id in lin.consumers(artifact_id):
+                for ids in lin.outputs(execution_id).values():
                     frontier += [(i, depth + 1) for i in ids]
         elif rec["made_by"]:
             for key in sorted(rec["made_by"]["inputs"]):

@@ -37,23 +37,28 @@ class InjectedFault(RuntimeError):
 
 
 # runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, measured.
-# CPU: off. XLA makes the whole default run 0.76x the CPU time (0.48x the wall time; `--set
-# runtime.xla=on`, docs/benchmarks.md "Attention cost"), but it changes the run's result: under
-# jit_compile the stateless RNG draws other dropout masks, so a run with XLA does not equal the
-# same run without it, and the pipeline-stage step (never compiled) no longer equals its
-# one-device reference (tiny preset, 3 steps: logits 0.13 apart with auto=on, 4.8e-7 with off).
-# Short CPU runs (tests, smoke runs) also pay the compile: the 8-run model-parallel test took
-# 222 s with on against 173 s with off (2026-11-26, AMD EPYC 2 cores).
-# GPU: not measured here (no GPU was lent to this work); on is the usual win, XLA fusing the
-# elementwise ops around the matmuls.
-AUTO_XLA = {"CPU": False, "GPU": True}
+# runtime.xla=auto picks the faster path for the device type and the run (docs/benchmarks.md
+# "Attention cost", 2026-11-25/26, 2-core CPU VMs):
+# CPU, a long run: on. The whole default run (1000 steps, d_model 64) trains in 0.76x the CPU time
+#   and 0.48x the wall time with XLA (many small ops, fused); at d_model 256 the step is 0.92-1.05x.
+# CPU, a short run (tests, smoke runs, < XLA_CPU_MIN_STEPS): off. The compiles are not paid back:
+#   an 8-run, 3-step model-parallel test took 222 s with XLA against 173 s, a test that rolls back
+#   a poisoned step 68 s against 8 s.
+# A compiled step draws other dropout masks than a plain one, so the two are different runs; the
+#   pipeline-stage step is never compiled, and equals the one-device run with XLA off.
+# GPU: on (not measured here, no GPU was lent to this work; the usual win, XLA fusing the
+#   elementwise ops around the matmuls).
+XLA_CPU_MIN_STEPS = 500
 
 
-def use_xla(runtime) -> bool:
-    """runtime.xla: on / off, or auto = AUTO_XLA for the device type the step runs on."""
+def use_xla(runtime, train_steps: int) -> bool:
+    """runtime.xla: on / off, or auto: on with a GPU; on CPU for runs of XLA_CPU_MIN_STEPS steps
+    or more (train.train_steps: the same answer before and after a resume)."""
     if runtime.xla != "auto":
         return runtime.xla == "on"
-    return AUTO_XLA["GPU" if tf.config.list_physical_devices("GPU") else "CPU"]
+    if tf.config.list_physical_devices("GPU"):
+        return True
+    return train_steps >= XLA_CPU_MIN_STEPS
 
 
 @dataclasses.dataclass
@@ -159,7 +164,7 @@ def _describe_and_check(config, model, replicas: int, device_memory: float
          "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
          flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
          t.global_batch_size // (replicas * t.accumulation_steps))
-    xla = use_xla(runtime)
+    xla = use_xla(runtime, t.train_steps)
     _log("remat %s, XLA %s (runtime.xla=%s)", t.remat, "on" if xla else "off", runtime.xla)
     needed = memory.estimate(config, n_params, replicas, device_memory)
     _log("%s", needed.describe())

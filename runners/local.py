@@ -17,7 +17,7 @@ from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
-                                      DiskFullError, ObjectStoreError)
+                                      DiskFullError, ObjectStoreError, in_cause_chain)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
@@ -90,13 +90,7 @@ def is_disk_full(exc: BaseException) -> bool:
 
 def named_disk_full(exc: BaseException) -> DiskFullError | None:
     """The DiskFullError a stage raised itself (it names where it was writing), if any."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, DiskFullError):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return in_cause_chain(exc, DiskFullError)
 
 
 def object_store_cause(error: BaseException, places: list[str]) -> ObjectStoreError | None:

@@ -69,3 +69,15 @@ class SdkWorkerError(BigtrainError):
     pipeline) within runtime.sdk_worker_timeout_s: the worker pool is down, or runs outside an
     environment with apache_beam."""
     exit_code = EXIT_FAILED
+
+
+def in_cause_chain(exc: BaseException | None, kind: type) -> BaseException | None:
+    """The first exception of type `kind` in exc's chain (itself, then __cause__ or __context__):
+    a stage's own named error under the wrappers TFX and Beam raise around it."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, kind):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None

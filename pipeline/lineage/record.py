@@ -9,7 +9,7 @@ import traceback
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common.errors import TrainingPreempted
+from components.common.errors import TrainingPreempted, in_cause_chain
 
 RUN_DIR, RUN_LOG, CONFIG_DIGEST = "bigtrain_run_dir", "bigtrain_log", "bigtrain_config_digest"
 ERROR, ERROR_TYPE, TRACEBACK = "bigtrain_error", "bigtrain_error_type", "bigtrain_traceback"
@@ -45,13 +45,7 @@ def root_cause(exc: BaseException) -> BaseException:
 
 def is_preempted(exc: BaseException | None) -> bool:
     """True when the run stopped on a preemption signal (TrainingPreempted in its cause chain)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, TrainingPreempted):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return in_cause_chain(exc, TrainingPreempted) is not None
 
 
 def error_message(exc: BaseException) -> tuple[str, str]:

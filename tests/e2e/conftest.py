@@ -1,6 +1,7 @@
 """One real pipeline run per session (LocalDagRunner, DirectRunner, MLMD sqlite in a temporary
 home), shared by every assertion in this package."""
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -66,6 +67,20 @@ def session_capsys(request):
             out, err = capman.read_global_capture()
             return type("C", (), {"out": out, "err": err})()
     return _Capture()
+
+
+def lineage_text(capsys, home, *args) -> str:
+    """`bigtrain lineage ARGS --home HOME`'s stdout; asserts exit 0 (stderr in the message).
+    capsys: the test's own, or session_capsys from a shared fixture."""
+    capsys.readouterr()
+    code = cli.main(["lineage", *args, "--home", home])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def lineage_json(capsys, home, *args):
+    return json.loads(lineage_text(capsys, home, *args, "--json"))
 
 
 def base_args(corpus_root):

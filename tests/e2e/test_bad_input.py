@@ -8,7 +8,6 @@ Full disk: a real tmpfs of a few MB mounted (as root) over the stage's output fo
 kernel itself answers ENOSPC; where mounting is not permitted the two disk tests skip, saying so
 (tests/runners/test_disk_full.py covers the classification and the clean-up without a mount)."""
 
-import json
 import os
 import shutil
 import signal
@@ -21,7 +20,7 @@ import pytest
 
 from runners import cli
 from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
-from tests.e2e.conftest import base_args, run_cli
+from tests.e2e.conftest import base_args, lineage_json, run_cli
 
 pytestmark = pytest.mark.slow
 LOOSE_EVAL = ["--set", "eval.max_loss=100", "--set", "eval.max_loss_regression=100"]
@@ -45,12 +44,6 @@ def snapshot(root) -> dict:
     return out
 
 
-def lineage(capsys, home, *args):
-    capsys.readouterr()
-    code = cli.main(["lineage", *args, "--home", home, "--json"])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return json.loads(out.out)
 
 
 def wait_for(predicate, timeout, what, proc=None):
@@ -102,7 +95,7 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
     argv = [bigtrain, "run", "--home", home_copy, *base_args(corpus[0]), *LOOSE_EVAL, *short]
     before_served = served(home_copy)
     copied = checkpoint_dirs(home_copy)
-    runs_before = len(lineage(capsys, home_copy, "runs"))
+    runs_before = len(lineage_json(capsys, home_copy, "runs"))
     log_a = open(os.path.join(home_copy, "..", "a.out"), "w")
     a = subprocess.Popen(argv, stdout=log_a, stderr=subprocess.STDOUT)
     try:
@@ -119,17 +112,17 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
         assert code == EXIT_LOCKED and f"in use by another run: pid {a.pid}" in err, err
         assert "bigtrain run --home " + home_copy in err and time.monotonic() - start < 10
         # lineage reads do not wait for the run
-        runs = lineage(capsys, home_copy, "runs")
+        runs = lineage_json(capsys, home_copy, "runs")
         assert runs[0]["stages"]["Trainer"] == "running" and runs[0]["state"] == "running"
         os.kill(a.pid, signal.SIGKILL)
         a.wait()
     finally:
         if a.poll() is None:
             a.kill()
-    runs = lineage(capsys, home_copy, "runs")
+    runs = lineage_json(capsys, home_copy, "runs")
     run_a = runs[0]["run_id"]
     assert runs[0]["state"] == "abandoned" and runs[0]["stages"]["Trainer"] == "abandoned"
-    why = lineage(capsys, home_copy, "why", run_a)
+    why = lineage_json(capsys, home_copy, "why", run_a)
     assert [f["node"] for f in why["failed"]] == ["Trainer"] and why["failed"][0]["state"] == "abandoned"
     kept = complete_checkpoints(checkpoint_dir(home_copy, copied))
     assert kept and served(home_copy) == before_served
@@ -151,7 +144,7 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
     assert f"took over the lock of a run that died without releasing it (pid {a.pid}" in out_b
     assert "execution(s) left running by a dead process recorded as abandoned" in out_b
     assert served(home_copy) == before_served  # a reader never sees B's half-pushed model
-    runs = lineage(capsys, home_copy, "runs")
+    runs = lineage_json(capsys, home_copy, "runs")
     assert runs[0]["stages"]["Pusher"] == "abandoned" and runs[0]["stages"]["Trainer"] == "complete"
     assert runs[1]["run_id"] == run_a and runs[1]["state"] == "abandoned"
 
@@ -165,7 +158,7 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
     from pipeline.lineage import record
     from pipeline.lineage.store import Lineage, properties
     lin = Lineage(c.store())  # no live-writer hint: what MLMD itself records
-    states = {r["run_id"]: r["state"] for r in lineage(capsys, home_copy, "runs")}
+    states = {r["run_id"]: r["state"] for r in lineage_json(capsys, home_copy, "runs")}
     assert len(states) == runs_before + 3
     for run_id in (run_a, runs[0]["run_id"]):
         assert states[run_id] == "abandoned"
@@ -209,7 +202,7 @@ def test_disk_full_while_writing_shards(home_copy, corpus, capsys):
     grows = ("metadata.sqlite", ".bigtrain.lock")  # MLMD records the failed run; the lock is emptied
     assert {k: v for k, v in after.items() if k in before and k not in grows} == \
         {k: v for k, v in before.items() if k not in grows}  # nothing earlier changed or lost
-    assert len(lineage(capsys, home_copy, "runs")) == 6  # the 5 earlier runs + this failed one
+    assert len(lineage_json(capsys, home_copy, "runs")) == 6  # the 5 earlier runs + this failed one
 
 
 def test_disk_full_while_writing_checkpoints(home_copy, corpus, capsys):

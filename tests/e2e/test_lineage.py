@@ -1,26 +1,15 @@
 """`bigtrain lineage` on the shared home's real MLMD store: complete, cached and failed runs."""
 
-import json
 import os
 import xml.etree.ElementTree as ElementTree
 
 import pytest
 
 from runners import cli
+from tests.e2e.conftest import lineage_json, lineage_text
 
 pytestmark = pytest.mark.slow
 
-
-def lineage(capsys, home, *args):
-    capsys.readouterr()
-    code = cli.main(["lineage", *args, "--home", home])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return out.out
-
-
-def lineage_json(capsys, home, *args):
-    return json.loads(lineage(capsys, home, *args, "--json"))
 
 
 def test_failed_run_is_recorded(failed_run):
@@ -36,7 +25,7 @@ def test_runs_newest_first_with_states(failed_run, data_run, capsys):
     assert runs[0]["state"] == "failed" and runs[0]["stages"]["Trainer"] == "failed"
     assert runs[-1]["state"] == "complete" and runs[-1]["pushed_version"] == str(max(data_run.served_after))
     assert runs[-2]["stages"]["Trainer"] == "cached"  # the identical re-run
-    text = lineage(capsys, failed_run.home, "runs")
+    text = lineage_text(capsys, failed_run.home, "runs")
     assert text.splitlines()[0].split()[:5] == ["run", "start", "duration", "state", "pushed"]
     assert "Trainer:cached" in text and "Trainer:FAILED" in text
 
@@ -55,14 +44,14 @@ def test_trace_from_serving_dir_reaches_raw_input(failed_run, data_run, capsys):
     assert examples["anomalies"][0]["properties"]["anomalies_found"] == "none"
     model = next(s for s in result["steps"] if s["type"] == "Model")
     assert model["made_by"]["node"] == "Trainer" and "code_digest" in model["properties"]
-    text = lineage(capsys, failed_run.home, "trace", version_dir)
+    text = lineage_text(capsys, failed_run.home, "trace", version_dir)
     assert "raw input: " + data_run.corpus in text and "<- Trainer" in text
 
 
 def test_trace_down_lists_models_trained_on_examples(failed_run, capsys):
     result = lineage_json(capsys, failed_run.home, "trace", "--down", _examples_id(failed_run))
     assert len(result["models"]) == 2  # the first run's model and the changed learning rate's
-    text = lineage(capsys, failed_run.home, "trace", "--down", _examples_id(failed_run))
+    text = lineage_text(capsys, failed_run.home, "trace", "--down", _examples_id(failed_run))
     assert "used by Trainer" in text and "models trained on it: #" in text
 
 
@@ -77,7 +66,7 @@ def test_diff_names_the_changed_hyper_parameter(changed_lr_run, data_run, failed
     assert not result["data_changed"] and not result["code_changed"]
     stages = {s["node"]: (s["a"], s["b"]) for s in result["stages"]}
     assert stages["TextExampleGen"] == ("complete", "cached") and stages["Trainer"] == ("complete", "complete")
-    text = lineage(capsys, failed_run.home, "diff", data_run.run_id, changed_lr_run.run_id)
+    text = lineage_text(capsys, failed_run.home, "diff", data_run.run_id, changed_lr_run.run_id)
     assert "custom_config.bigtrain.train.learning_rate" in text and "data changed: no" in text
 
 
@@ -94,7 +83,7 @@ def test_graph_writes_dot_mermaid_svg_png(failed_run, data_run, capsys, tmp_path
         assert image.size[0] > 800 and image.size[1] > 50
         assert len(set(image.getdata())) > 3  # not a blank picture
     assert open(files["mmd"]).read().startswith("flowchart LR")
-    assert "digraph" in lineage(capsys, failed_run.home, "graph", data_run.run_id)
+    assert "digraph" in lineage_text(capsys, failed_run.home, "graph", data_run.run_id)
 
 
 def test_why_names_the_failing_stage_and_root_cause(failed_run, capsys):
@@ -105,7 +94,7 @@ def test_why_names_the_failing_stage_and_root_cause(failed_run, capsys):
     assert "eval.batch_size=100000" in failure["error"]
     assert os.path.exists(failure["log"]) and os.path.getsize(failure["log"]) > 0
     assert {i["type"] for i in failure["inputs"]} >= {"Examples", "Schema"}
-    assert "stage:  Trainer" in lineage(capsys, failed_run.home, "why")
+    assert "stage:  Trainer" in lineage_text(capsys, failed_run.home, "why")
 
 
 def test_unknown_run_is_a_clear_error(failed_run, capsys):

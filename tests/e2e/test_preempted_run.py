@@ -8,7 +8,6 @@ of the signal: the bound docs/training.md states (a spot VM's ~30 s notice), a c
 not a speed. That the resumed weights equal an uninterrupted run's is checked where it is cheap:
 tests/training/test_preemption.py (in process, one train-worker, two workers)."""
 
-import json
 import os
 import re
 import signal
@@ -19,8 +18,7 @@ import time
 import pytest
 
 from components.common.errors import EXIT_PREEMPTED
-from runners import cli
-from tests.e2e.conftest import base_args, run_cli
+from tests.e2e.conftest import base_args, lineage_json, run_cli
 
 pytestmark = pytest.mark.slow
 LOOSE_EVAL = ["--set", "eval.max_loss=100", "--set", "eval.max_loss_regression=100"]
@@ -81,12 +79,6 @@ def preempt(args, log_path, home, after_step: int, send) -> tuple[int, str, dict
     return code, log_path.read_text(), seen
 
 
-def lineage(capsys, home, *args):
-    capsys.readouterr()
-    code = cli.main(["lineage", *args, "--home", home, "--json"])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return json.loads(out.out)
 
 
 def test_sigterm_during_training_is_recorded_preempted_and_the_next_run_resumes(
@@ -104,9 +96,9 @@ def test_sigterm_during_training_is_recorded_preempted_and_the_next_run_resumes(
     reported = float(re.search(r"SIGTERM, written ([\d.]+) s after the signal", out).group(1))
     assert reported < PREEMPTION_BOUND_S
 
-    runs = lineage(capsys, home, "runs")
+    runs = lineage_json(capsys, home, "runs")
     assert runs[0]["state"] == "preempted" and runs[0]["stages"]["Trainer"] == "preempted"
-    why = lineage(capsys, home, "why")
+    why = lineage_json(capsys, home, "why")
     assert [(f["node"], f["state"], f["error_type"]) for f in why["failed"]] == [
         ("Trainer", "preempted", "TrainingPreempted")]
 
@@ -119,7 +111,7 @@ def test_sigterm_during_training_is_recorded_preempted_and_the_next_run_resumes(
     assert stopped_at < stopped_again < 400
     assert seen[stopped_again] < PREEMPTION_BOUND_S, seen
     print(f"SIGINT -> ckpt-{stopped_again} on disk: {seen[stopped_again]:.2f} s")
-    assert lineage(capsys, home, "runs")[0]["stages"]["Trainer"] == "preempted"
+    assert lineage_json(capsys, home, "runs")[0]["stages"]["Trainer"] == "preempted"
 
     again = run_cli(capsys, home, *args[3:])
     assert again.exit_code == 0, again.stderr

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,8 +43,6 @@ def external_pool(beam_args: list[str]) -> str | None:
 
 def probe_main() -> None:
     """The child: one element through one Map on SDK workers (the options are sys.argv[1:])."""
-    import re
-
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     try:
@@ -58,11 +57,15 @@ def probe_main() -> None:
 
 
 def _reason(log) -> str:
-    """The probe's one-line failure (else the last line it wrote), at most 300 characters."""
+    """The probe's one-line failure, else the last gRPC `details` in what it wrote (a probe
+    that died before its own line: Beam's job thread logs the error), else its last line; at
+    most 300 characters."""
     log.seek(0)
-    lines = [line.strip() for line in log.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    text = log.read().decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     failed = [line[len(_FAILED):] for line in lines if line.startswith(_FAILED)]
-    return ((failed or lines or ["no output"])[-1])[:300]
+    details = re.findall(r'details = "([^"]*)"', text)
+    return ((failed or details or lines or ["no output"])[-1])[:300]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -108,10 +108,11 @@ def data_content(examples: dict, settings: dict) -> dict:
                 decontamination[name] = value
     cleaning = {}
     for name in CLEANING_SETTINGS:
+        # A JSON string on the Examples, or already parsed in the data section (data_config).
         value = examples.get(name, settings.get(name))
         if value is not None:
             try:
-                cleaning[name] = json.loads(value) if name != "dedup" else value
+                cleaning[name] = json.loads(value) if isinstance(value, str) and name != "dedup" else value
             except ValueError:
                 cleaning[name] = value
     return {"sources": sources, "formats": sorted({str(s.get("format")) for s in sources}),

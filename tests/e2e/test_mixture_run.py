@@ -42,6 +42,12 @@ def mixture_run(tmp_path_factory, session_capsys):
     return home, corpus, code, out
 
 
+def pushed_version(home) -> str:
+    """The newest version folder (the serving folder also holds models.config and the batching
+    parameters)."""
+    return max((n for n in os.listdir(os.path.join(home, "serving", "gpt")) if n.isdigit()), key=int)
+
+
 def examples_figures(home) -> dict:
     from tests.support.mlmd import connect
     store = connect(os.path.join(home, "metadata.sqlite"))
@@ -58,7 +64,7 @@ def test_the_mixture_runs_to_a_pushed_version(mixture_run):
 def test_the_summary_names_every_step_with_the_recorded_count(mixture_run, session_capsys):
     home, _, code, _ = mixture_run
     assert code == 0
-    version = max(os.listdir(os.path.join(home, "serving", "gpt")), key=int)
+    version = pushed_version(home)
     figures = examples_figures(home)
     summary = lineage_json(session_capsys, home, "summary", version)
     steps = {s["step"]: s["count"] for s in summary["steps"]}
@@ -75,7 +81,7 @@ def test_the_summary_names_every_step_with_the_recorded_count(mixture_run, sessi
 def test_trace_down_finds_the_version_from_each_source(mixture_run, session_capsys):
     home, corpus, code, _ = mixture_run
     assert code == 0
-    version = max(os.listdir(os.path.join(home, "serving", "gpt")), key=int)
+    version = pushed_version(home)
     for source in ("a", "b"):
         _, files = listing.list_input_files(corpus[source])
         kept = next(path for relative, path in files if not relative.startswith(("empty", "near")))

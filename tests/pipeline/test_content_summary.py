@@ -178,3 +178,14 @@ def test_run_report_has_a_row_per_source(world):
         share = props[f"source_{name}_tokens_train"] / sum(
             props[f"source_{s}_tokens_train"] for s in ("a", "b"))
         assert rows[name][3] == f"{share:.1%}"
+
+
+def test_cleaning_settings_read_from_the_data_section_are_already_parsed():
+    """An Examples made before the cleaning properties existed (the e2e chain's default run):
+    the settings come from the data section, whose JSON is already parsed into dicts; the old
+    code passed those to json.loads (TypeError)."""
+    near = {"bands": 0, "ngram": 5, "num_perm": 128, "seed": 1}
+    result = content.data_content({"documents_skipped_duplicate": 2},
+                                  {"dedup": "exact", "near_dedup": near})
+    assert result["cleaning"] == {"dedup": "exact", "near_dedup": near}
+    assert result["steps"] == [{"step": "documents_skipped_duplicate", "count": 2, "dedup": "exact"}]

@@ -27,6 +27,18 @@ def _restore_logging():
         handler.filters[:] = filters
 
 
+@pytest.fixture
+def console(monkeypatch):
+    """The console absl writes to, whatever the process did before: before absl's flags are
+    parsed it writes to sys.stderr as of the record; after (an earlier test in this worker may
+    have parsed them) to its handler's own stream, fixed when the handler was made. Both point
+    here (the test was order-dependent when only sys.stderr was replaced)."""
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(absl_logging.get_absl_handler().python_handler, "stream", stream)
+    return stream
+
+
 def _log_from(filename: str, message: str, *args) -> None:
     """absl.logging.error called from code whose file is `filename`: absl and logging take the
     record's path from the caller's frame, exactly as for TFX's own call."""
@@ -34,9 +46,7 @@ def _log_from(filename: str, message: str, *args) -> None:
     exec(code, {"logging": absl_logging, "message": message, "args": args})  # noqa: S102
 
 
-def test_the_launchers_execution_failed_line_stays_off_the_console(tmp_path, monkeypatch):
-    console = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", console)  # where absl writes, looked up per record
+def test_the_launchers_execution_failed_line_stays_off_the_console(tmp_path, console):
     log_path = str(tmp_path / "run.log")
     configure_logging(False, log_path)
     try:
@@ -49,9 +59,7 @@ def test_the_launchers_execution_failed_line_stays_off_the_console(tmp_path, mon
     assert "Execution 7 failed." in open(log_path, encoding="utf-8").read()
 
 
-def test_verbose_shows_the_launchers_line(tmp_path, monkeypatch):
-    console = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", console)  # where absl writes, looked up per record
+def test_verbose_shows_the_launchers_line(console):
     configure_logging(False)
     configure_logging(True)
     _log_from(launcher.__file__, "Execution %d failed.", 8)

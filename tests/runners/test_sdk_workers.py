@@ -134,3 +134,19 @@ def test_each_beam_stage_probes_the_pool_before_making_its_pipeline(tmp_path):
     with probing_each_beam_stage(["--direct_running_mode=in_memory"], 60):
         assert base_beam_executor.BaseBeamExecutor._make_beam_pipeline is original
     assert processes_left() == set()
+
+
+def test_the_reason_is_the_grpc_details_when_the_probe_died_before_its_own_line():
+    """Seen once under load: the probe exited non-zero without its own line, the log ending in
+    the `>` of a gRPC error's repr; the message said `(>)` instead of `Connection refused`."""
+    import tempfile
+
+    from runners.sdk_workers import _reason
+    with tempfile.TemporaryFile() as log:
+        log.write(b'grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with:\n'
+                  b'\tstatus = StatusCode.UNAVAILABLE\n\tdetails = "failed to connect to all '
+                  b'addresses; last error: Connection refused"\n>\n')
+        assert _reason(log) == "failed to connect to all addresses; last error: Connection refused"
+    with tempfile.TemporaryFile() as log:
+        log.write(b"noise\nsdk worker probe failed: its own line wins\n")
+        assert _reason(log) == "its own line wins"

@@ -347,7 +347,7 @@ def main(argv=None) -> None:
             built = build_model(config.model, config.data.seq_len,
                                 vocab_size=token_spec(config.data).vocab_size)
             n, flops = parameter_count(built), flops_per_token(built, config.data.seq_len)
-            xla = use_xla(config.runtime, config.train.train_steps)
+            xla = use_xla(config.runtime)
             ours, fit = side_by_side(lambda: bigtrain_run(config, shard, workdir, args.steps, device),
                                      lambda: keras_fit_run(config, shard, args.steps, xla), args.repeats)
             lines.append((name, flops, ours, fit))
@@ -383,7 +383,7 @@ def main(argv=None) -> None:
         print(f"  XLA on vs off: {xla_on.tokens_per_s:,.0f} vs {xla_off.tokens_per_s:,.0f} tokens/s "
               f"({xla_on.tokens_per_s / xla_off.tokens_per_s:.3f}x wall, "
               f"{xla_on.tokens_per_cpu_s / xla_off.tokens_per_cpu_s:.3f}x CPU-time); runtime.xla=auto picks "
-              f"{'on' if use_xla(config.runtime, config.train.train_steps) else 'off'} on this device type for the preset's steps")
+              f"{'on' if use_xla(config.runtime) else 'off'} on this device type")
         for k in (1, 16):
             seconds, nodes = trace_cost(configs[0][1], shard, k)
             print(f"  trace of the step, k={k:2d}: {seconds:.2f} s, {nodes} graph nodes"

@@ -286,8 +286,8 @@ class RuntimeConfig:
     # exercise real replicas. Ignored when GPUs are present.
     cpu_replicas: int = 2
     precision: str = "float32"
-    # jit-compile (XLA) the per-replica forward/backward: `auto` = on with GPUs, and on CPU for runs
-    # of 500 steps or more (loop.use_xla says why, with the figures), or `on` / `off`.
+    # jit-compile (XLA) the per-replica forward/backward: `auto` = on with GPUs, off on CPU (as
+    # measured: AUTO_XLA in components/training/loop.py has the figures), or `on` / `off`.
     xla: str = "auto"
     # Device memory (GiB per replica) the Trainer's memory estimate is checked against; 0 = detect
     # (GPU total memory, or the machine's RAM for CPU replicas).

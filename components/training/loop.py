@@ -37,28 +37,25 @@ class InjectedFault(RuntimeError):
 
 
 # runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, measured.
-# runtime.xla=auto picks the faster path for the device type and the run (docs/benchmarks.md
-# "Attention cost", 2026-11-25/26, 2-core CPU VMs):
-# CPU, a long run: on. The whole default run (1000 steps, d_model 64) trains in 0.76x the CPU time
-#   and 0.48x the wall time with XLA (many small ops, fused); at d_model 256 the step is 0.92-1.05x.
-# CPU, a short run (tests, smoke runs, < XLA_CPU_MIN_STEPS): off. The compiles are not paid back:
-#   an 8-run, 3-step model-parallel test took 222 s with XLA against 173 s, a test that rolls back
-#   a poisoned step 68 s against 8 s.
-# A compiled step draws other dropout masks than a plain one, so the two are different runs; the
-#   pipeline-stage step is never compiled, and equals the one-device run with XLA off.
-# GPU: on (not measured here, no GPU was lent to this work; the usual win, XLA fusing the
+# runtime.xla=auto picks the faster path per device type, as measured (docs/benchmarks.md
+# "Attention cost"):
+# CPU: plain. The whole default run (1000 steps, d_model 64) measured both ways: on the Intel VM
+#   under load XLA took 0.48x the Trainer's wall time (2026-11-25), on the AMD EPYC VM, quiet,
+#   back to back, 1.06x (its training loop 167 s against 158 s, 488 against 472 CPU-s for the
+#   whole run; 2026-11-26); at d_model 256 0.92-1.05x. No gain that holds across machines, while
+#   every short run pays the compile (the 3-step model-parallel test: 222 s against 173 s) and a
+#   compiled step draws other dropout masks (the never-compiled pipeline-stage step then stops
+#   equalling the one-device run: 0.13 logits apart). `--set runtime.xla=on` where it pays.
+# GPU: on (not measured here: no GPU was lent to this work; the usual win, XLA fusing the
 #   elementwise ops around the matmuls).
-XLA_CPU_MIN_STEPS = 500
+AUTO_XLA = {"CPU": False, "GPU": True}
 
 
-def use_xla(runtime, train_steps: int) -> bool:
-    """runtime.xla: on / off, or auto: on with a GPU; on CPU for runs of XLA_CPU_MIN_STEPS steps
-    or more (train.train_steps: the same answer before and after a resume)."""
+def use_xla(runtime) -> bool:
+    """runtime.xla: on / off, or auto = AUTO_XLA for the device type the step runs on."""
     if runtime.xla != "auto":
         return runtime.xla == "on"
-    if tf.config.list_physical_devices("GPU"):
-        return True
-    return train_steps >= XLA_CPU_MIN_STEPS
+    return AUTO_XLA["GPU" if tf.config.list_physical_devices("GPU") else "CPU"]
 
 
 @dataclasses.dataclass
@@ -164,7 +161,7 @@ def _describe_and_check(config, model, replicas: int, device_memory: float
          "global batch %d = %d replicas x %d micro-batches x %d", config.model.name, f"{n_params:,}",
          flops, replicas, runtime.precision, t.global_batch_size, replicas, t.accumulation_steps,
          t.global_batch_size // (replicas * t.accumulation_steps))
-    xla = use_xla(runtime, t.train_steps)
+    xla = use_xla(runtime)
     _log("remat %s, XLA %s (runtime.xla=%s)", t.remat, "on" if xla else "off", runtime.xla)
     needed = memory.estimate(config, n_params, replicas, device_memory)
     _log("%s", needed.describe())

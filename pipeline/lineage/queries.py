@@ -247,8 +247,10 @@ def trace(lin: Lineage, target: str, down: bool = False, page: int | None = None
         seen.add(artifact_id)
         rec = trace_step(lin, artifact_id, down, page)
         rec["depth"] = depth
-        if down:   # every reader, not only the shown ones: what the 4th of 7 made is below too
-            for execution_id in lin.consumers(artifact_id):
+        # Down: every reader that ran, not only the shown ones (what the 4th of 7 made is below
+        # too); a cached reader re-emits what an earlier reader that ran made from this artifact.
+        if down:
+            for execution_id in lin.readers(artifact_id)[0]:
                 for ids in lin.outputs(execution_id).values():
                     frontier += [(i, depth + 1) for i in ids]
         elif rec["made_by"]:

@@ -27,12 +27,12 @@ def _restore_logging():
         handler.filters[:] = filters
 
 
-@pytest.fixture
-def console(monkeypatch):
+def _console(monkeypatch) -> io.StringIO:
     """The console absl writes to, whatever the process did before: before absl's flags are
     parsed it writes to sys.stderr as of the record; after (an earlier test in this worker may
     have parsed them) to its handler's own stream, fixed when the handler was made. Both point
-    here (the test was order-dependent when only sys.stderr was replaced)."""
+    here (the test was order-dependent when only sys.stderr was replaced). Called in the test's
+    body: pytest puts its own sys.stderr back between a fixture's set-up and the test."""
     stream = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stream)
     monkeypatch.setattr(absl_logging.get_absl_handler().python_handler, "stream", stream)
@@ -46,7 +46,8 @@ def _log_from(filename: str, message: str, *args) -> None:
     exec(code, {"logging": absl_logging, "message": message, "args": args})  # noqa: S102
 
 
-def test_the_launchers_execution_failed_line_stays_off_the_console(tmp_path, console):
+def test_the_launchers_execution_failed_line_stays_off_the_console(tmp_path, monkeypatch):
+    console = _console(monkeypatch)
     log_path = str(tmp_path / "run.log")
     configure_logging(False, log_path)
     try:
@@ -59,7 +60,8 @@ def test_the_launchers_execution_failed_line_stays_off_the_console(tmp_path, con
     assert "Execution 7 failed." in open(log_path, encoding="utf-8").read()
 
 
-def test_verbose_shows_the_launchers_line(console):
+def test_verbose_shows_the_launchers_line(monkeypatch):
+    console = _console(monkeypatch)
     configure_logging(False)
     configure_logging(True)
     _log_from(launcher.__file__, "Execution %d failed.", 8)

@@ -17,7 +17,8 @@ from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
-                                      DiskFullError, ObjectStoreError, in_cause_chain)
+                                      DiskFullError, ObjectStoreError, cause_chain,
+                                      in_cause_chain)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
@@ -77,15 +78,8 @@ def check_places(paths: LocalPaths) -> None:
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return True
-        if "No space left on device" in str(exc):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any((isinstance(e, OSError) and e.errno == errno.ENOSPC)
+               or "No space left on device" in str(e) for e in cause_chain(exc))
 
 
 def named_disk_full(exc: BaseException) -> DiskFullError | None:
@@ -99,15 +93,12 @@ def object_store_cause(error: BaseException, places: list[str]) -> ObjectStoreEr
     (TensorFlow's own S3 reads and writes in the Trainer fail as op errors naming no URI; one
     bounded request per place)."""
     import re
-    exc, seen = error, set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
+    for exc in cause_chain(error):
         if isinstance(exc, ObjectStoreError):
             return exc
         named = re.search(r"ObjectStoreError: ([^\n]*)", str(exc))
         if named:
             return ObjectStoreError(named.group(1).strip())
-        exc = exc.__cause__ or exc.__context__
     for place in places:
         try:
             fs.check_bucket(place)

@@ -27,6 +27,7 @@ from components.common.errors import SdkWorkerError
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROBE = "from runners.sdk_workers import probe_main; probe_main()"
 _FAILED = "sdk worker probe failed: "
+_GRPC_DETAILS = re.compile(r'details = "([^"]*)"')   # the reason inside a gRPC error's text
 
 
 def external_pool(beam_args: list[str]) -> str | None:
@@ -49,7 +50,7 @@ def probe_main() -> None:
         with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as pipeline:
             _ = pipeline | beam.Create([0]) | beam.Map(lambda x: x + 1)
     except Exception as err:  # one line for the parent's message: gRPC's `details` when present
-        details = re.findall(r'details = "([^"]*)"', str(err))
+        details = _GRPC_DETAILS.findall(str(err))
         lines = str(err).strip().splitlines()
         print(f"{_FAILED}{details[-1] if details else lines[0] if lines else type(err).__name__}",
               flush=True)
@@ -64,7 +65,7 @@ def _reason(log) -> str:
     text = log.read().decode("utf-8", "replace")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     failed = [line[len(_FAILED):] for line in lines if line.startswith(_FAILED)]
-    details = re.findall(r'details = "([^"]*)"', text)
+    details = _GRPC_DETAILS.findall(text)
     return ((failed or details or lines or ["no output"])[-1])[:300]
 
 

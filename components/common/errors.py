@@ -71,13 +71,16 @@ class SdkWorkerError(BigtrainError):
     exit_code = EXIT_FAILED
 
 
-def in_cause_chain(exc: BaseException | None, kind: type) -> BaseException | None:
-    """The first exception of type `kind` in exc's chain (itself, then __cause__ or __context__):
-    a stage's own named error under the wrappers TFX and Beam raise around it."""
+def cause_chain(exc: BaseException | None):
+    """exc, then its __cause__ (else __context__), and so on, each exception once: the errors a
+    stage raised itself lie under the wrappers TFX and Beam raise around them."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, kind):
-            return exc
+        yield exc
         exc = exc.__cause__ or exc.__context__
-    return None
+
+
+def in_cause_chain(exc: BaseException | None, kind: type) -> BaseException | None:
+    """The first exception of type `kind` in exc's cause chain, or None."""
+    return next((e for e in cause_chain(exc) if isinstance(e, kind)), None)

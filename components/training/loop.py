@@ -36,9 +36,8 @@ class InjectedFault(RuntimeError):
     """Raised by train(fault_at_step=k) right after step k, before any later checkpoint."""
 
 
-# runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, measured.
-# runtime.xla=auto picks the faster path per device type, as measured (docs/benchmarks.md
-# "Attention cost"):
+# runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, as measured
+# (docs/benchmarks.md "Attention cost"):
 # CPU: plain. The whole default run (1000 steps, d_model 64) measured both ways: on the Intel VM
 #   under load XLA took 0.48x the Trainer's wall time (2026-11-25), on the AMD EPYC VM, quiet,
 #   back to back, 1.06x (its training loop 167 s against 158 s, 488 against 472 CPU-s for the

@@ -112,7 +112,8 @@ def data_content(examples: dict, settings: dict) -> dict:
         value = examples.get(name, settings.get(name))
         if value is not None:
             try:
-                cleaning[name] = json.loads(value) if isinstance(value, str) and name != "dedup" else value
+                parse = isinstance(value, str) and name != "dedup"
+                cleaning[name] = json.loads(value) if parse else value
             except ValueError:
                 cleaning[name] = value
     return {"sources": sources, "formats": sorted({str(s.get("format")) for s in sources}),

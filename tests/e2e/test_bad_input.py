@@ -44,8 +44,6 @@ def snapshot(root) -> dict:
     return out
 
 
-
-
 def wait_for(predicate, timeout, what, proc=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -79,8 +79,6 @@ def preempt(args, log_path, home, after_step: int, send) -> tuple[int, str, dict
     return code, log_path.read_text(), seen
 
 
-
-
 def test_sigterm_during_training_is_recorded_preempted_and_the_next_run_resumes(
         corpus, tmp_path, capsys):
     home = str(tmp_path / "home")

@@ -1,4 +1,4 @@
-"""`lineage trace --down` walks every reader of an artifact, not only the readers it shows.
+"""`lineage trace --down` walks every reader of an artifact that ran, not only the readers it shows.
 
 The display lists the first and last few readers (queries.SHOWN_AT_EACH_END at each end, or one
 page); the walk below an Examples read by 8 Trainers must still reach all 8 Models. The bug this
@@ -10,15 +10,9 @@ from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
+from tests.support.shared_store import event
 
 TRAINERS = 2 * queries.SHOWN_AT_EACH_END + 2    # two more readers than are shown
-
-
-def _event(kind, key: str, artifact_id: int, execution_id: int) -> pb.Event:
-    event = pb.Event(type=kind, artifact_id=artifact_id, execution_id=execution_id)
-    event.path.steps.add().key = key
-    event.path.steps.add().index = 0
-    return event
 
 
 def examples_read_by_trainers() -> tuple[Lineage, int, list[int]]:
@@ -35,8 +29,8 @@ def examples_read_by_trainers() -> tuple[Lineage, int, list[int]]:
                                                   last_known_state=pb.Execution.COMPLETE)
                                      for _ in range(TRAINERS)])
     store.put_events([e for trainer, model in zip(trainers, models) for e in (
-        _event(pb.Event.INPUT, "examples", examples, trainer),
-        _event(pb.Event.OUTPUT, "model", model, trainer))])
+        event(pb.Event.INPUT, "examples", examples, trainer),
+        event(pb.Event.OUTPUT, "model", model, trainer))])
     node_type = store.put_context_type(pb.ContextType(name="node"))
     run_type = store.put_context_type(pb.ContextType(name="pipeline_run"))
     [node] = store.put_contexts([pb.Context(type_id=node_type, name="bigtrain.Trainer")])

@@ -24,11 +24,12 @@ NODES = {
 }
 
 
-def _event(kind, key: str, artifact_id: int, execution_id: int) -> Event:
-    event = Event(type=kind, artifact_id=artifact_id, execution_id=execution_id)
-    event.path.steps.add().key = key
-    event.path.steps.add().index = 0
-    return event
+def event(kind, key: str, artifact_id: int, execution_id: int) -> Event:
+    """An MLMD event of `kind` on the artifact under `key` (index 0), as TFX records one."""
+    made = Event(type=kind, artifact_id=artifact_id, execution_id=execution_id)
+    made.path.steps.add().key = key
+    made.path.steps.add().index = 0
+    return made
 
 
 def build(home: str, runs: int) -> str:
@@ -58,8 +59,8 @@ def build(home: str, runs: int) -> str:
         name = list(NODES)[node]
         read, (out_key, _) = NODES[name]
         if read:
-            events.append(_event(Event.INPUT, read[0], outputs[read[1]], execution_id))
-        events.append(_event(Event.OUTPUT, out_key, outputs[name], execution_id))
+            events.append(event(Event.INPUT, read[0], outputs[read[1]], execution_id))
+        events.append(event(Event.OUTPUT, out_key, outputs[name], execution_id))
         associations += [pb.Association(context_id=c, execution_id=execution_id)
                          for c in (pipeline, run_ctx[run], node_ctx[name])]
     store.put_events(events)

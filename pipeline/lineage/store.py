@@ -14,7 +14,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.common.errors import NotFoundError
 from components.push.layout import read_push_record
-from pipeline.lineage import record
+from pipeline.lineage import event_table, record
 
 Event = metadata_store_pb2.Event
 Execution = metadata_store_pb2.Execution
@@ -287,8 +287,15 @@ class Lineage:
             self._artifacts.update({a.id: a for a in self.store.get_artifacts_by_id(missing)})
 
     @_per_instance
-    def _events_of_artifact(self, artifact_id: int) -> tuple:
-        return tuple(self.store.get_events_by_artifact_ids([artifact_id]))
+    def _artifact_events(self, artifact_id: int) -> tuple[tuple[int, int, int | None], ...]:
+        """(execution id, event type, the execution's state, None if not read) of every event
+        on the artifact: one indexed query on a sqlite store (event_table.py: a shared artifact
+        has an event per run), else MLMD's read of the events."""
+        rows = event_table.artifact_events(self.store, artifact_id)
+        if rows is None:
+            rows = tuple((e.execution_id, e.type, None)
+                         for e in self.store.get_events_by_artifact_ids([artifact_id]))
+        return rows
 
     def _keyed(self, execution_id: int, types) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -308,9 +315,9 @@ class Lineage:
     def _ends(self, artifact_id: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(emitters, consumers) of the artifact, oldest first, from one read of its events
         (a shared artifact has tens of thousands: sorted once, not per question)."""
-        events = self._events_of_artifact(artifact_id)
-        return (tuple(sorted({e.execution_id for e in events if e.type in OUTPUTS})),
-                tuple(sorted({e.execution_id for e in events if e.type in INPUTS})))
+        rows = self._artifact_events(artifact_id)
+        return (tuple(sorted({e for e, kind, _ in rows if kind in OUTPUTS})),
+                tuple(sorted({e for e, kind, _ in rows if kind in INPUTS})))
 
     def emitters(self, artifact_id: int) -> list[int]:
         """Every execution with an output event on the artifact, oldest first: the one that made
@@ -334,7 +341,10 @@ class Lineage:
     @_per_instance
     def _readers(self, artifact_id: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         ids = self._ends(artifact_id)[1]
-        cached = {e.id for e in self.executions(ids) if e.last_known_state == Execution.CACHED}
+        states = {e: state for e, _, state in self._artifact_events(artifact_id) if state is not None}
+        states.update((e.id, e.last_known_state) for e in self.executions(
+            [i for i in ids if i not in states]))
+        cached = {e for e in ids if states.get(e) == Execution.CACHED}
         return tuple(e for e in ids if e not in cached), tuple(e for e in ids if e in cached)
 
     def state(self, execution) -> str:

@@ -14,29 +14,14 @@ import pytest
 from components.common import errors
 from runners import cli
 from tests.e2e.conftest import base_args, run_cli
+from tests.support.mlmd import mysql_server
 
 pytestmark = pytest.mark.slow
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MARIADB_DIR = os.environ.get("BIGTRAIN_MARIADB_DIR", os.path.join(ROOT, "build", "mariadb"))
-
-
-def server() -> dict:
-    env_file = os.path.join(MARIADB_DIR, "env")
-    if not os.path.exists(env_file):
-        reason = "MariaDB not started (run `make mariadb`, or `make test`)"
-        unavailable = os.path.join(MARIADB_DIR, "unavailable")
-        if os.path.exists(unavailable):
-            reason = "MariaDB could not be installed: " + open(unavailable).read().strip()
-        if os.environ.get("CI"):
-            pytest.fail(reason + " -- in CI the MySQL tests must run")
-        pytest.skip(reason)
-    with open(env_file) as fh:
-        return dict(line.strip().split("=", 1) for line in fh if "=" in line)
 
 
 @pytest.fixture(scope="session")
 def mysql(tmp_path_factory):
-    env = server()
+    env = mysql_server()
     database = f"bigtrain_test_{os.getpid()}"
     info = {"host": env["BIGTRAIN_TEST_MYSQL_HOST"], "port": env["BIGTRAIN_TEST_MYSQL_PORT"],
             "user": env["BIGTRAIN_TEST_MYSQL_USER"], "password": env["BIGTRAIN_TEST_MYSQL_PASSWORD"],
@@ -157,7 +142,7 @@ def test_readers_never_create_an_mlmd_store_on_mysql(monkeypatch, capsys):
     a reader connection without connection.check_mysql or with MLMD's database creation on.
     Needs no pipeline run (no shared fixture)."""
     import pymysql
-    env = server()
+    env = mysql_server()
     host, port = env["BIGTRAIN_TEST_MYSQL_HOST"], int(env["BIGTRAIN_TEST_MYSQL_PORT"])
     user, password = env["BIGTRAIN_TEST_MYSQL_USER"], env["BIGTRAIN_TEST_MYSQL_PASSWORD"]
     monkeypatch.setenv("BIGTRAIN_METADATA_PASSWORD", password)

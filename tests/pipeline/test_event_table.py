@@ -4,6 +4,9 @@ ends and readers Lineage derives from them, and the fall-back to MLMD for any ot
 version or a MySQL store. Mutations it catches (3 of 4 tests fail each): the event type and
 state columns swapped in the query, the join on the artifact id, the filter on the execution id."""
 
+import contextlib
+import os
+
 import pytest
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
@@ -12,18 +15,37 @@ from pipeline.lineage import event_table
 from pipeline.lineage.connection import connection_config
 from pipeline.lineage.store import Lineage
 from tests.support import shared_store
-from tests.support.mlmd import connect
+from tests.support.mlmd import connect, mysql_server
 
 STATES = [pb.Execution.NEW, pb.Execution.RUNNING, pb.Execution.COMPLETE, pb.Execution.FAILED,
           pb.Execution.CACHED, pb.Execution.CANCELED, pb.Execution.UNKNOWN]
 
 
-@pytest.fixture(scope="module")
-def mixed_store(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "mysql"])
+def mixed_store(request, tmp_path_factory):
     """Two artifacts; one execution per state (the last with none set), each with one event of
-    every type on artifact A (ids shuffled against the states) and one OUTPUT on B."""
-    path = str(tmp_path_factory.mktemp("events") / "metadata.sqlite")
-    store = metadata_store.MetadataStore(connection_config(path, read_only=False))
+    every type on artifact A (ids shuffled against the states) and one OUTPUT on B. On sqlite
+    and on the MariaDB `make test` starts. Yields (a function opening a reader, (A, B))."""
+    if request.param == "sqlite":
+        where = {"sqlite_path": str(tmp_path_factory.mktemp("events") / "metadata.sqlite")}
+    else:
+        env = mysql_server()
+        where = {"mysql_host": env["BIGTRAIN_TEST_MYSQL_HOST"],
+                 "mysql_port": int(env["BIGTRAIN_TEST_MYSQL_PORT"]),
+                 "mysql_user": env["BIGTRAIN_TEST_MYSQL_USER"],
+                 "mysql_password": env["BIGTRAIN_TEST_MYSQL_PASSWORD"],
+                 "mysql_database": f"bigtrain_events_{os.getpid()}"}
+    store = metadata_store.MetadataStore(connection_config(read_only=False, **where))
+    yield (lambda: connect(**where)), _fill(store)
+    if request.param == "mysql":
+        import pymysql
+        with contextlib.closing(pymysql.connect(
+                host=where["mysql_host"], port=where["mysql_port"], user=where["mysql_user"],
+                password=where["mysql_password"])) as db:
+            db.cursor().execute(f"DROP DATABASE IF EXISTS {where['mysql_database']}")
+
+
+def _fill(store) -> tuple[int, int]:
     type_id = store.put_artifact_type(pb.ArtifactType(name="Examples"))
     a, b = store.put_artifacts([pb.Artifact(type_id=type_id, uri="/a"),
                                 pb.Artifact(type_id=type_id, uri="/b")])
@@ -36,7 +58,7 @@ def mixed_store(tmp_path_factory):
               for i, e in enumerate(ids) for j in range(len(kinds))]
     events += [shared_store.event(pb.Event.OUTPUT, "k", b, e) for e in ids[::2]]
     store.put_events(events)
-    return path, (a, b)
+    return a, b
 
 
 def _by_api(store, artifact_id):
@@ -47,8 +69,8 @@ def _by_api(store, artifact_id):
 
 
 def test_rows_equal_mlmds_events_and_states(mixed_store):
-    path, artifacts = mixed_store
-    store = connect(path)
+    reader, artifacts = mixed_store
+    store = reader()
     for artifact_id in artifacts:
         rows = event_table.artifact_events(store, artifact_id)
         assert rows is not None and sorted(rows) == _by_api(store, artifact_id)
@@ -57,11 +79,11 @@ def test_rows_equal_mlmds_events_and_states(mixed_store):
 
 
 def test_lineage_reads_the_same_ends_and_readers_either_way(mixed_store, monkeypatch):
-    path, artifacts = mixed_store
-    by_sql = Lineage(connect(path))
+    reader, artifacts = mixed_store
+    by_sql = Lineage(reader())
     answers = [(by_sql.emitters(a), by_sql.consumers(a), by_sql.readers(a)) for a in artifacts]
     monkeypatch.setattr(event_table, "artifact_events", lambda store, artifact_id: None)
-    by_api = Lineage(connect(path))
+    by_api = Lineage(reader())
     assert answers == [(by_api.emitters(a), by_api.consumers(a), by_api.readers(a))
                        for a in artifacts]
     assert answers[0][2][1], "one reader of A is CACHED"
@@ -78,12 +100,12 @@ def test_shared_store_readers_agree(tmp_path, monkeypatch):
 def test_other_schema_versions_and_mysql_are_read_through_mlmd(mixed_store, monkeypatch):
     """A store of a schema version the query was not written for is read through MLMD (MLMD
     itself refuses to open a newer one, so the known versions are narrowed instead)."""
-    path, (a, _) = mixed_store
-    store = connect(path)
+    reader, (a, _) = mixed_store
+    store = reader()
     monkeypatch.setattr(event_table, "SCHEMA_VERSIONS", (9,))
     assert event_table.artifact_events(store, a) is None
 
-    class MysqlStore:
-        _config = connection_config(None, read_only=True, mysql_host="127.0.0.1")
-    assert event_table.sqlite_path(MysqlStore()) is None
-    assert event_table.sqlite_path(object()) is None
+    class GrpcStore:
+        _config = pb.MetadataStoreClientConfig(host="localhost", port=8080)
+    assert event_table.artifact_events(GrpcStore(), a) is None
+    assert event_table.artifact_events(object(), a) is None

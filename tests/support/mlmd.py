@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pipeline.lineage.connection import connection_config, open_store
 
 
@@ -21,3 +23,24 @@ def agree_after_rounding(value: float, expected: float, roundings: int) -> bool:
     """value == expected up to `roundings` independent roundings to MLMD_DECIMALS (each off by at
     most half a unit of the last decimal), plus float noise."""
     return abs(value - expected) <= roundings * 0.5 * 10.0**-MLMD_DECIMALS + 1e-12
+
+
+MARIADB_DIR = os.environ.get("BIGTRAIN_MARIADB_DIR", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "mariadb"))
+
+
+def mysql_server() -> dict:
+    """The MariaDB `make mariadb` started (its env file: host, port, user, password); skips
+    naming the reason when it is not there, and fails in CI, where the MySQL tests must run."""
+    import pytest
+    env_file = os.path.join(MARIADB_DIR, "env")
+    if not os.path.exists(env_file):
+        reason = "MariaDB not started (run `make mariadb`, or `make test`)"
+        unavailable = os.path.join(MARIADB_DIR, "unavailable")
+        if os.path.exists(unavailable):
+            reason = "MariaDB could not be installed: " + open(unavailable).read().strip()
+        if os.environ.get("CI"):
+            pytest.fail(reason + " -- in CI the MySQL tests must run")
+        pytest.skip(reason)
+    with open(env_file) as fh:
+        return dict(line.strip().split("=", 1) for line in fh if "=" in line)

@@ -65,7 +65,8 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
     pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
     runtime_parameter_utils.substitute_runtime_parameter(
         pipeline_ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: os.path.basename(plan.run_dir)})
-    with probing_each_beam_stage(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s):
+    with probing_each_beam_stage(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s,
+                                 config.runtime.sdk_worker_stall_s):
         LocalDagRunner().run_with_ir(pipeline_ir)
 
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 
 from components.common.errors import SdkWorkerError
+from runners import sdk_stall
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROBE = "from runners.sdk_workers import probe_main; probe_main()"
@@ -112,11 +113,14 @@ def check_sdk_workers(beam_args: list[str], timeout_s: float, stage: str = "") -
 
 
 @contextlib.contextmanager
-def probing_each_beam_stage(beam_args: list[str], timeout_s: float):
+def probing_each_beam_stage(beam_args: list[str], timeout_s: float, stall_s: float | None = None):
     """While a portable run on an external pool runs: every Beam stage (TFX's BaseBeamExecutor
     makes its Beam pipeline) first runs check_sdk_workers with the stage's own Beam options, so
     a pool broken after the run started fails that stage with SdkWorkerError (recorded on the
-    stage in MLMD) instead of hanging it. Other runners: nothing changes."""
+    stage in MLMD) instead of hanging it. With stall_s (runtime.sdk_worker_stall_s) and the
+    embedded job server, the stage's Beam job is also watched (runners/sdk_stall.py): a worker
+    that makes no progress for stall_s seconds fails it the same way. Other runners: nothing
+    changes."""
     if external_pool(beam_args) is None:
         yield
         return
@@ -125,14 +129,26 @@ def probing_each_beam_stage(beam_args: list[str], timeout_s: float):
     original = executor._make_beam_pipeline
 
     def probed(self):
-        check_sdk_workers(list(self._beam_pipeline_args or beam_args), timeout_s,
-                          stage=_stage_name(self))
-        return original(self)
+        args, stage = list(self._beam_pipeline_args or beam_args), _stage_name(self)
+        check_sdk_workers(args, timeout_s, stage=stage)
+        pipeline = original(self)
+        endpoint = external_pool(args)
+        if stall_s is None or endpoint is None or not embedded_job_server(args):
+            return pipeline
+        return sdk_stall.watching_stalls(pipeline, endpoint, stage, stall_s)
     executor._make_beam_pipeline = probed
     try:
-        yield
+        with sdk_stall.bundle_progress_reported():
+            yield
     finally:
         executor._make_beam_pipeline = original
+
+
+def embedded_job_server(beam_args: list[str]) -> bool:
+    """Whether Beam's job server (and so its Fn API runner) runs in this process
+    (--job_endpoint=embed): only then can a stage's bundle progress be watched."""
+    from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions
+    return PipelineOptions(list(beam_args)).view_as(PortableOptions).job_endpoint == "embed"
 
 
 def _stage_name(executor) -> str:

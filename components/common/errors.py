@@ -67,7 +67,8 @@ class TrainingPreempted(BigtrainError):
 class SdkWorkerError(BigtrainError):
     """A portable Beam run's SDK workers did not connect (or did not finish a one-element probe
     pipeline) within runtime.sdk_worker_timeout_s: the worker pool is down, or runs outside an
-    environment with apache_beam."""
+    environment with apache_beam; or a stage's worker made no progress for
+    runtime.sdk_worker_stall_s (stuck in user code, stopped, out of memory)."""
     exit_code = EXIT_FAILED
 
 

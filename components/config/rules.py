@@ -256,9 +256,10 @@ def validate_runtime(config: Config) -> None:
     one_of("runtime.xla", r.xla, XLA_MODES)
     if r.device_memory_gb < 0:
         raise ConfigError(f"runtime.device_memory_gb: must be >= 0, got {r.device_memory_gb}")
-    if not 0 < r.sdk_worker_timeout_s < float("inf"):  # NaN fails too
-        raise ConfigError(f"runtime.sdk_worker_timeout_s: must be a finite number of seconds > 0, "
-                          f"got {r.sdk_worker_timeout_s}")
+    for name in ("sdk_worker_timeout_s", "sdk_worker_stall_s"):
+        if not 0 < getattr(r, name) < float("inf"):  # NaN fails too
+            raise ConfigError(f"runtime.{name}: must be a finite number of seconds > 0, "
+                              f"got {getattr(r, name)}")
 
 
 def validate_model_and_train(config: Config) -> None:

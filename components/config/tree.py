@@ -307,6 +307,11 @@ class RuntimeConfig:
     # runs a one-element pipeline there: SDK workers that do not connect and finish it within this
     # many seconds fail the run with SdkWorkerError (runners/sdk_workers.py) instead of hanging.
     sdk_worker_timeout_s: float = 120.0
+    # During such a run (with --job_endpoint=embed), a Beam stage whose SDK worker makes no
+    # progress (no element done, no bundle started or ended) for this many seconds is stopped and
+    # fails with SdkWorkerError (runners/sdk_stall.py) instead of waiting forever. A single element
+    # that takes longer than this counts as a stall.
+    sdk_worker_stall_s: float = 600.0
 
 
 # Where compiled (scheduled) pipelines put artifacts and pushed models when the config leaves

@@ -58,10 +58,11 @@ def test_only_portable_runs_on_an_external_pool_are_probed():
     assert external_pool(portable_args(5)) == "localhost:5"
 
 
+@pytest.mark.parametrize("name", ["sdk_worker_timeout_s", "sdk_worker_stall_s"])
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
-def test_the_timeout_must_be_a_positive_finite_number(value):
-    with pytest.raises(config_lib.ConfigError, match="runtime.sdk_worker_timeout_s"):
-        config_lib.build_config("tiny", None, [f"runtime.sdk_worker_timeout_s={value}"])
+def test_the_timeout_must_be_a_positive_finite_number(name, value):
+    with pytest.raises(config_lib.ConfigError, match=f"runtime.{name}"):
+        config_lib.build_config("tiny", None, [f"runtime.{name}={value}"])
 
 
 @pytest.mark.slow
@@ -103,6 +104,15 @@ class DataStage(base_beam_executor.BaseBeamExecutor):
         raise AssertionError("not run here")
 
 
+def stage_pipeline(args):
+    """The Beam pipeline a StatisticsGen executor makes with these Beam options."""
+    from tfx.proto.orchestration import pipeline_pb2
+    node = pipeline_pb2.PipelineNode()
+    node.node_info.id = "StatisticsGen"        # TFX's executor classes are all `Executor`
+    return DataStage(DataStage.Context(beam_pipeline_args=args, pipeline_node=node)
+                     )._make_beam_pipeline()
+
+
 @pytest.mark.slow
 def test_each_beam_stage_probes_the_pool_before_making_its_pipeline(tmp_path):
     """During a run (probing_each_beam_stage) a Beam stage gets its pipeline only after the pool
@@ -111,14 +121,7 @@ def test_each_beam_stage_probes_the_pool_before_making_its_pipeline(tmp_path):
     where the stage's Beam job would have waited for a worker. TFX's own method is back after
     the run; a run on another runner is not probed."""
     original = base_beam_executor.BaseBeamExecutor._make_beam_pipeline
-
-    def pipeline_of(args):
-        from tfx.proto.orchestration import pipeline_pb2
-        node = pipeline_pb2.PipelineNode()
-        node.node_info.id = "StatisticsGen"        # TFX's executor classes are all `Executor`
-        return DataStage(DataStage.Context(beam_pipeline_args=args, pipeline_node=node)
-                         )._make_beam_pipeline()
-
+    pipeline_of = stage_pipeline
     log = tmp_path / "pool.log"
     with worker_pool(str(log)) as (port, pool):
         with probing_each_beam_stage(portable_args(port), 120):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from components.common.errors import NotFoundError
 from pipeline.lineage import record
-from pipeline.lineage.store import Lineage, changed_parameters, properties
+from pipeline.lineage.params import changed_parameters
+from pipeline.lineage.store import Lineage, properties
 
 # Properties worth showing per artifact type in a trace (others stay in --json).
 KEY_PROPERTIES = {

@@ -18,7 +18,8 @@ from components.config import DEFAULT_SOURCE, QUALITY_FILTERS
 from components.corpus.screen import EVAL_SET_COUNTER
 from components.tuner import summary as tuning_summary
 from pipeline.lineage import record
-from pipeline.lineage.store import ABANDONED, PREEMPTED, Lineage, changed_parameters, properties
+from pipeline.lineage.params import changed_parameters
+from pipeline.lineage.store import ABANDONED, PREEMPTED, Lineage, properties
 
 Execution = metadata_store_pb2.Execution
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from pipeline.lineage.store import Lineage, flatten
-from pipeline.lineage.store import properties
+from pipeline.lineage.params import flatten
+from pipeline.lineage.store import Lineage, properties
 from tests.support.mlmd import agree_after_rounding
 
 pytestmark = pytest.mark.slow

@@ -21,6 +21,7 @@ import time
 import psutil
 import pytest
 
+from components.common.errors import SdkWorkerError
 from tests.support import stalling_steps
 from tests.support.beam_worker_pool import ROOT, portable_args, worker_pids, worker_pool
 
@@ -42,7 +43,6 @@ def child():
     it, during a run on the pool; prints its outcome as one JSON line."""
     import apache_beam as beam
 
-    from components.common.errors import SdkWorkerError
     from runners.sdk_workers import probing_each_beam_stage
     from tests.runners.test_sdk_workers import stage_pipeline
     port, step, stall_s = int(sys.argv[1]), getattr(stalling_steps, sys.argv[2]), float(sys.argv[3])
@@ -53,8 +53,8 @@ def child():
             with pipeline as p:
                 _ = p | beam.Create(range(ELEMENTS)) | beam.Map(step)
             outcome = {"error": None}
-        except SdkWorkerError as err:
-            outcome = {"error": str(err)}
+        except Exception as err:  # reported, type and all: the test says which it expected
+            outcome = {"error": str(err), "type": type(err).__name__}
         outcome["seconds"] = time.monotonic() - start
     print("OUTCOME " + json.dumps(outcome), flush=True)
 
@@ -72,7 +72,8 @@ def run_stage(port, step, stall_s=STALL_S):
         out, _ = proc.communicate()
         pytest.fail(f"the {step} stage hung: no outcome within {GUARD_S} s\n{out[-3000:]}")
     lines = [line for line in out.splitlines() if line.startswith("OUTCOME ")]
-    assert lines and proc.returncode == 0, out[-3000:]
+    assert lines and proc.returncode == 0, (
+        f"exit {proc.returncode}\n{out[:4000]}\n...\n{out[-3000:]}")
     return json.loads(lines[-1][len("OUTCOME "):]), out
 
 
@@ -89,7 +90,7 @@ def test_a_worker_that_stalls_after_connecting_fails_the_stage_naming_the_pool(s
     log = tmp_path / "pool.log"
     with worker_pool(str(log)) as (port, pool):
         outcome, out = run_stage(port, step)
-        assert outcome["error"], out[-3000:]
+        assert outcome["error"] and outcome["type"] == SdkWorkerError.__name__, (outcome, out[-3000:])
         assert (f"the SDK worker from the pool at localhost:{port} made no progress in "
                 f"StatisticsGen for ") in outcome["error"], outcome
         assert "runtime.sdk_worker_stall_s=10" in outcome["error"], outcome

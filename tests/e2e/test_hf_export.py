@@ -83,12 +83,15 @@ def _model_config(info):
 @pytest.fixture(scope="module")
 def hf_fine_tune(data_run, exported, tmp_path_factory, session_capsys):
     """A second home whose Trainer starts from the exported directory, pushing with
-    push.formats [hf] (the Pusher's executor writes <version>/hf/)."""
+    push.formats [hf] (the Pusher's executor writes <version>/hf/). The float model only, judged
+    on 4 eval batches: the int8 and TFLite variants and 50 batches are the chain's to test (they
+    took ~60 s of this run)."""
     from tests.e2e.conftest import base_args, run_cli
     home = str(tmp_path_factory.mktemp("hf_home"))
     return run_cli(session_capsys, home, *base_args(data_run.corpus),
                    "--set", "train.train_steps=2", "--set", "train.warmup_steps=0",
-                   "--set", f"train.init_from=hf:{exported}", "--set", "push.formats=[hf]")
+                   "--set", f"train.init_from=hf:{exported}", "--set", "push.formats=[hf]",
+                   "--set", "export.quantize=[]", "--set", "eval.max_batches=4")
 
 
 def test_a_pipeline_fine_tune_from_hf_records_the_source_and_its_digest(hf_fine_tune, exported):

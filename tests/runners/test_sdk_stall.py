@@ -39,8 +39,9 @@ _CHILD = "from tests.runners.test_sdk_stall import child; child()"
 
 
 def child():
-    """The child: one stage (`python -c _CHILD PORT STEP STALL_S`) made as a TFX Beam executor makes
-    it, during a run on the pool; prints its outcome as one JSON line."""
+    """The child: one stage (`python -c _CHILD PORT STEP STALL_S OUTCOME_FILE`) made as a TFX Beam
+    executor makes it, during a run on the pool; writes its outcome as JSON to OUTCOME_FILE (not
+    to its output, where Beam's threads' tracebacks on stderr can split the line: seen in CI)."""
     import apache_beam as beam
 
     from runners.sdk_workers import probing_each_beam_stage
@@ -56,13 +57,15 @@ def child():
         except Exception as err:  # reported, type and all: the test says which it expected
             outcome = {"error": str(err), "type": type(err).__name__}
         outcome["seconds"] = time.monotonic() - start
-    print("OUTCOME " + json.dumps(outcome), flush=True)
+    with open(sys.argv[4], "w") as fh:
+        json.dump(outcome, fh)
 
 
-def run_stage(port, step, stall_s=STALL_S):
+def run_stage(port, step, tmp_path, stall_s=STALL_S):
     """(outcome, output) of the child's stage; fails the test when it outlives GUARD_S."""
+    outcome_file = str(tmp_path / "outcome.json")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(port), step, str(stall_s)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(port), step, str(stall_s), outcome_file], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
@@ -71,10 +74,10 @@ def run_stage(port, step, stall_s=STALL_S):
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         pytest.fail(f"the {step} stage hung: no outcome within {GUARD_S} s\n{out[-3000:]}")
-    lines = [line for line in out.splitlines() if line.startswith("OUTCOME ")]
-    assert lines and proc.returncode == 0, (
+    assert os.path.exists(outcome_file) and proc.returncode == 0, (
         f"exit {proc.returncode}\n{out[:4000]}\n...\n{out[-3000:]}")
-    return json.loads(lines[-1][len("OUTCOME "):]), out
+    with open(outcome_file) as fh:
+        return json.load(fh), out
 
 
 def no_workers_left(pool, timeout=30.0) -> bool:
@@ -89,7 +92,7 @@ def no_workers_left(pool, timeout=30.0) -> bool:
 def test_a_worker_that_stalls_after_connecting_fails_the_stage_naming_the_pool(step, tmp_path):
     log = tmp_path / "pool.log"
     with worker_pool(str(log)) as (port, pool):
-        outcome, out = run_stage(port, step)
+        outcome, out = run_stage(port, step, tmp_path)
         assert outcome["error"] and outcome["type"] == SdkWorkerError.__name__, (outcome, out[-3000:])
         assert (f"the SDK worker from the pool at localhost:{port} made no progress in "
                 f"StatisticsGen for ") in outcome["error"], outcome
@@ -103,6 +106,6 @@ def test_a_worker_that_stalls_after_connecting_fails_the_stage_naming_the_pool(s
 
 def test_a_slow_but_progressing_stage_is_not_stopped(tmp_path):
     with worker_pool(str(tmp_path / "pool.log")) as (port, _):
-        outcome, out = run_stage(port, "slow", SLOW_STALL_S)
+        outcome, out = run_stage(port, "slow", tmp_path, SLOW_STALL_S)
     assert outcome["error"] is None, out[-3000:]
     assert outcome["seconds"] >= ELEMENTS * stalling_steps.SLOW_S >= 1.25 * SLOW_STALL_S, outcome

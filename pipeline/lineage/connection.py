@@ -47,6 +47,22 @@ def describe(config: metadata_store_pb2.ConnectionConfig) -> str:
     return config.sqlite.filename_uri
 
 
+def open_sqlite_read_only(path: str, timeout: float):
+    """A sqlite3 connection to the file that can only read it (never creates or writes it);
+    waits at most `timeout` seconds on a writer's lock."""
+    import sqlite3
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+
+
+def open_mysql(config: metadata_store_pb2.ConnectionConfig, database: str | None = None):
+    """A pymysql connection to the server of a MySQL ConnectionConfig (its user and password),
+    to `database` or to none (the server only)."""
+    import pymysql
+    m = config.mysql
+    return pymysql.connect(host=m.host, port=m.port or 3306, user=m.user,
+                           password=m.password or "", database=database, connect_timeout=10)
+
+
 def check_sqlite(path: str, *, must_exist: bool = True, thorough: bool = False) -> None:
     """Named errors for a sqlite store that MLMD would only report as a raw query error: missing,
     empty or truncated, not a database, damaged, or locked by another process. Reads only (a
@@ -77,7 +93,7 @@ def check_sqlite(path: str, *, must_exist: bool = True, thorough: bool = False) 
                 f"metadata store {path} is truncated ({size} bytes, its header says "
                 f"{page_size * pages}); move it aside or restore it from a backup")
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)) as db:
+        with contextlib.closing(open_sqlite_read_only(path, timeout=2)) as db:
             result = db.execute("PRAGMA quick_check" if thorough
                                 else "SELECT 'ok' FROM sqlite_master LIMIT 1").fetchone()
             has_store = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
@@ -108,8 +124,7 @@ def check_mysql(config: metadata_store_pb2.ConnectionConfig) -> None:
     import pymysql
     m = config.mysql
     try:
-        with contextlib.closing(pymysql.connect(host=m.host, port=m.port or 3306, user=m.user,
-                                                password=m.password or "", connect_timeout=10)) as db:
+        with contextlib.closing(open_mysql(config)) as db:
             with db.cursor() as cursor:
                 cursor.execute("SELECT COUNT(*) FROM information_schema.tables WHERE "
                                "table_schema = %s AND table_name = %s",

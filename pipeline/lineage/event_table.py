@@ -2,7 +2,8 @@
 lineage whose size grows with the history. An artifact shared by cached runs has an event per
 run that reused it (30,000 at 10,000 runs); MLMD's GetEventsByArtifactIDs builds each with its
 path, 0.27 s per artifact here, and an artifact page reaches five such artifacts. One indexed
-query with the reading executions' states takes 0.05 s (docs/benchmarks.md "Lineage at scale").
+query with the reading executions' states takes 0.05 s (docs/benchmarks.md, "Lineage at 10,000 runs
+sharing artifacts").
 
 Why by hand: MLMD has no paged or aggregated event read, and its filter queries (which could do
 this) are being removed upstream (google/ml-metadata#226). The query uses only the Event and
@@ -16,7 +17,8 @@ import contextlib
 from ml_metadata.proto import metadata_store_pb2
 
 from components.common.errors import MetadataStoreError
-from pipeline.lineage.connection import MLMD_MARKER_TABLE, describe
+from pipeline.lineage.connection import (MLMD_MARKER_TABLE, describe, open_mysql,
+                                         open_sqlite_read_only)
 
 SCHEMA_VERSIONS = (10,)   # the Event and Execution columns below are those of these versions
 _VERSION = f"SELECT schema_version FROM {MLMD_MARKER_TABLE}"
@@ -56,15 +58,10 @@ def artifact_events(store, artifact_id: int) -> tuple[tuple[int, int, int], ...]
 
 def _driver(config):
     """(a function opening a connection, the driver's error class, its parameter mark): a
-    read-only sqlite connection, or a MySQL one as connection.check_mysql opens it."""
+    read-only sqlite connection, or a MySQL one to the store's database (connection.py)."""
     if config.HasField("sqlite"):
         import sqlite3
-        path = config.sqlite.filename_uri
-        return (lambda: sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10),
+        return (lambda: open_sqlite_read_only(config.sqlite.filename_uri, timeout=10),
                 sqlite3.Error, "?")
     import pymysql
-    m = config.mysql
-    return (lambda: pymysql.connect(host=m.host, port=m.port or 3306, user=m.user,
-                                    password=m.password or "", database=m.database,
-                                    connect_timeout=10),
-            pymysql.Error, "%s")
+    return lambda: open_mysql(config, database=config.mysql.database), pymysql.Error, "%s"

@@ -260,8 +260,8 @@ class Lineage:
     @_per_instance
     def _artifact_events(self, artifact_id: int) -> tuple[tuple[int, int, int | None], ...]:
         """(execution id, event type, the execution's state, None if not read) of every event
-        on the artifact: one indexed query on a sqlite store (event_table.py: a shared artifact
-        has an event per run), else MLMD's read of the events."""
+        on the artifact: one indexed query on a sqlite or MySQL store of a known schema version
+        (event_table.py: a shared artifact has an event per run), else MLMD's read of the events."""
         rows = event_table.artifact_events(self.store, artifact_id)
         if rows is None:
             rows = tuple((e.execution_id, e.type, None)

@@ -121,18 +121,17 @@ def test_each_beam_stage_probes_the_pool_before_making_its_pipeline(tmp_path):
     where the stage's Beam job would have waited for a worker. TFX's own method is back after
     the run; a run on another runner is not probed."""
     original = base_beam_executor.BaseBeamExecutor._make_beam_pipeline
-    pipeline_of = stage_pipeline
     log = tmp_path / "pool.log"
     with worker_pool(str(log)) as (port, pool):
         with probing_each_beam_stage(portable_args(port), 120):
-            assert pipeline_of(portable_args(port)) is not None
+            assert stage_pipeline(portable_args(port)) is not None
         assert log.read_text().count("Starting worker with command") == 1
         assert processes_left(psutil.Process(pool.pid)) == set()
     closed = free_port()
     with probing_each_beam_stage(portable_args(closed), 60):
         with pytest.raises(SdkWorkerError, match=rf"pool at localhost:{closed} could not run a "
                                                  r"one-element pipeline before StatisticsGen"):
-            pipeline_of(portable_args(closed))
+            stage_pipeline(portable_args(closed))
     assert base_beam_executor.BaseBeamExecutor._make_beam_pipeline is original
     with probing_each_beam_stage(["--direct_running_mode=in_memory"], 60):
         assert base_beam_executor.BaseBeamExecutor._make_beam_pipeline is original

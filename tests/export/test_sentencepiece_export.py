@@ -37,10 +37,30 @@ def sp_model(sp):
 
 
 @pytest.fixture(scope="module")
-def sp_exported(sp, sp_model, tmp_path_factory):
-    from components.serving.export import write_serving_model
-    path = str(tmp_path_factory.mktemp("sp_export") / "Format-Serving")
-    return write_serving_model(sp_model, CONTEXT, path, max_new_tokens_limit=32, tokenizer=sp)
+def sp_variants(sp, sp_model, tmp_path_factory):
+    """One export for the module: the float SavedModel (every signature, the tokenizer embedded)
+    and its int8 and TFLite variants, as the Trainer writes them. (model folder, manifest)"""
+    from components.serving import variants
+    root = str(tmp_path_factory.mktemp("sp_export"))
+    manifest = variants.export_variants(sp_model, tiny_model_config("llama"), CONTEXT, root,
+                                        quantize=("int8", "tflite"), max_new_tokens_limit=32,
+                                        tokenizer=sp)
+    return root, manifest
+
+
+@pytest.fixture(scope="module")
+def sp_exported(sp_variants):
+    """The float SavedModel of sp_variants."""
+    from components.serving.variants import DIRS
+    return os.path.join(sp_variants[0], DIRS["float"])
+
+
+@pytest.fixture(scope="module")
+def session(sp_exported):
+    """sp_exported under the TF1 session loader, loaded once for the module (the tests only run
+    signatures: nothing they do changes the graph or its variables)."""
+    import tensorflow_text  # noqa: F401  (TF Serving links these ops in; Python must import them)
+    return SessionModel(sp_exported)
 
 
 def python_greedy_ids(model, tok, prompt: str, steps: int) -> list[int]:
@@ -64,9 +84,7 @@ def python_greedy(model, tok, prompt: str, steps: int) -> bytes:
 
 
 @pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
-def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported):
-    import tensorflow_text  # noqa: F401  (TF Serving links these ops in; Python must import them)
-    session = SessionModel(sp_exported)
+def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported, session):
     steps = 6
     prompts = [p for p in PROMPTS if len(sp.encode(p)) + 1 + steps <= CONTEXT]
     out = session.run("generate", prompt=np.array([p.encode() for p in prompts], object),
@@ -83,25 +101,22 @@ def test_generate_under_the_tf1_session_loader(sp, sp_model, sp_exported):
 
 
 @pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
-def test_token_logits_rejects_ids_outside_the_vocabulary(sp, sp_exported):
-    import tensorflow_text  # noqa: F401
-    session = SessionModel(sp_exported)
+def test_token_logits_rejects_ids_outside_the_vocabulary(sp, session):
     ok = session.run("token_logits", input_ids=np.array([[sp.bos_id, 5, 6]], np.int32))
     assert ok["logits"].shape == (1, 3, sp.vocab_size)
     with pytest.raises(tf.errors.InvalidArgumentError, match=f"input_ids must be < {sp.vocab_size}"):
         session.run("token_logits", input_ids=np.array([[sp.vocab_size]], np.int32))
 
 
-@pytest.mark.slow   # exports every variant (30 s); tests/export/test_variants.py is the fast one
-def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, tmp_path):
+@pytest.mark.slow   # trains SentencePiece and exports every variant (fast tier: docs/benchmarks.md)
+def test_int8_and_tflite_variants_with_an_embedded_tokenizer(sp, sp_model, sp_variants):
     from components.serving import variants
-    manifest = variants.export_variants(sp_model, tiny_model_config("llama"),
-                                        CONTEXT, str(tmp_path), quantize=("int8", "tflite"),
-                                        max_new_tokens_limit=8, tokenizer=sp)
+    root, manifest = sp_variants
+    assert list(manifest) == ["float", "int8", "tflite"]
     ids = np.array([[sp.bos_id] + sp.encode("import os").tolist()], np.int32)
     reference = sp_model(ids, training=False).numpy()
     for name in ("float", "int8", "tflite"):
-        logits = np.asarray(variants.logits_fn(str(tmp_path), manifest[name])(ids))
+        logits = np.asarray(variants.logits_fn(root, manifest[name])(ids))
         assert logits.shape == reference.shape
         assert np.abs(logits - reference).max() < (1e-4 if name == "float" else 0.5), name
 
@@ -131,13 +146,11 @@ def test_missing_or_corrupt_tokenizer_at_export_names_the_file(sp, tmp_path):
 
 
 @pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
-def test_warmup_replays_and_score_matches_python(sp, sp_model, sp_exported):
+def test_warmup_replays_and_score_matches_python(sp, sp_model, sp_exported, session):
     """With tensorflow-text ops: every warm-up request (every signature, every padded batch size,
     sample with a stop string, score) runs under the session loader, and score equals a Python
     reference built from the Python tokenizer's ids and the Keras model."""
-    import tensorflow_text  # noqa: F401
     from components.serving.warmup import read_warmup_requests
-    session = SessionModel(sp_exported)
     for name, inputs in read_warmup_requests(sp_exported):
         out = session.run(name, **inputs)
         assert all(v.shape[0] == next(iter(inputs.values())).shape[0] for v in out.values()), name
@@ -154,15 +167,13 @@ def test_warmup_replays_and_score_matches_python(sp, sp_model, sp_exported):
 
 
 @pytest.mark.slow   # trains SentencePiece and exports a model (fast tier: docs/benchmarks.md)
-def test_stop_string_ends_the_row_at_the_piece_that_completes_it(sp, sp_model, sp_exported):
+def test_stop_string_ends_the_row_at_the_piece_that_completes_it(sp, sp_model, sp_exported, session):
     """Multi-byte pieces: a stop string that starts in one piece and ends inside a later one
     stops the row after that later piece, whole. Python reference: the greedy ids' piece bytes
     (what each id adds to the text), the first prefix of pieces whose text contains the stop
     string. Caught: matching only at the text's very end (the stop string ends mid-piece), or
     cutting the piece that completes it."""
-    import tensorflow_text  # noqa: F401
     from components.serving.stops import piece_bytes
-    session = SessionModel(sp_exported)
     pieces = piece_bytes(sp)
     prompt = "import os\n"
     steps = CONTEXT - 1 - len(sp.encode(prompt))                 # the window never slides

@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # One process instead: make test XDIST=
 XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
 
-.PHONY: setup run test test-fast lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
+.PHONY: setup run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
         objectstore-lock browser \
         hf-loader hf-loader-lock
 
@@ -35,12 +35,20 @@ $(STAMP): requirements.lock pyproject.toml
 run: setup
 	$(BIN)/bigtrain run $(ARGS)
 
-# The test suite (CI runs exactly this through .ci/run): a private MariaDB first, for the MySQL
-# metadata tests, a private S3 server, for the object-storage tests, and headless Chromium, for
-# the browser tests of `bigtrain ui`, and PyTorch + transformers, the second loader of the
-# Hugging Face export tests.
-test: setup mariadb objectstore browser hf-loader
+# The test suite (CI runs exactly this through .ci/run): the services first (below), then both
+# tiers. Every run writes the cost ledger, build/test-ledger.json (CPU and wall seconds per test,
+# pipeline runs, SavedModel exports and TensorFlow processes per xdist group), prints the 25
+# most expensive tests, and fails if a group exceeds its caps in tests/suite_budget.json
+# (tests/support/ledger.py; docs/operations.md#test-tiers).
+test: setup services
 	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
+
+# The services of the suite, each idempotent (.ci/run times them one by one): a private MariaDB,
+# for the MySQL metadata tests, a private S3 server, for the object-storage tests, headless
+# Chromium, for the browser tests of `bigtrain ui`, and PyTorch + transformers, the second loader
+# of the Hugging Face export tests.
+SERVICES := mariadb objectstore browser hf-loader
+services: $(SERVICES)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
 # its own datadir under build/mariadb/; idempotent. Outside CI, if it cannot be installed, the

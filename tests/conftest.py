@@ -7,6 +7,9 @@ import sysconfig
 
 import pytest
 
+# The test-cost ledger and its count guard (build/test-ledger.json, tests/suite_budget.json).
+pytest_plugins = ["tests.support.ledger"]
+
 STDLIB = sysconfig.get_paths()["stdlib"]
 CPU_REPLICAS = 2
 # Logical CPU devices: mirrored tests take the first CPU_REPLICAS; pipeline tests use up to 4.

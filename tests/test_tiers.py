@@ -62,3 +62,28 @@ def test_every_ranked_group_exists():
     shared = set(conftest.SHARED_FIXTURE_GROUPS.values())
     for group in conftest.LONGEST_GROUPS:
         assert group in shared or os.path.isfile(os.path.join(ROOT, group)), group
+
+
+def test_make_test_keeps_its_services_and_ci_times_each_phase():
+    """`make test` does what it did before the split: set-up, then every service, then the suite;
+    .ci/run times set-up, each service, the suite (`make test` itself, as the README shows it)
+    and the README's first command. Caught: a service dropped from `make test` (its tests would
+    skip outside CI), a service CI starts untimed or not at all, CI no longer running `make test`."""
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert re.search(r"^test: (.*)$", text, re.M).group(1).split() == ["setup", "services"]
+    services = re.search(r"^SERVICES := (.*)$", text, re.M).group(1).split()
+    assert services == ["mariadb", "objectstore", "browser", "hf-loader"]
+    assert re.search(r"^services: \$\(SERVICES\)$", text, re.M)
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
+        ci = fh.read()
+    timed = re.search(r"^  for target in (.*); do\n    phase_start \"\$target\"\n    make \"\$target\"", ci, re.M)
+    assert timed.group(1).split() == ["setup", *services]
+    assert 'phase_start "test suite"\n    make test || status=$?\n    phase_end $status' in ci
+    assert 'phase_start "first command"\nif make run ARGS=' in ci
+
+
+def test_the_cost_ledger_is_registered_for_every_run():
+    """tests/conftest.py loads the ledger and its guard (tests/support/ledger.py): `make test`,
+    `make test-fast` and any pytest run of the suite write build/test-ledger.json."""
+    assert "tests.support.ledger" in conftest.pytest_plugins

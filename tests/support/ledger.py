@@ -1,0 +1,441 @@
+"""The test-cost ledger and its guard (docs/operations.md#test-tiers), a pytest plugin registered
+by tests/conftest.py.
+
+Ledger: per test (setup + call + teardown), wall seconds and CPU seconds (user + sys of the test's
+own process, RUSAGE_SELF, plus the children it reaped, RUSAGE_CHILDREN), its tier (`slow` or
+`fast`), its xdist group and the expensive events it caused, in this process or in any child
+process: `pipeline_run`, `saved_model_export`, `tf_process` (ledger_site/bigtrain_ledger_hook.py
+says what each counts). Under pytest-xdist each worker measures its own tests and attaches the
+figures to the teardown report (`user_properties`, serialised to the controller); the controller
+writes build/test-ledger.json and prints the 25 most expensive tests, the CPU-s per tier and the
+event totals at the end of the run.
+
+Guard: tests/suite_budget.json caps each event per xdist group. A group over a cap, or a group
+absent from the budget with any count, fails the run (exit status 1) with one message per
+offence. Counts, not seconds: a loaded machine cannot fail it. Partial runs (-k, one file) count
+less and pass. After a deliberate change, regenerate the caps from a full run:
+
+    make test && .venv/bin/python -m tests.support.ledger --write-budget
+
+How events reach the ledger: the controller makes a fresh folder build/ledger-events/<pid>/ and
+puts ledger_site/ first on PYTHONPATH; every pytest process sets $BIGTRAIN_LEDGER_EVENTS to its
+own file in that folder (children inherit it) and installs the hook; children install it from
+ledger_site/sitecustomize.py. No TensorFlow is imported here.
+
+Options: --ledger PATH (default build/test-ledger.json; empty: no ledger, no guard),
+--ledger-budget PATH (default tests/suite_budget.json; empty, or no such file: no guard)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SITE = os.path.join(HERE, "ledger_site")
+DIR_VAR = "BIGTRAIN_LEDGER_DIR"
+EVENTS_VAR = "BIGTRAIN_LEDGER_EVENTS"
+EVENTS = ("pipeline_run", "saved_model_export", "tf_process")
+OUTSIDE = "<outside tests>"
+TOP = 25
+DEFAULT_LEDGER = os.path.join("build", "test-ledger.json")
+DEFAULT_BUDGET = os.path.join("tests", "suite_budget.json")
+RAISE_HINT = ("on purpose? raise the cap: run the whole suite (make test), then "
+              ".venv/bin/python -m tests.support.ledger --write-budget, and commit "
+              "tests/suite_budget.json with the reason")
+
+
+def hook_module():
+    """ledger_site/bigtrain_ledger_hook.py as the one module `bigtrain_ledger_hook` (the name
+    sitecustomize imports it by), so a process never holds two copies of the hook."""
+    module = sys.modules.get("bigtrain_ledger_hook")
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            "bigtrain_ledger_hook", os.path.join(SITE, "bigtrain_ledger_hook.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bigtrain_ledger_hook"] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def record(event: str) -> None:
+    """The hook's own recording path (what a wrapped function or a TensorFlow import calls)."""
+    hook_module().record(event)
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(this process's user+sys, its reaped children's user+sys) so far."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+# ---------------------------------------------------------------------------- the pytest plugin
+
+def pytest_addoption(parser):
+    group = parser.getgroup("ledger", "test-cost ledger and its count guard (tests/support/ledger.py)")
+    group.addoption("--ledger", default=None, metavar="PATH",
+                    help=f"where the controller writes the ledger (default {DEFAULT_LEDGER} under "
+                         "the rootdir; an empty value turns the ledger and its guard off)")
+    group.addoption("--ledger-budget", default=None, metavar="PATH",
+                    help=f"the event caps per xdist group (default {DEFAULT_BUDGET}; an empty "
+                         "value turns the guard off, as does a missing file)")
+
+
+def pytest_configure(config):
+    # The groups' marker (tests/conftest.py), known also when xdist is off (-p no:xdist).
+    config.addinivalue_line("markers", "xdist_group(name): the pytest-xdist group of the test")
+    out = config.getoption("--ledger")
+    if out == "" or config.getoption("collectonly"):
+        return
+    config.pluginmanager.register(Ledger(config, out), "bigtrain-ledger")
+
+
+class Ledger:
+    def __init__(self, config, out):
+        self.config = config
+        root = str(config.rootpath)
+        self.out = os.path.join(root, out or DEFAULT_LEDGER)
+        budget = config.getoption("--ledger-budget")
+        self.budget = None if budget == "" else os.path.join(root, budget or DEFAULT_BUDGET)
+        self.worker = getattr(config, "workerinput", {}).get("workerid")
+        self.saved_env = {k: os.environ.get(k) for k in (DIR_VAR, EVENTS_VAR, "PYTHONPATH")}
+        if self.worker is None:   # the controller (or the one process without xdist)
+            self.events_dir = os.path.join(root, "build", "ledger-events", str(os.getpid()))
+            shutil.rmtree(self.events_dir, ignore_errors=True)
+            os.makedirs(self.events_dir)
+            os.environ[DIR_VAR] = self.events_dir
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SITE, os.environ.get("PYTHONPATH")]))
+        else:
+            self.events_dir = os.environ[DIR_VAR]
+        os.environ[EVENTS_VAR] = os.path.join(self.events_dir, f"{self.worker or 'controller'}.jsonl")
+        hook_module().install()
+        record("pytest_process")          # this pid's own TensorFlow import is not a tf_process
+        self.records: dict[str, dict] = {}     # controller: nodeid -> figures
+        self.outcomes: dict[str, str] = {}
+        self.tests_cpu = 0.0                   # this process's tests, CPU-s
+        self.workers: list[dict] = []
+        self.summary: dict | None = None
+        self.offences: list[str] = []
+        self.notes: list[str] = []
+
+    def pytest_unconfigure(self, config):
+        for key, value in self.saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    # -- every process that runs tests: measure
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        item.stash[_START] = (time.perf_counter(), *cpu_seconds())
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        start = item.stash.get(_START, None)
+        if call.when != "teardown" or start is None:
+            return
+        wall0, own0, kids0 = start
+        own, kids = cpu_seconds()
+        self.tests_cpu += (own - own0) + (kids - kids0)
+        mark = item.get_closest_marker("xdist_group")
+        group = (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+        outcome.get_result().user_properties.append(("ledger", {
+            "group": group or item.nodeid.split("::", 1)[0],
+            "tier": "slow" if item.get_closest_marker("slow") else "fast",
+            "wall_s": round(time.perf_counter() - wall0, 3),
+            "cpu_s": round((own - own0) + (kids - kids0), 3),
+            "cpu_self_s": round(own - own0, 3), "cpu_children_s": round(kids - kids0, 3),
+            "worker": self.worker or "controller"}))
+
+    def pytest_sessionfinish(self, session):
+        if self.worker is not None and hasattr(self.config, "workeroutput"):
+            self.config.workeroutput["ledger"] = self.process_figures()
+
+    def process_figures(self) -> dict:
+        own, kids = cpu_seconds()
+        total = own + kids        # since the process started: imports and collection included
+        return {"worker": self.worker or "controller", "pid": os.getpid(),
+                "cpu_s": round(total, 3), "tests_cpu_s": round(self.tests_cpu, 3),
+                "outside_tests_cpu_s": round(total - self.tests_cpu, 3)}
+
+    # -- the controller: collect, write, guard, print
+
+    def pytest_runtest_logreport(self, report):
+        if self.worker is not None:
+            return
+        if report.failed:
+            self.outcomes[report.nodeid] = "failed"
+        elif report.skipped and report.when != "teardown":
+            self.outcomes.setdefault(report.nodeid, "skipped")
+        if report.when == "teardown":
+            self.outcomes.setdefault(report.nodeid, "passed")
+            for name, value in report.user_properties:
+                if name == "ledger":
+                    self.records[report.nodeid] = dict(value, nodeid=report.nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        figures = getattr(node, "workeroutput", {}).get("ledger")
+        if figures:
+            self.workers.append(figures)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session):
+        outcome = yield
+        if self.worker is not None:
+            return
+        if not any(w["worker"] != "controller" for w in self.workers):
+            self.workers.append(self.process_figures())     # no xdist: this process ran the tests
+        self.summary = build_ledger(list(self.records.values()), read_events(self.events_dir),
+                                    self.workers, self.outcomes, args=list(self.config.invocation_params.args))
+        self.summary["totals"]["controller_cpu_s"] = round(sum(cpu_seconds()), 3) \
+            if any(w["worker"] != "controller" for w in self.workers) else None
+        write_json(self.out, self.summary)
+        shutil.rmtree(self.events_dir, ignore_errors=True)
+        if self.budget is None:
+            self.notes.append("ledger guard: off (--ledger-budget='')")
+        elif not os.path.exists(self.budget):
+            self.notes.append(f"ledger guard: off, no budget file {os.path.relpath(self.budget, str(self.config.rootpath))} (write one: "
+                              ".venv/bin/python -m tests.support.ledger --write-budget)")
+        elif outcome.excinfo is None:      # an interrupted run is not judged
+            rel = os.path.relpath(self.budget, str(self.config.rootpath))
+            self.offences = check_budget(self.summary, load_budget(self.budget), rel)
+            self.notes.append(f"ledger guard: {len(self.offences) or 'no'} group/event count(s) "
+                              f"over the caps of {rel}")
+            if self.offences:
+                session.testsfailed += 1     # exit status 1 (TESTS_FAILED)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.worker is not None or self.summary is None:
+            return
+        for line in summary_lines(self.summary, os.path.relpath(self.out, str(self.config.rootpath))):
+            terminalreporter.write_line(line)
+        for note in self.notes:
+            terminalreporter.write_line(note)
+        for offence in self.offences:
+            terminalreporter.write_line(offence, red=True, bold=True)
+
+
+_START = pytest.StashKey[tuple]()
+
+
+# ------------------------------------------------------------------------------- the arithmetic
+
+def read_events(folder: str) -> list[dict]:
+    events = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:        # a line cut by a kill -9 mid-write: not an event
+                    pass
+    return events
+
+
+def build_ledger(records: list[dict], events: list[dict], workers: list[dict],
+                 outcomes: dict[str, str] | None = None, args: list[str] | None = None) -> dict:
+    """The ledger: one record per test, per-group and per-tier totals, event totals."""
+    by_id = {r["nodeid"]: dict(r, events={}, outcome=(outcomes or {}).get(r["nodeid"]))
+             for r in records}
+    pytest_pids = {e.get("pid") for e in events if e.get("event") == "pytest_process"}
+    groups: dict[str, dict] = {}
+    for r in by_id.values():
+        g = groups.setdefault(r["group"], {"tests": 0, "cpu_s": 0.0, "wall_s": 0.0, "events": {}})
+        g["tests"] += 1
+        g["cpu_s"] += r["cpu_s"]
+        g["wall_s"] += r["wall_s"]
+    for e in events:
+        event = e.get("event")
+        if event not in EVENTS or (event == "tf_process" and e.get("pid") in pytest_pids):
+            continue
+        nodeid = e["test"].rsplit(" (", 1)[0] if e.get("test") else None
+        record = by_id.get(nodeid)
+        if record is not None:
+            record["events"][event] = record["events"].get(event, 0) + 1
+            group = record["group"]
+        else:   # no test running (collection, a process started outside a test) or unreported
+            group = nodeid.split("::", 1)[0] if nodeid else OUTSIDE
+        g = groups.setdefault(group, {"tests": 0, "cpu_s": 0.0, "wall_s": 0.0, "events": {}})
+        g["events"][event] = g["events"].get(event, 0) + 1
+    tiers = {}
+    for r in by_id.values():
+        t = tiers.setdefault(r["tier"], {"tests": 0, "cpu_s": 0.0, "wall_s": 0.0})
+        t["tests"] += 1
+        t["cpu_s"] += r["cpu_s"]
+        t["wall_s"] += r["wall_s"]
+    event_totals = {ev: sum(g["events"].get(ev, 0) for g in groups.values()) for ev in EVENTS}
+    rounded = lambda d: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in d.items()}
+    return {
+        "version": 1,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "args": args or [],
+        "tests": sorted(by_id.values(), key=lambda r: r["nodeid"]),
+        "groups": {name: rounded(g) for name, g in sorted(groups.items())},
+        "totals": {
+            "tests": len(by_id),
+            "cpu_s": round(sum(r["cpu_s"] for r in by_id.values()), 3),
+            "tiers": {name: rounded(t) for name, t in sorted(tiers.items())},
+            "events": event_totals,
+            "processes": sorted(workers, key=lambda w: w["worker"]),
+            "outside_tests_cpu_s": round(sum(w["outside_tests_cpu_s"] for w in workers), 3),
+        },
+    }
+
+
+def load_budget(path: str) -> dict:
+    """{"groups": {group: {event: cap}}, "allowances": {group: {event: {"extra": n, "why": ...}}}};
+    a missing file is an empty budget (for the generator; the plugin then guards nothing)."""
+    if not os.path.exists(path):
+        return {"groups": {}, "allowances": {}}
+    with open(path, encoding="utf-8") as fh:
+        budget = json.load(fh)
+    budget.setdefault("groups", {})
+    budget.setdefault("allowances", {})
+    return budget
+
+
+def cap(budget: dict, group: str, event: str) -> int | None:
+    """The group's cap for the event (its count in the budget plus any written allowance);
+    None for a group the budget does not list."""
+    if group not in budget["groups"]:
+        return None
+    extra = budget["allowances"].get(group, {}).get(event, {}).get("extra", 0)
+    return int(budget["groups"][group].get(event, 0)) + int(extra)
+
+
+def check_budget(ledger: dict, budget: dict, budget_path: str = DEFAULT_BUDGET) -> list[str]:
+    """One message per (group, event) over its cap; counts at or below the cap pass."""
+    offences = []
+    for group, figures in ledger["groups"].items():
+        for event in EVENTS:
+            count = figures["events"].get(event, 0)
+            limit = cap(budget, group, event)
+            if count == 0 or (limit is not None and count <= limit):
+                continue
+            tests = sorted({r["nodeid"] for r in ledger["tests"]
+                            if r["group"] == group and r["events"].get(event)})
+            where = f"; tests: {', '.join(tests[:5])}{' ...' if len(tests) > 5 else ''}" if tests else ""
+            if limit is None:
+                head = f"ledger guard: group '{group}' is not in {budget_path} and ran {count} {event}"
+            else:
+                head = f"ledger guard: group '{group}' ran {count} {event}, over its cap of {limit} ({budget_path})"
+            offences.append(f"{head}{where}. {RAISE_HINT}")
+    return offences
+
+
+def summary_lines(ledger: dict, path: str) -> list[str]:
+    totals = ledger["totals"]
+    lines = [f"test-cost ledger: {path} ({totals['tests']} tests, {totals['cpu_s']:.1f} CPU-s in tests)",
+             f"{TOP} most expensive tests by CPU-s (user+sys, own process + reaped children):",
+             f"{'cpu_s':>9} {'wall_s':>8} {'tier':4}  {'events':26}  test"]
+    top = sorted(ledger["tests"], key=lambda r: -r["cpu_s"])[:TOP]
+    for r in top:
+        ev = " ".join(f"{short}{r['events'][e]}" for e, short in
+                      (("pipeline_run", "run="), ("saved_model_export", "export="), ("tf_process", "tf="))
+                      if r["events"].get(e))
+        lines.append(f"{r['cpu_s']:9.1f} {r['wall_s']:8.1f} {r['tier']:4}  {ev or '-':26}  {r['nodeid']}")
+    tiers = ", ".join(f"{name} {t['cpu_s']:.1f} CPU-s ({t['tests']} tests)"
+                      for name, t in totals["tiers"].items())
+    lines.append(f"CPU-s per tier: {tiers or 'none'}; outside tests (collection, imports, "
+                 f"session start): {totals['outside_tests_cpu_s']:.1f} CPU-s"
+                 + (f"; controller {totals['controller_cpu_s']:.1f}" if totals.get("controller_cpu_s") else ""))
+    lines.append("events: " + ", ".join(f"{e} {n}" for e, n in totals["events"].items())
+                 + " (tf_process: processes other than pytest's own that imported tensorflow)")
+    return lines
+
+
+def write_json(path: str, data: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=False)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ the budget generator (CLI)
+
+def budget_from_ledger(ledger: dict, old: dict | None = None, merge: bool = False) -> dict:
+    """Caps = the ledger's counts per group (groups with no events are left out: cap 0). Keeps
+    the old file's written allowances; with merge, keeps its groups the ledger did not run."""
+    old = old or {"groups": {}, "allowances": {}}
+    groups = dict(old["groups"]) if merge else {}
+    for group, figures in ledger["groups"].items():
+        counts = {e: n for e in EVENTS if (n := figures["events"].get(e, 0))}
+        if counts:
+            groups[group] = counts
+        elif merge:
+            groups.pop(group, None)
+    return {
+        "_about": ("Caps per xdist group on the expensive events of the test suite "
+                   "(tests/support/ledger.py; docs/operations.md#test-tiers). Generated from "
+                   "build/test-ledger.json by `.venv/bin/python -m tests.support.ledger "
+                   "--write-budget` after a full `make test`; a group absent here may count "
+                   "nothing. `allowances` are written by hand: extra counts a group may reach "
+                   "for a reason given there (a count that depends on timing)."),
+        "groups": dict(sorted(groups.items())),
+        "allowances": old.get("allowances", {}),
+    }
+
+
+def compare(first: dict, second: dict) -> list[str]:
+    """The (group, event) counts that differ between two ledgers: run the same suite twice and
+    compare, to find a count that depends on timing (it needs an allowance, or a fix)."""
+    lines = []
+    for group in sorted(set(first["groups"]) | set(second["groups"])):
+        a = first["groups"].get(group, {}).get("events", {})
+        b = second["groups"].get(group, {}).get("events", {})
+        lines += [f"{group}: {event} {a.get(event, 0)} -> {b.get(event, 0)}"
+                  for event in EVENTS if a.get(event, 0) != b.get(event, 0)]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.ledger", description=(
+        "Write the event budget (caps per xdist group) from a ledger of a full `make test`."))
+    parser.add_argument("--write-budget", action="store_true", help="write the budget file")
+    parser.add_argument("--ledger", default=DEFAULT_LEDGER, help=f"default {DEFAULT_LEDGER}")
+    parser.add_argument("--budget", default=DEFAULT_BUDGET, help=f"default {DEFAULT_BUDGET}")
+    parser.add_argument("--merge", action="store_true", help=(
+        "keep the budget's groups that this ledger did not run (a partial run); without it the "
+        "budget is exactly the ledger's groups (a full run)"))
+    parser.add_argument("--compare", nargs=2, metavar=("LEDGER_A", "LEDGER_B"), help=(
+        "print the group/event counts that differ between two ledgers (exit 1 if any)"))
+    args = parser.parse_args(argv)
+    if args.compare:
+        ledgers = []
+        for path in args.compare:
+            with open(path, encoding="utf-8") as fh:
+                ledgers.append(json.load(fh))
+        differences = compare(*ledgers)
+        print("\n".join(differences) or "the same counts in every group")
+        return 1 if differences else 0
+    with open(args.ledger, encoding="utf-8") as fh:
+        ledger = json.load(fh)
+    budget = budget_from_ledger(ledger, load_budget(args.budget), merge=args.merge)
+    offences = check_budget(ledger, budget, args.budget)
+    assert not offences, offences
+    if args.write_budget:
+        write_json(args.budget, budget)
+        print(f"wrote {args.budget}: {len(budget['groups'])} groups, from {args.ledger} "
+              f"({ledger['totals']['tests']} tests; args {' '.join(ledger.get('args', [])) or '-'})")
+    else:
+        print(json.dumps(budget, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

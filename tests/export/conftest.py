@@ -40,16 +40,64 @@ def gpt2_scale_weights(model, rng) -> list:
     return [draw(v) for v in model.weights]
 
 
+# Where trained_tiny_model keeps the weights it trained this session (set by the session fixture
+# below): one folder shared by the session's xdist workers, so each set of arguments is trained
+# once per session, not once per module (test_variants, test_hf and test_hf_transformers train the
+# same gpt2 and llama: ~8 CPU-s each).
+_TRAINED = {"dir": None}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _trained_weights_dir(tmp_path_factory):
+    """This session's folder for trained_tiny_model's weights: the xdist workers' common parent
+    (pytest-N), or this process' own base folder without xdist; never one of an earlier session,
+    whose weights came from other code."""
+    import os
+    base = tmp_path_factory.getbasetemp()
+    _TRAINED["dir"] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+                          / "trained-tiny-models")
+    os.makedirs(_TRAINED["dir"], exist_ok=True)
+    yield
+    _TRAINED["dir"] = None
+
+
 def trained_tiny_model(arch: str, steps: int = 200, seed: int = 0, context: int = CONTEXT,
                        config=None):
     """tiny_model_config(arch) (or `config`) after `steps` Adam steps (lr 3e-3, 16 windows a step) on the
     bytes of the stdlib json package, from gpt2_scale_weights: weights of a trained model's
-    scale, for the quantized variants (about 2.3 nats per byte, 2-3 s on the 2-core VM)."""
+    scale, for the quantized variants (about 2.3 nats per byte, 2-3 s on the 2-core VM). A new
+    model each call; the weights are trained once per session for the same arguments (the first
+    caller trains under a file lock, the others, in any xdist worker, load what it saved)."""
+    import fcntl
+    import hashlib
+    import os
+    from components.model.gpt import build_model
+    from components.tokenizer.byte_level import VOCAB_SIZE
+    config = config or tiny_model_config(arch)
+    if _TRAINED["dir"] is None:
+        return _train_tiny_model(config, steps, seed, context)
+    key = hashlib.sha256(repr((config, steps, seed, context)).encode()).hexdigest()[:24]
+    path = os.path.join(_TRAINED["dir"], f"{key}.npz")
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path):
+            model = build_model(config, context, vocab_size=VOCAB_SIZE)
+            with np.load(path) as saved:
+                model.set_weights([saved[f"w{i}"] for i in range(len(saved.files))])
+            return model
+        model = _train_tiny_model(config, steps, seed, context)
+        with open(path + ".partial", "wb") as fh:
+            np.savez(fh, **{f"w{i}": w for i, w in enumerate(model.get_weights())})
+        os.replace(path + ".partial", path)
+    return model
+
+
+def _train_tiny_model(config, steps: int, seed: int, context: int):
     from components.model.gpt import build_model
     from components.tokenizer.byte_level import VOCAB_SIZE
     from tests.components.test_tokenizer import stdlib_texts
     text = np.frombuffer("".join(stdlib_texts(["json"])).encode(), np.uint8).astype(np.int32)
-    model = build_model(config or tiny_model_config(arch), context, vocab_size=VOCAB_SIZE)
+    model = build_model(config, context, vocab_size=VOCAB_SIZE)
     rng = np.random.RandomState(seed)
     model.set_weights(gpt2_scale_weights(model, rng))
     optimizer = tf.keras.optimizers.Adam(3e-3)
@@ -85,6 +133,18 @@ class SessionModel:
         keys = sorted(signature.outputs)
         values = self.session.run([signature.outputs[k].name for k in keys], feed_dict=feeds)
         return dict(zip(keys, values))
+
+
+_SESSIONS = {}
+
+
+def session_model(path: str) -> SessionModel:
+    """SessionModel(path), loaded once per process: the tests only run signatures, which change
+    neither the graph nor its variables (the session export is read by test_serving_signatures,
+    test_serving_docs and test_serving_controls)."""
+    if path not in _SESSIONS:
+        _SESSIONS[path] = SessionModel(path)
+    return _SESSIONS[path]
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from components.tokenizer.byte_level import BOS_ID, PAD_ID, ByteTokenizer
-from tests.export.conftest import CONTEXT, SessionModel, tiny_model
+from tests.export.conftest import CONTEXT, SessionModel, session_model, tiny_model
 from tests.export.test_serving_signatures import generate, sample, sample_request
 
 
@@ -30,7 +30,7 @@ def biased_model(*targets):
 
 @pytest.fixture(scope="module")
 def session(exported):
-    return SessionModel(exported)
+    return session_model(exported)
 
 
 # -- JSON-safe text ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from components.serving.batching import BATCHING
-from tests.export.conftest import SessionModel
+from tests.export.conftest import session_model
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "serving.md")
 
@@ -39,7 +39,7 @@ def rest_body_to_feeds(body: dict, signature) -> dict:
 
 def test_the_doc_has_a_body_for_every_signature(exported):
     names = {body.get("signature_name", "serving_default") for body in doc_bodies()}
-    assert names == set(SessionModel(exported).signatures)
+    assert names == set(session_model(exported).signatures)
 
 
 @pytest.mark.parametrize("index", range(len(doc_bodies())))
@@ -47,7 +47,7 @@ def test_doc_body_runs_batched_under_the_session_loader(exported, index):
     """Caught: a scalar input (TF Serving's batcher rejects inputs without a batch dimension), an
     input name the doc and the signature disagree on, or an output without one row per example."""
     body = doc_bodies()[index]
-    session = _session(exported)
+    session = session_model(exported)
     name = body.get("signature_name", "serving_default")
     feeds = rest_body_to_feeds(body, session.signatures[name])
     batch = {value.shape[0] if value.ndim else None for value in feeds.values()}
@@ -58,15 +58,6 @@ def test_doc_body_runs_batched_under_the_session_loader(exported, index):
         assert value.shape[0] == rows, (name, key)
         if key == "text":
             [text.decode("utf-8") for text in value]                 # JSON-safe
-
-
-_SESSIONS = {}
-
-
-def _session(path):
-    if path not in _SESSIONS:
-        _SESSIONS[path] = SessionModel(path)
-    return _SESSIONS[path]
 
 
 # -- TF Serving's request batcher ------------------------------------------------------------------
@@ -112,7 +103,7 @@ def test_doc_bodies_batched_like_tf_serving_equal_each_request_alone(exported, n
     request's own). Caught: the former `stop` string[B, S] -- the doc's request without stop
     strings ([2, 0]) could not be merged with one that had some (the whole batch failed), and a
     padded request got its first stop string as an extra stop string in every row."""
-    session = _session(exported)
+    session = session_model(exported)
     signature = session.signatures[name]
     requests = [fixed_seeds(rest_body_to_feeds(b, signature)) for b in doc_bodies()
                 if b.get("signature_name", "serving_default") == name]

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, ByteTokenizer
-from tests.export.conftest import CONTEXT, SessionModel, tiny_model
+from tests.export.conftest import CONTEXT, SessionModel, session_model, tiny_model
 
 PROMPTS = np.array([b"def main(", b"import os\n", b""], dtype=object)
 # One set of inputs per signature, shaped as a batch of 3 rows.
@@ -41,7 +41,10 @@ def test_every_signature_runs_under_both_loaders(which, request):
     every signature. The Keras-3-in-a-tf.Module export this replaces failed the session loader
     with 'Could not find variable gpt/embeddings_1'."""
     path = request.getfixturevalue(which)
-    session, loaded = SessionModel(path), tf.saved_model.load(path)
+    if which == "exported":   # the session's loaded export and its one TF1 session
+        session, loaded = session_model(path), request.getfixturevalue("loaded")
+    else:
+        session, loaded = SessionModel(path), tf.saved_model.load(path)
     assert sorted(session.signatures) == sorted(loaded.signatures) == sorted(INPUTS)
     for name, inputs in INPUTS.items():
         a, b = session.run(name, **inputs), run_loaded(loaded, name, inputs)
@@ -205,7 +208,7 @@ def test_past_the_window_under_the_session_loader(decoder):
     """TF Serving's loader runs the same window rule: a batch decoding past the window equals
     each row's plain-Keras reference."""
     limits = np.array([20, 40, 25], np.int32)
-    out = _session(decoder.path).run("generate", prompt=np.array(PAST_THE_WINDOW, object),
+    out = session_model(decoder.path).run("generate", prompt=np.array(PAST_THE_WINDOW, object),
                                      max_new_tokens=limits)
     assert out["text_bytes"].tolist() == [decoder.reference(p, n) for p, n in zip(PAST_THE_WINDOW, limits)]
 
@@ -269,7 +272,7 @@ def test_bad_values_are_invalid_argument_under_the_session_loader(exported, name
     """What TF Serving would run: the session loader raises InvalidArgument (HTTP 400) naming the
     input; the server process lives on (the same session answers the next request). Scalars are
     broadcast to the 2 rows here (the signature itself takes one value per row)."""
-    session = _session(exported)
+    session = session_model(exported)
     full = {"generate": {"prompt": np.array([b"ab", b"cd"], object), "max_new_tokens": [3, 3]},
             "sample": sample_request([b"ab", b"cd"], 3, 0.5, 1, stop=[b"\n"]),
             "score": {"prompt": np.array([b"ab", b"cd"], object), "continuation": np.array([b"x", b"y"], object)},
@@ -286,15 +289,6 @@ def test_temperature_zero_is_greedy(loaded):
     greedy = generate(loaded, ["def main(", "import"], 12)["text_bytes"]
     cold = sample(loaded, ["def main(", "import"], 12, 0.0, 3)["text_bytes"]
     assert greedy.numpy().tolist() == cold.numpy().tolist()
-
-
-_SESSIONS = {}
-
-
-def _session(path):
-    if path not in _SESSIONS:
-        _SESSIONS[path] = SessionModel(path)
-    return _SESSIONS[path]
 
 
 def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported, tmp_path, capsys):

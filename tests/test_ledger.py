@@ -205,8 +205,9 @@ def test_the_hook_changes_nothing_it_wraps_and_is_off_without_the_variable(monke
     monkeypatch.setenv(hook.EVENTS_VAR, str(path))
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "t.py::x (call)")
     assert wrapped(1, y=1) == 2
-    assert [json.loads(l) for l in path.read_text().splitlines()] == [
-        {"event": "pipeline_run", "pid": os.getpid(), "test": "t.py::x (call)"}]
+    (line,) = [json.loads(l) for l in path.read_text().splitlines()]
+    assert line == {"event": "pipeline_run", "pid": os.getpid(), "test": "t.py::x (call)", "group": None,
+                    "cmd": " ".join(sys.argv)[:160]}
     monkeypatch.setenv(hook.EVENTS_VAR, str(tmp_path / "no-such-dir" / "e.jsonl"))
     assert wrapped(2, y=2) == 4          # a failure to record is not the program's failure
 
@@ -229,3 +230,26 @@ def test_two_ledgers_compared_name_the_counts_that_differ(tmp_path, capsys):
     assert ledger.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
     assert capsys.readouterr().out.splitlines() == ["g: tf_process 2 -> 3"]
     assert ledger.main(["--compare", str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0
+
+
+def test_a_shared_cache_counts_under_its_own_group(pytester):
+    """counted_as: what a session-wide cache builds is counted in the cache's group whichever
+    test builds it (xdist's schedule decides which one), in this process and in its children."""
+    source = """
+import subprocess, sys
+import pytest
+from tests.support import ledger
+
+@pytest.mark.xdist_group("first-user")
+def test_builds_the_cache():
+    with ledger.counted_as("the-cache"):
+        ledger.record("saved_model_export")
+        subprocess.run([sys.executable, "-c", "import bigtrain_ledger_hook as h; h.record('tf_process')"],
+                       check=True)
+    ledger.record("saved_model_export")
+"""
+    result, book = run_session(pytester, source, {"groups": {"the-cache": {"saved_model_export": 1, "tf_process": 1},
+                                                            "first-user": {"saved_model_export": 1}}})
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert book["groups"]["the-cache"]["events"] == {"saved_model_export": 1, "tf_process": 1}
+    assert book["groups"]["first-user"]["events"] == {"saved_model_export": 1}

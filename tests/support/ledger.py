@@ -28,6 +28,7 @@ Options: --ledger PATH (default build/test-ledger.json; empty: no ledger, no gua
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -42,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SITE = os.path.join(HERE, "ledger_site")
 DIR_VAR = "BIGTRAIN_LEDGER_DIR"
 EVENTS_VAR = "BIGTRAIN_LEDGER_EVENTS"
+GROUP_VAR = "BIGTRAIN_LEDGER_GROUP"
 EVENTS = ("pipeline_run", "saved_model_export", "tf_process")
 OUTSIDE = "<outside tests>"
 TOP = 25
@@ -68,6 +70,23 @@ def hook_module():
 def record(event: str) -> None:
     """The hook's own recording path (what a wrapped function or a TensorFlow import calls)."""
     hook_module().record(event)
+
+
+@contextlib.contextmanager
+def counted_as(group: str):
+    """Count the events inside (this process's and its children's) under `group`, not under the
+    running test's xdist group. For a session-wide cache that xdist workers share (built once,
+    under a file lock, by whichever test of whichever group comes first): its run or export is
+    then counted once, in one group, whatever the schedule, and the budget can cap it there."""
+    old = os.environ.get(GROUP_VAR)
+    os.environ[GROUP_VAR] = group
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(GROUP_VAR, None)
+        else:
+            os.environ[GROUP_VAR] = old
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -109,6 +128,7 @@ class Ledger:
         self.saved_env = {k: os.environ.get(k) for k in (DIR_VAR, EVENTS_VAR, "PYTHONPATH")}
         if self.worker is None:   # the controller (or the one process without xdist)
             self.events_dir = os.path.join(root, "build", "ledger-events", str(os.getpid()))
+            remove_stale_event_folders(os.path.dirname(self.events_dir))
             shutil.rmtree(self.events_dir, ignore_errors=True)
             os.makedirs(self.events_dir)
             os.environ[DIR_VAR] = self.events_dir
@@ -233,6 +253,17 @@ _START = pytest.StashKey[tuple]()
 
 # ------------------------------------------------------------------------------- the arithmetic
 
+def remove_stale_event_folders(parent: str) -> None:
+    """Event folders of runs that ended without cleaning up (killed): their pid is gone."""
+    for name in os.listdir(parent) if os.path.isdir(parent) else ():
+        try:
+            os.kill(int(name), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except (ValueError, OSError):
+            pass
+
+
 def read_events(folder: str) -> list[dict]:
     events = []
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
@@ -268,6 +299,7 @@ def build_ledger(records: list[dict], events: list[dict], workers: list[dict],
             group = record["group"]
         else:   # no test running (collection, a process started outside a test) or unreported
             group = nodeid.split("::", 1)[0] if nodeid else OUTSIDE
+        group = e.get("group") or group      # counted_as: a shared cache's own group
         g = groups.setdefault(group, {"tests": 0, "cpu_s": 0.0, "wall_s": 0.0, "events": {}})
         g["events"][event] = g["events"].get(event, 0) + 1
     tiers = {}
@@ -283,6 +315,7 @@ def build_ledger(records: list[dict], events: list[dict], workers: list[dict],
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "args": args or [],
         "tests": sorted(by_id.values(), key=lambda r: r["nodeid"]),
+        "events": [e for e in events if e.get("event") in EVENTS],   # as recorded, for a look
         "groups": {name: rounded(g) for name, g in sorted(groups.items())},
         "totals": {
             "tests": len(by_id),

@@ -9,8 +9,10 @@ one JSON line per expensive event to the file named by $BIGTRAIN_LEDGER_EVENTS:
 - `saved_model_export`: one SavedModel written: TF2's save_and_return_nodes (tf.saved_model.save
   and Keras' ExportArchive both end there, once each) or TF1's SavedModelBuilder.save.
 
-Each line: {"event", "pid", "test"}, test = $PYTEST_CURRENT_TEST of the process (inherited by
-children from the test that started them). Loaded in child processes by ledger_site/sitecustomize.py
+Each line: {"event", "pid", "test", "group", "cmd"}: test = $PYTEST_CURRENT_TEST of the process
+(inherited by children from the test that started them), group = $BIGTRAIN_LEDGER_GROUP where a
+session-wide cache names its own group (tests.support.ledger.counted_as), cmd = the start of its
+command line. Loaded in child processes by ledger_site/sitecustomize.py
 (the ledger puts ledger_site/ on PYTHONPATH) and in the pytest processes by the ledger plugin.
 
 Never changes behaviour: nothing is installed without $BIGTRAIN_LEDGER_EVENTS, a failure to
@@ -25,6 +27,7 @@ import sys
 import types
 
 EVENTS_VAR = "BIGTRAIN_LEDGER_EVENTS"
+GROUP_VAR = "BIGTRAIN_LEDGER_GROUP"   # set by tests.support.ledger.counted_as (inherited by children)
 EVENTS = ("pipeline_run", "saved_model_export", "tf_process")
 
 # module -> [(attribute path, event)]: wrapped right after the module's own code has run, before
@@ -42,14 +45,16 @@ _MARK = "_bigtrain_ledger"
 
 
 def record(event: str) -> None:
-    """Append {event, pid, test} to $BIGTRAIN_LEDGER_EVENTS (one write of one line, O_APPEND:
+    """Append {event, pid, test, group, cmd} to $BIGTRAIN_LEDGER_EVENTS (one write of one line, O_APPEND:
     lines of concurrent processes do not interleave). Without the variable: nothing."""
     path = os.environ.get(EVENTS_VAR)
     if not path:
         return
     try:
         line = json.dumps({"event": event, "pid": os.getpid(),
-                           "test": os.environ.get("PYTEST_CURRENT_TEST")}) + "\n"
+                           "test": os.environ.get("PYTEST_CURRENT_TEST"),
+                           "group": os.environ.get(GROUP_VAR),
+                           "cmd": " ".join(getattr(sys, "argv", []))[:160]}) + "\n"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())

@@ -97,6 +97,7 @@ def bounded_reference(model, ids, keep=lambda row: slice(None)):
             h = rounding.layer_norm(x, w[p + "ln2/gamma"], w[p + "ln2/beta"], eps)
             h = rounding.gelu((h @ w[p + "fc/_kernel"]) + w[p + "fc/bias"])
             x = x + ((h @ w[p + "fc_out/_kernel"]) + w[p + "fc_out/bias"])
-        logits = (rounding.layer_norm(x, w["ln_f/gamma"], w["ln_f/beta"], eps) @ table.T)[keep(b)]
+        head = w.get("head/_kernel", table.T)                          # tied unless the model has one
+        logits = (rounding.layer_norm(x, w["ln_f/gamma"], w["ln_f/beta"], eps) @ head)[keep(b)]
         out.append((logits.value, rounding.first_order_bound(logits)))
     return out

@@ -181,31 +181,36 @@ def silu(g: Bounded) -> Bounded:
     return Bounded(value, (ELEMENTARY + U) * np.abs(value), [(g, lambda a: a * slope)])
 
 
-def first_order_bound(output: Bounded) -> np.ndarray:
+def first_order_bound(output: Bounded, chunk: int = 1024) -> np.ndarray:
     """Per element of `output`: sum over every rounding site i of |d output / d site_i| x the
     site's local bound, the first-order forward error bound of the whole computation (the worst
-    case over all rounding errors within their bounds, whatever their signs). Reverse mode, all
-    outputs at once: adjoints of shape (output.size, *site shape)."""
+    case over all rounding errors within their bounds, whatever their signs). Reverse mode,
+    `chunk` outputs at a time: adjoints of shape (chunk, *site shape)."""
     nodes, stack = {}, [output]
     while stack:
         node = stack.pop()
         if id(node) not in nodes:
             nodes[id(node)] = node
             stack.extend(parent for parent, _ in node.parents)
+    order = sorted(nodes.values(), key=lambda n: -n.order)
     size = output.value.size
-    adjoints = {id(output): np.eye(size).reshape((size,) + output.shape)}
     total = np.zeros(size)
-    for node in sorted(nodes.values(), key=lambda n: -n.order):
-        adjoint = adjoints.pop(id(node), None)
-        if adjoint is None:
-            continue
-        if node.local is not None:
-            total += np.abs(adjoint).reshape(size, -1) @ node.local.reshape(-1)
-        for parent, vjp in node.parents:
-            if parent.parents or parent.local is not None:
-                contribution = vjp(adjoint)
-                previous = adjoints.get(id(parent))
-                adjoints[id(parent)] = contribution if previous is None else previous + contribution
+    for start in range(0, size, chunk):
+        rows = np.arange(start, min(start + chunk, size))
+        seed = np.zeros((len(rows), size))
+        seed[np.arange(len(rows)), rows] = 1.0
+        adjoints = {id(output): seed.reshape((len(rows),) + output.shape)}
+        for node in order:
+            adjoint = adjoints.pop(id(node), None)
+            if adjoint is None:
+                continue
+            if node.local is not None:
+                total[rows] += np.abs(adjoint).reshape(len(rows), -1) @ node.local.reshape(-1)
+            for parent, vjp in node.parents:
+                if parent.parents or parent.local is not None:
+                    contribution = vjp(adjoint)
+                    previous = adjoints.get(id(parent))
+                    adjoints[id(parent)] = contribution if previous is None else previous + contribution
     return total.reshape(output.shape)
 
 

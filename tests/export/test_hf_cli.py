@@ -19,7 +19,7 @@ from tests.export.test_hf import BATCH, keras_hub_backbone, keras_hub_logits
 pytestmark = pytest.mark.slow   # exports SavedModels (signature tracing: ~20 s each)
 
 FIGURES = {"eval_bits_per_byte": 2.125, "zlib9_bits_per_byte": 2.625,
-           "lzma9_bits_per_byte": 2.375, "eval_loss": 1.47, "steps": 50}
+           "lzma9_bits_per_byte": 2.375, "eval_loss": 1.47, "steps": 200}
 # What the Trainer puts into MODEL_INFO from its Examples (run_fn.examples_facts).
 DATA = {"data_sources": [{"input": "/data/stdlib/*.py", "format": "text", "files_listed": 7}],
         "data_counts": {"documents_packed": 41}, "input_fingerprint": "fp-model"}
@@ -29,7 +29,7 @@ DATA = {"data_sources": [{"input": "/data/stdlib/*.py", "format": "text", "files
 def model_dir(tmp_path_factory):
     """A Model artifact folder as the Trainer writes it (float SavedModel + named weights)."""
     from components.serving.variants import export_variants
-    model = trained_tiny_model("llama", steps=50)
+    model = trained_tiny_model("llama")   # the session's trained llama (test_variants, test_hf)
     root = str(tmp_path_factory.mktemp("model"))
     config = {"model": config_lib.to_dict(tiny_model_config("llama")), "data": {"seq_len": CONTEXT}}
     export_variants(model, tiny_model_config("llama"), CONTEXT, root, tokenizer=ByteTokenizer(),
@@ -130,7 +130,7 @@ def test_every_card_carries_sources_counts_figures_version_and_run(model_dir, tm
     pusher = open(os.path.join(result.path, HF_DIR, CARD_FILE)).read()
     version = f"| pushed version | {result.version} |"
     for text in ("| run id | run-a |", version, "/data/stdlib/*.py", "| `documents_packed` | 41 |",
-                 "zlib -9 2.625", "| `steps` | 50 |", "| input fingerprint | fp-model |"):
+                 "zlib -9 2.625", "| `steps` | 200 |", "| input fingerprint | fp-model |"):
         assert text in pusher, text
     cards = {}
     for name, source in (("version", result.path), ("folder", root)):

@@ -1,5 +1,10 @@
 """MultiWorkerMirroredStrategy through TF_CONFIG: two worker processes on loopback ports end with
-the same weights, equal (within 1e-5) to single-process training on the same global batch."""
+the same weights, equal (within 1e-5) to single-process training on the same global batch.
+
+The plain two-worker job (3 steps, a checkpoint at 2) runs once per module (`first_job`): the
+match with one process and the resume from separate --out folders both read that job; the resume
+test forgets the job's last checkpoints and runs the workers again. The stream-sharded test is a
+job of its own (other input settings)."""
 
 import json
 import os
@@ -17,6 +22,11 @@ from tests.training.conftest import tiny_config
 pytestmark = pytest.mark.slow
 
 OVERRIDES = ["train.train_steps=3", "train.checkpoint_every=2"]
+# A worker's limit: a guard against a hung collective (a worker waiting for a peer that never
+# comes), not a speed check. A worker needs ~30-60 CPU-s (TensorFlow's import, the traced step, the
+# chief's export); on a 2-core VM shared by ~25 busy processes (2026-11-27) two workers took over
+# 300 s of wall, so the limit is far above any such load.
+WORKER_TIMEOUT_S = 1800
 
 
 def config_args(*overrides):
@@ -26,25 +36,44 @@ def config_args(*overrides):
     return [arg for item in base for arg in ("--set", item)]
 
 
-def test_two_workers_match_single_process(shards, tmp_path):
-    examples = tmp_path / "examples"
+def _examples(shards, folder):
+    examples = folder / "examples"
     os.makedirs(examples)
     shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
-    outputs = _run_workers(examples, tmp_path, OVERRIDES)
+    return examples
+
+
+@pytest.fixture(scope="module")
+def first_job(shards, tmp_path_factory):
+    """The plain two-worker job, run once: its folder, examples, the workers' summaries, their
+    weights and whether each wrote a serving model, read when the job ended (the resume test
+    then changes the folder)."""
+    folder = tmp_path_factory.mktemp("first_job")
+    examples = _examples(shards, folder)
+    outputs = _run_workers(examples, folder, OVERRIDES)
+    return dict(folder=folder, examples=examples, outputs=outputs,
+                weights=[_weights(folder / f"w{i}.npz") for i in range(2)],
+                named=[dict(np.load(folder / f"w{i}.npz")) for i in range(2)],
+                chief_saved_model=os.path.exists(folder / "w0" / "serving_model" / "saved_model.pb"),
+                other_serving_model=os.path.exists(folder / "w1" / "serving_model"))
+
+
+def test_two_workers_match_single_process(first_job, shards, tmp_path):
+    outputs = first_job["outputs"]
     assert [o["num_replicas"] for o in outputs] == [2, 2]
     assert [o["is_chief"] for o in outputs] == [True, False]
-    assert os.path.exists(tmp_path / "w0" / "serving_model" / "saved_model.pb")   # chief only
-    assert not os.path.exists(tmp_path / "w1" / "serving_model")
+    assert first_job["chief_saved_model"]                # chief only
+    assert not first_job["other_serving_model"]
 
     single = loop.train(tiny_config(*OVERRIDES), shards["train"], str(tmp_path / "single_run"),
                         str(tmp_path / "single_ckpt"))
     reference = single.model.get_weights()
-    for values in (_weights(tmp_path / f"w{i}.npz") for i in range(2)):
+    for values in first_job["weights"]:
         assert len(values) == len(reference)
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(values, reference)) <= 1e-5
 
 
-def _run_workers(examples, tmp_path, overrides, timeout=300):
+def _run_workers(examples, tmp_path, overrides, timeout=WORKER_TIMEOUT_S):
     """Two train-worker processes, each with its own --out folder w<i>; their summaries, each
     with its process's output under "log"."""
     ports = [portpicker.pick_unused_port() for _ in range(2)]
@@ -86,28 +115,28 @@ def _forget_last_checkpoint(directory):
         fh.writelines(f'all_model_checkpoint_paths: "{p}"\n' for p in paths[:-1])
 
 
-def test_two_workers_with_separate_out_folders_resume_together(shards, tmp_path):
+def test_two_workers_with_separate_out_folders_resume_together(first_job):
     """Fails before the fix: the non-chief looked for the resume point in <out>/checkpoints (the
     chief's folder on a shared file system), but with its own --out it writes only to
     <out>/checkpoints/.worker-1: it started at step 0 while the chief resumed at step 2 (the
-    collectives then hang or the weights differ). Reference: the same run, uninterrupted."""
-    examples = tmp_path / "examples"
-    os.makedirs(examples)
-    shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
+    collectives then hang or the weights differ). Reference: the same run, uninterrupted (the
+    module's first job)."""
     outputs = _resume_from_step_2_equals_uninterrupted(
-        examples, tmp_path, ["train.train_steps=3", "train.checkpoint_every=2"])
+        first_job["examples"], first_job["folder"], OVERRIDES, full=first_job["named"])
     assert [o["steps"] for o in outputs] == [3, 3]
 
 
-def _resume_from_step_2_equals_uninterrupted(examples, tmp_path, overrides) -> list[dict]:
+def _resume_from_step_2_equals_uninterrupted(examples, tmp_path, overrides, full=None) -> list[dict]:
     """Two workers train 3 steps (checkpoint at 2), each forgets its last checkpoint in its own
     --out folder and runs again: both resume from step 2 and end with the uninterrupted run's
-    weights (1e-6). Returns the resumed workers' summaries."""
-    _run_workers(examples, tmp_path, overrides)
-    full = [dict(np.load(tmp_path / f"w{i}.npz")) for i in range(2)]
+    weights (1e-6). full: the uninterrupted workers' weights ({name: array} each) when that job
+    already ran in tmp_path (else it runs here). Returns the resumed workers' summaries."""
+    if full is None:
+        _run_workers(examples, tmp_path, overrides)
+        full = [dict(np.load(tmp_path / f"w{i}.npz")) for i in range(2)]
     _forget_last_checkpoint(tmp_path / "w0" / "checkpoints")
     _forget_last_checkpoint(tmp_path / "w1" / "checkpoints" / ".worker-1")
-    outputs = _run_workers(examples, tmp_path, overrides, timeout=240)
+    outputs = _run_workers(examples, tmp_path, overrides)
     assert [o["resumed_from_step"] for o in outputs] == [2, 2]
     for index in range(2):
         resumed = np.load(tmp_path / f"w{index}.npz")

@@ -1,7 +1,8 @@
 """Preemption with real signals: SIGINT/SIGTERM during training finishes the step in flight,
 writes a checkpoint with its input state and stops with TrainingPreempted (exit 75); the next run
 resumes there and ends with the weights of an uninterrupted run. In process (SIGINT to itself),
-one `train-worker` process and two workers of one job (SIGTERM from the test, to one worker only).
+one `train-worker` process (resumed by the same command in this process) and two workers of one
+job (SIGTERM from the test, to one worker only).
 
 Mutations these catch: the input state saved as the puller left it at the stop (it has read ahead
 to the next checkpoint step: the resumed weights differ), no checkpoint at the stop (the resume
@@ -24,9 +25,10 @@ import pytest
 
 from components.common.errors import EXIT_PREEMPTED, TrainingPreempted
 from components.training import loop
+from runners import cli
 from tests.training.conftest import tiny_config
 from tests.training.test_equivalence import max_difference
-from tests.training.test_multi_worker import _weights, config_args
+from tests.training.test_multi_worker import WORKER_TIMEOUT_S, _weights, config_args
 
 # Checkpoints at 4 and 8; the stop between them, so the input has been released up to step 4.
 OVERRIDES = ("train.train_steps=8", "train.checkpoint_every=4", "train.log_every=1")
@@ -70,11 +72,15 @@ def examples_folder(shards, tmp_path):
     return examples
 
 
+def worker_args(tmp_path, examples, index: int, *overrides) -> list[str]:
+    """`train-worker` and its arguments (without `bigtrain plumbing`): out folder w<index>."""
+    return ["train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
+            "--weights-out", str(tmp_path / f"w{index}.npz"), *config_args(*OVERRIDES, *overrides)]
+
+
 def start_worker(tmp_path, examples, index: int, hold_step: int, env=None, *overrides):
     """A train-worker process (held after hold_step when > 0: tests/training/preempt_child.py)."""
-    out = tmp_path / f"w{index}"
-    args = ["train-worker", "--examples", str(examples), "--out", str(out),
-            "--weights-out", str(tmp_path / f"w{index}.npz"), *config_args(*OVERRIDES, *overrides)]
+    args = worker_args(tmp_path, examples, index, *overrides)
     return subprocess.Popen(
         [sys.executable, "-m", "tests.training.preempt_child", str(hold_step),
          str(tmp_path / "go"), *args],
@@ -91,7 +97,9 @@ def wait_for_hold(proc) -> list[str]:
     raise AssertionError("the worker ended before its hold:\n" + "".join(lines[-40:]))
 
 
-def finish(proc, timeout=300) -> tuple[int, str]:
+def finish(proc, timeout=WORKER_TIMEOUT_S) -> tuple[int, str]:
+    """The process's exit status and output; timeout: a guard against a hung collective only
+    (test_multi_worker.WORKER_TIMEOUT_S), not a speed check."""
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -100,8 +108,12 @@ def finish(proc, timeout=300) -> tuple[int, str]:
     return proc.returncode, out
 
 
-@pytest.mark.slow   # two processes importing TensorFlow
-def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, shards, tmp_path):
+@pytest.mark.slow   # a process importing TensorFlow
+def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, shards, tmp_path,
+                                                                capsys):
+    """The signalled worker is a process of its own; the resume is the same `train-worker`
+    command run in this process (cli.main: its exit status and summary line), from the
+    checkpoint and input state that process wrote."""
     examples = examples_folder(shards, tmp_path)
     proc = start_worker(tmp_path, examples, 0, 2)
     wait_for_hold(proc)
@@ -109,8 +121,11 @@ def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, s
     code, out = finish(proc)
     assert code == EXIT_PREEMPTED, out[-3000:]
     assert "bigtrain: training preempted at step 3 of 8" in out and "SIGTERM" in out
-    code, out = finish(start_worker(tmp_path, examples, 0, 0))
-    assert code == 0, out[-3000:]
+    capsys.readouterr()
+    code = cli.main(["plumbing", *worker_args(tmp_path, examples, 0)])
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, out[-3000:] + captured.err[-3000:]
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["resumed_from_step"] == 3 and summary["steps"] == 8
     for value, reference in zip(_weights(tmp_path / "w0.npz"), uninterrupted.model.get_weights()):

@@ -60,16 +60,43 @@ def clean(tmp_path_factory, shards):
     return run(tmp_path_factory.mktemp("clean"), shards, "clean")
 
 
-def test_a_poisoned_step_is_rolled_back_and_the_run_recovers(clean, shards, tmp_path,
-                                                            monkeypatch, caplog):
-    poisoning(monkeypatch, POISONED_STEP)
-    with caplog.at_level(logging.WARNING, logger="bigtrain.train"):
-        rolled = run(tmp_path, shards, "rolled")
+class _Warnings(logging.Handler):
+    """The bigtrain.train warnings of one run, as caplog.at_level(WARNING) would collect them
+    (caplog is per test; this run is shared by the module)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture(scope="module")
+def rolled(tmp_path_factory, shards):
+    """The poisoned run with rollback on, uninterrupted, and its warnings: checked by the first
+    test and the reference of both resume cases (each ran this same run before)."""
+    logger, warnings = logging.getLogger("bigtrain.train"), _Warnings()
+    level = logger.level
+    logger.addHandler(warnings)
+    logger.setLevel(logging.WARNING)
+    try:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            poisoning(monkeypatch, POISONED_STEP)
+            result = run(tmp_path_factory.mktemp("rolled"), shards, "rolled")
+    finally:
+        logger.removeHandler(warnings)
+        logger.setLevel(level)
+    return result, "\n".join(warnings.messages)
+
+
+def test_a_poisoned_step_is_rolled_back_and_the_run_recovers(clean, rolled, shards):
+    rolled, log = rolled
     assert clean.rollbacks == 0 and clean.skipped_batches == 0   # no false alarm
     assert rolled.rollbacks == 1 and rolled.skipped_batches == POISONED_STEP - 8
     assert rolled.steps == 16
-    assert (f"step {POISONED_STEP}: loss" in caplog.text
-            and "spike rollback 1 to the checkpoint of step 8; the 2 batches" in caplog.text)
+    assert (f"step {POISONED_STEP}: loss" in log
+            and "spike rollback 1 to the checkpoint of step 8; the 2 batches" in log)
     assert abs(eval_loss(rolled, shards) - eval_loss(clean, shards)) <= TOLERANCE_NATS
 
 
@@ -96,11 +123,11 @@ def test_non_finite_steps_up_to_the_limit_roll_back_instead_of_ending_the_run(sh
         run(tmp_path, shards, "nan_off", *limit, "train.spike_rollback=false")
 
 
-@pytest.mark.slow   # three trainings per case
+@pytest.mark.slow   # two trainings per case (the uninterrupted one is the module's `rolled`)
 @pytest.mark.parametrize("input_state", ["restored", "read forward"])
-def test_resume_after_a_rollback_is_exact(shards, tmp_path, monkeypatch, input_state):
+def test_resume_after_a_rollback_is_exact(rolled, shards, tmp_path, monkeypatch, input_state):
+    straight, _ = rolled   # the same poisoned run, uninterrupted
     poisoning(monkeypatch, POISONED_STEP)
-    straight = run(tmp_path, shards, "straight")
     with pytest.raises(loop.InjectedFault):
         run(tmp_path, shards, "crashy", fault_at_step=12)   # after the rollback, at ckpt 12
     if input_state == "read forward":   # no saved state: the skipped batches must be read too

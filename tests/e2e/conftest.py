@@ -160,10 +160,14 @@ def int8_serve_run(failed_run, corpus, session_capsys):
     return run
 
 
-# The cheapest whole run: a SentencePiece tokenizer on a small sample, 4 training steps, no
-# quantized variants, 2 eval batches, a loose max_loss so the model is blessed and pushed.
+# The cheapest whole run: a SentencePiece tokenizer on a small sample, a one-block model (what
+# these tests check - vocabularies, bits/byte in (0, 12), generate's shapes, lineage, the two
+# runners' equality, the HF export's logits - does not depend on the depth; the export traces
+# every block once per signature), 4 training steps, no quantized variants, 2 eval batches, a
+# loose max_loss so the model is blessed and pushed.
 SENTENCEPIECE_RUN = ["data.document=separator", "data.tokenizer=sentencepiece",
                      "data.vocab_size=400", "data.tokenizer_sample_bytes=40000", "data.seq_len=32",
+                     "model.n_layer=1",
                      "train.train_steps=4", "train.warmup_steps=1", "train.checkpoint_every=4",
                      "train.log_every=2", "export.quantize=[]", "eval.max_batches=2",
                      "eval.batch_size=8", "eval.max_loss=100"]

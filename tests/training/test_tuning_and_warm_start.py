@@ -2,6 +2,7 @@
 checked, names in errors) and freezing keeps chosen weights fixed. Tiny models, a few steps."""
 
 import glob
+import math
 import os
 
 import numpy as np
@@ -177,13 +178,12 @@ def test_fine_tune_starts_at_the_parent_and_frozen_weights_stay(parent, shards, 
     prepare = warm_start.preparer(warm_start.checkpoint_prefix(model_dir), child_config.train.freeze, report)
     child = loop.train(child_config, [shards["train"]], str(tmp_path / "run"), str(tmp_path / "ckpt"),
                        prepare_model=prepare, on_step=lambda s, loss: losses.append(loss))
-    scratch = loop.train(tiny_config("train.train_steps=1", "train.warmup_steps=0"), [shards["train"]],
-                         str(tmp_path / "r2"), str(tmp_path / "c2"))
     parent_eval = loop.evaluate(result.model, [shards["eval"]], config.data.seq_len, 16, 4,
                                 tokenizer=ByteTokenizer())["loss"]
-    # The first step of the fine-tune already has the parent's loss, far below a random start.
+    # The first step of the fine-tune already has the parent's loss, far below a random start
+    # (its near-uniform logits score ln 259 = 5.56 nats/token).
     assert abs(losses[0] - parent_eval) < 0.25, (losses[0], parent_eval)
-    assert losses[0] < scratch.final_loss - 0.5, (losses[0], scratch.final_loss)
+    assert losses[0] < math.log(VOCAB_SIZE) - 0.5, losses[0]
     assert report["frozen_parameters"] > 0 and report["warm_start_variables"] == len(child.model.weights)
     frozen = {"token_embedding", "position_embedding", "block_0"}
     parent_weights = {v.path: v.numpy() for v in result.model.weights}

@@ -7,7 +7,7 @@
                  values still reach the Trainer): the parent is an input of the Trainer, the first
                  step starts at the parent's loss, lineage shows parent and child.
 A changed search space re-running the Tuner is shown without training in
-tests/pipeline/test_tune_config.py (the Tuner's cache key changes, the Trainer's does not).
+tests/config/test_tune_config.py (the Tuner's cache key changes, the Trainer's does not).
 """
 
 import glob

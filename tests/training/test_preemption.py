@@ -97,6 +97,23 @@ def wait_for_hold(proc) -> list[str]:
     raise AssertionError("the worker ended before its hold:\n" + "".join(lines[-40:]))
 
 
+def summary_line(out: str) -> dict:
+    """The worker's JSON summary: the last line that starts with "{". Not simply the last line:
+    stderr is merged into stdout, and TensorFlow's C++ log may write after the summary (seen:
+    `... BaseCollectiveExecutor ... CoordinationServiceError` as one worker shut down before the
+    other, read as JSON: `Extra data`)."""
+    return json.loads(next(line for line in reversed(out.splitlines()) if line.startswith("{")))
+
+
+def test_the_summary_is_found_before_a_late_log_line():
+    """The flake of 2026-11-27: a C++ log line after the summary (the old last-line read raised
+    JSONDecodeError: Extra data)."""
+    out = ('bigtrain: done\n{"resumed_from_step": 3, "steps": 8}\n'
+           '2026-11-27 16:58:03.1: E tensorflow/core/common_runtime/base_collective_executor.cc:249]'
+           ' BaseCollectiveExecutor::StartAbort CoordinationServiceError\n')
+    assert summary_line(out) == {"resumed_from_step": 3, "steps": 8}
+
+
 def finish(proc, timeout=WORKER_TIMEOUT_S) -> tuple[int, str]:
     """The process's exit status and output; timeout: a guard against a hung collective only
     (test_multi_worker.WORKER_TIMEOUT_S), not a speed check."""
@@ -126,7 +143,7 @@ def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, s
     captured = capsys.readouterr()
     out = captured.out
     assert code == 0, out[-3000:] + captured.err[-3000:]
-    summary = json.loads(out.strip().splitlines()[-1])
+    summary = summary_line(out)
     assert summary["resumed_from_step"] == 3 and summary["steps"] == 8
     for value, reference in zip(_weights(tmp_path / "w0.npz"), uninterrupted.model.get_weights()):
         np.testing.assert_allclose(value, reference, rtol=0, atol=1e-6)
@@ -161,7 +178,7 @@ def test_sigterm_to_one_of_two_workers_stops_both_and_they_resume_exactly(uninte
     results = [finish(proc) for proc in job(0)]
     assert [code for code, _ in results] == [0, 0], results[0][1][-3000:]
     for _, out in results:
-        assert json.loads(out.strip().splitlines()[-1])["resumed_from_step"] == 3
+        assert summary_line(out)["resumed_from_step"] == 3
         assert "input: restored the iterator saved at step 3" in out
     for index in range(2):
         for value, reference in zip(_weights(tmp_path / f"w{index}.npz"),

@@ -6,6 +6,10 @@
   fine_tune_run  train.init_from=latest_blessed (same search: the Tuner is cached and its best
                  values still reach the Trainer): the parent is an input of the Trainer, the first
                  step starts at the parent's loss, lineage shows parent and child.
+The tuned and retuned runs stop after the Trainer (--until Trainer: no test here reads their
+Evaluator or Pusher, so the fine-tune's parent is the latest model blessed before them);
+every run exports the float model only, evaluated on 4 batches (export.quantize=[],
+eval.max_batches=4).
 A changed search space re-running the Tuner is shown without training in
 tests/config/test_tune_config.py (the Tuner's cache key changes, the Trainer's does not).
 """
@@ -26,19 +30,23 @@ pytestmark = pytest.mark.slow
 
 TUNE = ["--set", "tune.trials=3", "--set", "tune.steps_per_trial=6", "--set", "tune.eval_batches=2",
         "--set", "tune.space.learning_rate=[1e-3, 2e-2]", "--set", "tune.space.warmup_steps=[1, 3]",
-        "--set", "train.train_steps=30", "--set", "train.warmup_steps=5"]
+        "--set", "train.train_steps=30", "--set", "train.warmup_steps=5",
+        "--set", "export.quantize=[]", "--set", "eval.max_batches=4"]
+# The tuning runs stop after the Trainer. The fine-tune runs whole: --until through the
+# base_model_resolver fails ('ResolvedChannel' object has no attribute 'producer_component_id').
+UNTIL = ["--until", "Trainer"]
 
 
 @pytest.fixture(scope="session")
 def tuned_run(failed_run, corpus, session_capsys):
-    return run_cli(session_capsys, failed_run.home, *base_args(corpus[0]), *TUNE)
+    return run_cli(session_capsys, failed_run.home, *base_args(corpus[0]), *TUNE, *UNTIL)
 
 
 @pytest.fixture(scope="session")
 def retuned_run(tuned_run, corpus, session_capsys):
     # --force: an identical run is otherwise up to date and starts no pipeline at all (issue 13);
     # this test is about TFX's per-stage cache under it.
-    return run_cli(session_capsys, tuned_run.home, *base_args(corpus[0]), *TUNE, "--force")
+    return run_cli(session_capsys, tuned_run.home, *base_args(corpus[0]), *TUNE, *UNTIL, "--force")
 
 
 @pytest.fixture(scope="session")

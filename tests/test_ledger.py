@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.support import ledger
+from tests.support import ledger, ledger_budget
 
 pytest_plugins = ["pytester"]
 
@@ -181,7 +181,7 @@ def test_the_budget_is_written_from_a_ledger(tmp_path):
     written = json.loads(budget_path.read_text())
     assert written["groups"] == {"a": {"pipeline_run": 2}}
     assert written["allowances"] == {"a": {"pipeline_run": {"extra": 1, "why": "x"}}}
-    assert ledger.cap(ledger.load_budget(str(budget_path)), "a", "pipeline_run") == 3
+    assert ledger_budget.cap(ledger_budget.load_budget(str(budget_path)), "a", "pipeline_run") == 3
     budget_path.write_text(json.dumps({"groups": {"old": {"tf_process": 1}}}))
     assert ledger.main([*argv, "--merge"]) == 0
     assert json.loads(budget_path.read_text())["groups"] == {"a": {"pipeline_run": 2}, "old": {"tf_process": 1}}

@@ -99,7 +99,7 @@ hf-loader-lock:
 	  --python-platform x86_64-manylinux_2_36 --index-url https://pypi.org/simple \
 	  --find-links /opt/wheels --generate-hashes -o tests/support/hfloader.lock
 
-# Inner loop (target: at most 2 minutes on the 2-core dev VM; latest figures in docs/operations.md):
+# Inner loop (target: at most 3 minutes on the 2-core dev VM; latest figures in docs/operations.md):
 # every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)

@@ -39,13 +39,11 @@ import time
 import pytest
 
 from tests.support.ledger_budget import (  # noqa: F401 (main: `python -m tests.support.ledger`)
-    DEFAULT_BUDGET, DEFAULT_LEDGER, EVENTS, check_budget, load_budget, main, write_json)
+    DEFAULT_BUDGET, DEFAULT_LEDGER, check_budget, load_budget, main, write_json)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SITE = os.path.join(HERE, "ledger_site")
 DIR_VAR = "BIGTRAIN_LEDGER_DIR"
-EVENTS_VAR = "BIGTRAIN_LEDGER_EVENTS"
-GROUP_VAR = "BIGTRAIN_LEDGER_GROUP"
 OUTSIDE = "<outside tests>"
 TOP = 25
 
@@ -61,6 +59,10 @@ def hook_module():
         sys.modules["bigtrain_ledger_hook"] = module
         spec.loader.exec_module(module)
     return module
+
+
+# The hook owns the events' names and its variables (it runs in children without this package).
+EVENTS, EVENTS_VAR, GROUP_VAR = hook_module().EVENTS, hook_module().EVENTS_VAR, hook_module().GROUP_VAR
 
 
 def record(event: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from components.config.tree import Config, DataConfig, ModelConfig, RuntimeConfig, TrainConfig
+from components.config.tree import (Config, DataConfig, ExportConfig, ModelConfig, RuntimeConfig,
+                                   TrainConfig)
 
 def tiny() -> Config:
     """About 0.2M parameters: CPU tests and the README's default run. The recipe was chosen by
@@ -10,9 +11,12 @@ def tiny() -> Config:
     "Recipe"): the llama block on bytes, batches of 16 x 128 for 1000 steps (more updates beat
     bigger batches at this size) and the wsd schedule, 2.09 bits/byte against the old 3.00.
     train.spike_rollback stays off here (its default): a run this short loses little to a spike,
-    and the tests that train it compare exact weights. The larger presets turn it on."""
+    and the tests that train it compare exact weights. The larger presets turn it on.
+    No int8 / TFLite variants: at this size both were larger or slower than float in every run
+    (judged unfit to serve) and cost ~35 s of the ~180 s run (docs/benchmarks.md, "Main job");
+    the other presets keep them, `--set export.quantize=[int8,tflite]` adds them here."""
     return Config(train=TrainConfig(global_batch_size=16, train_steps=1000, lr_schedule="wsd"),
-                  preset="tiny")
+                  export=ExportConfig(quantize=()), preset="tiny")
 
 
 def cpu() -> Config:

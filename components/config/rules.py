@@ -117,6 +117,13 @@ def validate_eval(config: Config) -> None:
         raise ConfigError(f"eval.max_bits_per_byte: must be >= 0 (0 = off), got {e.max_bits_per_byte}")
     if e.max_quantization_loss_delta < 0:
         raise ConfigError(f"eval.max_quantization_loss_delta: must be >= 0, got {e.max_quantization_loss_delta}")
+    if e.document_bytes < 0 or e.max_document_bytes < 1:
+        raise ConfigError(f"eval.document_bytes must be >= 0 (0 = off) and eval.max_document_bytes "
+                          f">= 1, got {e.document_bytes} and {e.max_document_bytes}")
+    if not -1 <= e.stride_context < config.data.seq_len:
+        raise ConfigError(f"eval.stride_context: must be -1 (half the context) or in [0, "
+                          f"data.seq_len={config.data.seq_len}) (windows must advance), got "
+                          f"{e.stride_context}")
 
 
 def validate_export(config: Config) -> None:

@@ -18,8 +18,10 @@ from components import config as config_lib
 from components.common import fs
 from components.common.figures import set_figure
 from components.evaluation.decision import Decision, decide_serving
-from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
-                                           measure_variants, memoized_metrics)
+from components.evaluation.documents import DOCUMENT_COUNTS, DOCUMENT_FIGURES
+from components.evaluation.measure import (comparable_baseline, evaluate_documents,
+                                           evaluate_saved_model, measure_variants,
+                                           memoized_metrics)
 from components.tokenizer.artifact import examples_tokenizer
 
 METRICS_FILE = "metrics.json"
@@ -54,6 +56,19 @@ def evaluation_properties(evaluation, candidate: dict, baseline_metrics: dict | 
                 evaluation.set_int_custom_property(f"{name}_{figure}", int(m[figure]))
         evaluation.set_int_custom_property(f"{name}_fit_to_serve", int(fitness[name].blessed))
         evaluation.set_string_custom_property(f"{name}_reason", fitness[name].reason)
+
+
+def document_properties(evaluation, figures: dict) -> None:
+    """The whole-document figures (components/evaluation/documents.py) as MLMD properties."""
+    for name in DOCUMENT_FIGURES:
+        if name in figures:
+            set_figure(evaluation, name, float(figures[name]), "Evaluator",
+                       hint="the whole-document evaluation")
+    for name in DOCUMENT_COUNTS:
+        if name in figures:
+            evaluation.set_int_custom_property(name, int(figures[name]))
+    if "document_variant" in figures:
+        evaluation.set_string_custom_property("document_variant", figures["document_variant"])
 
 
 def write_blessing(blessing, decision: Decision, model, baseline, serve: str, manifest: dict) -> None:
@@ -98,6 +113,9 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         with heap_frozen():   # no full passes over the TF/TFX heap while the eval loops allocate
             variant_metrics = measure_variants(model.uri, manifest, eval_files, eval_config,
                                                tokenizer, memoize)
+            documents = memoize(f"{model.uri}#documents", lambda: evaluate_documents(
+                model.uri, manifest.get(serve, manifest["float"]), examples.uri, eval_config,
+                tokenizer))
             baseline_metrics = None if baseline is None else memoize(
                 baseline.uri, lambda: evaluate_saved_model(path_utils.serving_model_path(baseline.uri),
                                                            eval_files, eval_config, tokenizer))
@@ -109,7 +127,13 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                     "%.4f on %d tokens; %s", candidate["loss"], candidate["bits_per_byte"],
                     candidate["perplexity"], candidate["accuracy"], candidate["tokens"],
                     decision.reason)
-        record = {"candidate": candidate, "baseline": baseline_metrics,
+        if documents:
+            LOGGER.info("whole documents: %.4f bits/byte (zlib-9 %.4f, lzma-9 %.4f, each document "
+                        "alone) on %d documents, %d bytes", documents["document_bits_per_byte"],
+                        documents["document_zlib9_bits_per_byte"],
+                        documents["document_lzma9_bits_per_byte"], documents["document_count"],
+                        documents["document_bytes"])
+        record = {"candidate": candidate, "baseline": baseline_metrics, "documents": documents,
                   "baseline_model_id": baseline.id if baseline else None,
                   "thresholds": config_lib.to_dict(eval_config),
                   "blessed": decision.blessed, "reason": decision.reason, "serve_variant": serve,
@@ -120,6 +144,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         fs.write_text(os.path.join(evaluation.uri, METRICS_FILE),
                       json.dumps(record, indent=2, sort_keys=True))
         evaluation_properties(evaluation, candidate, baseline_metrics, variant_metrics, fitness, serve)
+        document_properties(evaluation, documents)
         write_blessing(artifact_utils.get_single_instance(output_dict["blessing"]), decision,
                        model, baseline, serve, manifest)
 

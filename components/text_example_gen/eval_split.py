@@ -47,8 +47,8 @@ def eval_set_path(examples_uri: str, index: int) -> str:
     return os.path.join(examples_uri, EVAL_SETS_DIR, f"eval-set-{index}.jsonl")
 
 
-def _documents(parts: list[np.ndarray], tokenizer) -> Iterator[bytes]:
-    """The texts of one joined run of windows: the pieces between special ids, decoded."""
+def _pieces(parts: list[np.ndarray], tokenizer) -> Iterator[np.ndarray]:
+    """The documents of one joined run of windows: the non-empty id runs between special ids."""
     if not parts:
         return
     ids = np.concatenate(parts)
@@ -56,38 +56,54 @@ def _documents(parts: list[np.ndarray], tokenizer) -> Iterator[bytes]:
     cuts = np.flatnonzero(np.isin(ids, specials))
     for begin, end in zip(np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(ids)]])):
         if end > begin:
-            text = tokenizer.decode(ids[begin:end])
-            if text:
-                yield text
+            yield ids[begin:end]
 
 
-def windows_to_texts(windows: Iterable[np.ndarray], tokenizer,
-                     batch: int = shards.BATCH_SEQUENCES) -> Iterator[bytes]:
-    """The document texts of one shard's windows, in file order (module docstring)."""
+def windows_to_documents(windows: Iterable[np.ndarray], tokenizer,
+                         batch: int = shards.BATCH_SEQUENCES) -> Iterator[np.ndarray]:
+    """The documents (ids, no specials) of one shard's windows, in file order (module docstring)."""
     joined: list[np.ndarray] = []
     previous, index = None, 0           # index: the next window's place in its batch
     for window in windows:
         if previous is not None and index > 0 and len(window) and window[0] == previous[-1]:
             joined.append(window[1:])
         else:
-            yield from _documents(joined, tokenizer)
+            yield from _pieces(joined, tokenizer)
             joined = [window]
         ended = len(window) > 0 and window[-1] == tokenizer.pad_id
         index = 0 if ended or index + 1 == batch else index + 1
         previous = window
-    yield from _documents(joined, tokenizer)
+    yield from _pieces(joined, tokenizer)
 
 
-def eval_split_texts(examples_uri: str, where: str) -> Iterator[bytes]:
-    """Every document text of an Examples artifact's eval split (shards in name order)."""
+def windows_to_texts(windows: Iterable[np.ndarray], tokenizer,
+                     batch: int = shards.BATCH_SEQUENCES) -> Iterator[bytes]:
+    """The document texts of one shard's windows, in file order (module docstring)."""
+    for ids in windows_to_documents(windows, tokenizer, batch):
+        text = tokenizer.decode(ids)
+        if text:
+            yield text
+
+
+def eval_split_documents(examples_uri: str, where: str, tokenizer=None) -> Iterator[np.ndarray]:
+    """Every document of an Examples artifact's eval split as ids (shards in name order)."""
     files = fs.glob(os.path.join(shards.split_dir(examples_uri, "eval"), "*"))
     if not files:
         raise FileNotFoundError(f"{where}: no eval shards under "
                                 f"{shards.split_dir(examples_uri, 'eval')} (not an Examples "
                                 "artifact of the data stage?)")
-    tokenizer = tokenizer_artifact.examples_tokenizer(examples_uri)
+    tokenizer = tokenizer or tokenizer_artifact.examples_tokenizer(examples_uri)
     for path in files:
-        yield from windows_to_texts(shards.read_windows(path), tokenizer)
+        yield from windows_to_documents(shards.read_windows(path), tokenizer)
+
+
+def eval_split_texts(examples_uri: str, where: str) -> Iterator[bytes]:
+    """Every document text of an Examples artifact's eval split (shards in name order)."""
+    tokenizer = tokenizer_artifact.examples_tokenizer(examples_uri)
+    for ids in eval_split_documents(examples_uri, where, tokenizer):
+        text = tokenizer.decode(ids)
+        if text:
+            yield text
 
 
 def write_eval_sets(eval_files: tuple[str, ...], examples_uri: str) -> dict[str, tuple[str, ...]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from components.common.errors import NotFoundError
 from components.serving.hf.card import EVAL_FIGURES, data_facts
+from pipeline.lineage.standing import document_standing
 from pipeline.lineage.store import Lineage, properties
 
 
@@ -44,6 +45,7 @@ def card_facts(lin: Lineage, ref: str) -> dict:
         elif kind == "ModelEvaluation":
             facts["evaluation"].update({f"evaluator_{k}": v for k, v in props.items()
                                         if isinstance(v, (int, float))})
+            facts["standing"] = [line.strip() for line in document_standing(props)]
         elif kind == "PushedModel" and props.get("pushed") == 1:
             facts["pushed_version"] = props.get("pushed_version")
     return facts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from components.common.errors import NotFoundError
 from pipeline.lineage import record
+from components.evaluation.documents import DOCUMENT_FIGURES
 from pipeline.lineage.params import changed_parameters
 from pipeline.lineage.store import Lineage, properties
 
@@ -350,7 +351,8 @@ def diff(lin: Lineage, ref_a: str, ref_b: str) -> dict:
     code = [{"name": "code_digest", "a": output(a, "Model", "code_digest"),
              "b": output(b, "Model", "code_digest")}]
     metrics = [{"name": f"{t}.{n}", "a": output(a, t, n), "b": output(b, t, n)}
-               for t, names in (("ModelEvaluation", ("loss", "bits_per_byte", "perplexity", "accuracy")),
+               for t, names in (("ModelEvaluation", ("loss", "bits_per_byte", "perplexity", "accuracy",
+                                                     *DOCUMENT_FIGURES)),
                                 ("Model", ("final_loss", "eval_loss", "eval_bits_per_byte",
                                            "tokens_per_second")),
                                 ("Tokenizer", ("kind", "vocab_size", "bytes_per_token")),

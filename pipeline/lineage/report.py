@@ -19,6 +19,7 @@ from components.corpus.screen import EVAL_SET_COUNTER
 from components.tuner import summary as tuning_summary
 from pipeline.lineage import record
 from pipeline.lineage.params import changed_parameters
+from pipeline.lineage.standing import compressor_standing, document_standing
 from pipeline.lineage.store import ABANDONED, PREEMPTED, Lineage, properties
 
 Execution = metadata_store_pb2.Execution
@@ -242,23 +243,6 @@ def eval_agreement(model: dict, evaluation: dict, evaluated_model_id=None) -> st
             f"the same model, beyond {tolerance:g}: {suspect}")
 
 
-def compressor_standing(model: dict) -> str:
-    """Where the model stands against the compressors measured on its own eval sample, in plain
-    words: "beats zlib-9 by 0.312 and lzma-9 by 0.041 bits/byte", "beats zlib-9 by 0.312; behind
-    lzma-9 by 0.120 bits/byte" or "behind zlib-9 by ... and lzma-9 by ...". "" when a figure is
-    missing (an older model artifact)."""
-    figures = [model.get(k) for k in ("eval_bits_per_byte", "zlib9_bits_per_byte",
-                                      "lzma9_bits_per_byte")]
-    if not all(isinstance(f, float) for f in figures):
-        return ""
-    model_bpb, compressors = figures[0], (("zlib-9", figures[1]), ("lzma-9", figures[2]))
-    beats = [f"{name} by {bpb - model_bpb:.3f}" for name, bpb in compressors if model_bpb < bpb]
-    behind = [f"{name} by {model_bpb - bpb:.3f}" for name, bpb in compressors if model_bpb >= bpb]
-    parts = ([f"beats {' and '.join(beats)}"] if beats else []) + \
-            ([f"behind {' and '.join(behind)}"] if behind else [])
-    return "; ".join(parts) + " bits/byte (same eval sample)"
-
-
 def _section(title: str, props: dict, names) -> list[str]:
     lines = [title]
     for name in names:
@@ -391,10 +375,11 @@ def format_report(report: RunReport) -> str:
         lines += _section(f"training: {model['uri']}", model, TRAINING_FIGURES)
         standing = compressor_standing(model)
         if standing:
-            lines.append(f"  {'vs compressors':<26} {standing}")
+            lines.append(f"  {'window sample':<26} {standing}")
     evaluation = report.output("ModelEvaluation")
     if evaluation:
         lines += _section(f"evaluation: {evaluation['uri']}", evaluation, EVAL_FIGURES)
+        lines += document_standing(evaluation)
         lines += variants_section(evaluation)
         # The Evaluator's blessing (the resolver before it outputs the baseline's blessing).
         blessing = next((s.outputs.get("ModelBlessing", {}) for s in report.stages

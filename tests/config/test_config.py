@@ -109,8 +109,14 @@ def test_round_trip_and_saved_file(tmp_path):
 
 def test_export_section_defaults_and_checks():
     config = build_config("tiny")
-    assert config.export.quantize == ("int8", "tflite") and config.export.serve == "float"
-    assert build_config("tiny", overrides=["export.serve=int8"]).export.serve == "int8"
+    assert config.export.quantize == () and config.export.serve == "float"
+    assert build_config("cpu").export.quantize == ("int8", "tflite")
+    assert build_config("tiny", overrides=["export.quantize=[int8,tflite]"]).export.quantize == \
+        ("int8", "tflite")
+    assert build_config("tiny", overrides=["export.quantize=[int8]", "export.serve=int8"]
+                        ).export.serve == "int8"
+    with pytest.raises(ConfigError, match=r"'int8' is not exported; add it to export.quantize"):
+        build_config("tiny", overrides=["export.serve=int8"])
     assert build_config("tiny", overrides=["export.quantize=[]"]).export.quantize == ()
     # The rotary bound, exactly at it (seq_len 128 + 65408 = 2^16) and for gpt2 (no bound).
     assert build_config("tiny", overrides=["export.max_new_tokens=65408"]).export.max_new_tokens == 65408

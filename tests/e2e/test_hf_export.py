@@ -47,6 +47,8 @@ def test_the_card_carries_the_runs_lineage(data_run, exported):
     assert data_run.run_id in card
     assert f"| pushed version | {sorted(data_run.served_after)[-1]} |" in card
     assert "documents" in card and "zlib -9" in card and "`eval_bits_per_byte`" in card
+    # the whole-document standing, read from the run's ModelEvaluation (not the window sample)
+    assert "- whole documents" in card and "eval documents" in card and "concatenated" in card
 
 
 def test_export_by_pushed_version_gives_the_same_weights(data_run, exported, tmp_path):

@@ -232,3 +232,34 @@ def test_serve_int8_pushes_the_blessed_int8_variant(int8_serve_run, impossible_t
         assert json.load(fh)["variant"] == "int8"
     with open(os.path.join(pushed["pushed_destination"], "assets.extra", "bigtrain_push.json")) as fh:
         assert json.load(fh)["variant"] == "int8"
+
+
+def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed_lr_run, capsys):
+    """The Evaluator's whole-document figures (metrics.json) are the ModelEvaluation's MLMD
+    properties, the report's standing lines, `lineage diff`'s rows and the UI artifact page's.
+    Catches a figure written under another name than the readers use (DOCUMENT_FIGURES), a
+    reader that drops one, and the standing line printed from the Trainer's window figures."""
+    import json
+    from components.evaluation.documents import DOCUMENT_FIGURES
+    from pipeline.lineage.standing import document_standing
+    from pipeline.lineage.web.app import create_app
+    from runners.home import readable_folders
+    from tests.e2e.conftest import lineage_json
+    from tests.support.mlmd import connect
+    evaluation = data_run.report().stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
+    written = json.load(open(os.path.join(evaluation["uri"], "metrics.json")))["documents"]
+    assert 0 < written["document_bytes"] <= 262144 and written["document_count"] >= 1
+    assert written["document_tokens"] == written["document_bytes"] + written["document_count"]
+    for name in DOCUMENT_FIGURES:
+        assert agree_after_rounding(evaluation[name], written[name], roundings=1), name
+    for line in document_standing(evaluation):
+        assert line in data_run.stdout
+    assert "whole documents" in data_run.stdout
+    diff = lineage_json(capsys, data_run.home, "diff", data_run.run_id, changed_lr_run.run_id)
+    rows = {m["name"]: m for m in diff["metrics"]}
+    assert rows["ModelEvaluation.document_bits_per_byte"]["a"] == evaluation["document_bits_per_byte"]
+    assert isinstance(rows["ModelEvaluation.document_lzma9_bits_per_byte"]["b"], float)
+    client = create_app(lambda: Lineage(connect(data_run.metadata_path)),
+                        readable_folders(data_run.home)).test_client()
+    page = client.get(f"/artifact/{evaluation['id']}").get_data(as_text=True)
+    assert "document_bits_per_byte" in page and "concatenated_lzma9_bits_per_byte" in page

@@ -8,6 +8,7 @@ lineage package, the Pusher its own execution; both sit above this module):
   training       {setting: value}               model.*, train.* and the training figures
   evaluation     {figure: value}                eval loss, bits per byte and the compressor
                                                 baselines (zlib9/lzma9 bits per byte)
+  standing       [line]                         the whole-document standing (lineage only)
   input_fingerprint                             the data stage's fingerprint of its input
 `facts_from_model_info` fills what the exported SavedModel itself records (its MODEL_INFO: the
 config, the training summary and, from the Examples it was trained on, `data_facts`), so a card
@@ -106,8 +107,8 @@ def compressor_line(evaluation: dict) -> str:
     if model is None or not baselines:
         return "Compressor baselines: not recorded."
     parts = ", ".join(f"{name} -9 {value:.3f}" for name, value in baselines.items())
-    return (f"Bits per byte on the eval sample: this model {model:.3f}; compressors on the same "
-            f"text: {parts} (a model worth serving is below them).")
+    return (f"Bits per byte on the eval sample (packed eval windows, what training optimises): this "
+            f"model {model:.3f}; compressors on the same windows: {parts}.")
 
 
 def render_card(config: dict, facts: dict) -> str:
@@ -128,5 +129,8 @@ def render_card(config: dict, facts: dict) -> str:
     lines += ["## Data counts", ""] + _table(facts.get("data_counts") or {})
     lines += ["## Training settings", ""] + _table(facts.get("training") or {})
     evaluation = facts.get("evaluation") or {}
-    lines += ["## Evaluation", ""] + _table(evaluation) + [compressor_line(evaluation), ""]
+    # standing: the whole-document lines lineage reads from the Evaluator (pipeline/lineage/standing.py)
+    standing = [f"- {line}" for line in facts.get("standing") or []]
+    lines += ["## Evaluation", ""] + (standing + [""] if standing else []) + _table(evaluation) + \
+        [compressor_line(evaluation), ""]
     return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""Where a model stands against the compressors users know (gzip / xz), in plain words, from the
+MLMD properties: the whole-document figures of the Evaluator (the headline) and the Trainer's
+window-sample figures (what training optimises: 128-byte windows, shuffled, no file around them)."""
+
+from __future__ import annotations
+
+from components.evaluation.documents import DOCUMENT_FIGURES
+
+
+def _versus(model_bpb: float, compressors) -> str:
+    """"beats zlib-9 by 0.312 and lzma-9 by 0.041", "beats zlib-9 by 0.312; behind lzma-9 by
+    0.120" or "behind zlib-9 by ... and lzma-9 by ..." (bits/byte; lower is better)."""
+    beats = [f"{name} by {bpb - model_bpb:.3f}" for name, bpb in compressors if model_bpb < bpb]
+    behind = [f"{name} by {model_bpb - bpb:.3f}" for name, bpb in compressors if model_bpb >= bpb]
+    return "; ".join(([f"beats {' and '.join(beats)}"] if beats else []) +
+                     ([f"behind {' and '.join(behind)}"] if behind else []))
+
+
+def compressor_standing(model: dict) -> str:
+    """The Trainer's window-sample standing: "beats zlib-9 by 0.312; behind lzma-9 by 0.120
+    bits/byte (same eval sample)". "" when a figure is missing (an older model artifact)."""
+    figures = [model.get(k) for k in ("eval_bits_per_byte", "zlib9_bits_per_byte",
+                                      "lzma9_bits_per_byte")]
+    if not all(isinstance(f, float) for f in figures):
+        return ""
+    return _versus(figures[0], (("zlib-9", figures[1]), ("lzma-9", figures[2]))) + \
+        " bits/byte (same eval sample)"
+
+
+def document_standing(evaluation: dict) -> list[str]:
+    """The report's standing lines from the Evaluator's whole-document figures; [] when absent
+    (eval.document_bytes 0, or an older ModelEvaluation)."""
+    (model_bpb, se, zlib_doc, lzma_doc, zlib_cat, lzma_cat) = (evaluation.get(k) for k in DOCUMENT_FIGURES)
+    if not all(isinstance(f, float) for f in (model_bpb, zlib_doc, lzma_doc)):
+        return []
+    versus = _versus(model_bpb, (("zlib-9", zlib_doc), ("lzma-9", lzma_doc)))
+    lines = [f"  {'whole documents':<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
+             f"{evaluation.get('document_count')} eval documents, {evaluation.get('document_bytes')} "
+             f"bytes: {versus} (each document compressed alone: zlib-9 {zlib_doc:.4f}, lzma-9 "
+             f"{lzma_doc:.4f})"]
+    if isinstance(zlib_cat, float) and isinstance(lzma_cat, float):
+        lines.append(f"  {'documents concatenated':<26} zlib-9 {zlib_cat:.4f}, lzma-9 "
+                     f"{lzma_cat:.4f} bits/byte (one archive of the same documents)")
+    return lines

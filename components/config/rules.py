@@ -89,6 +89,10 @@ def validate_positive(config: Config) -> None:
                        ("eval.max_loss", config.eval.max_loss)]:
         if value <= 0:
             raise ConfigError(f"{key}: must be > 0, got {value}")
+    if t.eval_every < 0 or (t.keep_best and not t.eval_every):
+        raise ConfigError(f"train.eval_every: must be >= 0 (0 = no validation while training), "
+                          f"and > 0 with train.keep_best (it picks among the validations); got "
+                          f"{t.eval_every} with keep_best={t.keep_best}")
     if r.peak_tflops_per_device < 0:
         raise ConfigError(f"runtime.peak_tflops_per_device: must be >= 0 (0 = unknown), got "
                           f"{r.peak_tflops_per_device}")

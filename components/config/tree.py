@@ -172,7 +172,15 @@ class TrainConfig:
     clip_norm: float = 1.0
     checkpoint_every: int = 100
     log_every: int = 20
-    eval_batches: int = 20
+    # Validation while training (components/training/validation.py): every eval_every steps
+    # (0 = off) the model is scored on the first eval_batches x eval.batch_size sequences of the
+    # evaluation sample (the same ones each time, and after a resume); logged to the console,
+    # TensorBoard and the UI's curves. The default: 4 validations of the tiny run's 1000 steps,
+    # 640 sequences each (~1/5 of the final evaluation's 3,200). keep_best: export the weights of
+    # the best validation instead of the last step's.
+    eval_every: int = 250
+    eval_batches: int = 10
+    keep_best: bool = False
     shuffle_buffer: int = 2048
     # Input streams S (components/training/input.py): train file i feeds stream i mod S, each
     # stream shuffled on its own (shuffle_buffer records each), and every global batch takes

@@ -29,6 +29,7 @@ from components.training.spikes import MAX_ROLLBACKS_TO_ONE_CHECKPOINT
 from components.training.stopping import StopRequest, agreed_stop
 from components.training.strategy import make_strategy
 from components.training.train_step import TrainState, make_optimizer, make_train_step
+from components.training.validation import Validation, summary_figures
 from components.training.window import StepLog, StepWindow, TrainingDiverged
 
 
@@ -73,6 +74,7 @@ class TrainResult:
     is_chief: bool = True
     rollbacks: int = 0          # train.spike_rollback: checkpoints restored after a spike
     skipped_batches: int = 0    # global batches those rollbacks skipped
+    validation: dict = dataclasses.field(default_factory=dict)   # validation.summary_figures
 
 
 def _value(variable):
@@ -194,6 +196,8 @@ class StepRun:
     stop: StopRequest
     strategy: tf.distribute.Strategy
     workers: int
+    validation: Validation | None = None     # train.eval_every (validation.py)
+    checkpoint_dir: str = ""
 
 
 def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> float:
@@ -214,11 +218,15 @@ def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> fl
         window.add(step, run.step_fn(feed.iterator))   # tensors: the host does not wait here
         checkpoint_now = step % t.checkpoint_every == 0 or step == t.train_steps
         stopping = agreed_stop(run.stop, run.strategy, run.workers)
-        if checkpoint_now or stopping or step % t.log_every == 0:
+        validate = run.validation is not None and run.validation.due(step)
+        if checkpoint_now or stopping or validate or step % t.log_every == 0:
             loss = window.settle()                     # the one host sync of the window
         if window.rollback:
             step, skipped = _roll_back(run, step, skipped, rollbacks_to)
             continue
+        if validate:   # settled, not rolled back: before the checkpoint, which holds its best
+            run.validation.run(run.checkpoint.model, state, step, window.step_log.writer,
+                               run.checkpoint_dir)
         if checkpoint_now or stopping:
             state.last_loss.assign(loss)
             run.manager.save(checkpoint_number=step)
@@ -288,9 +296,12 @@ def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: st
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
           on_step: Callable[[int, float], None] | None = None,
-          prepare_model: Callable[[keras.Model], None] | None = None) -> TrainResult:
+          prepare_model: Callable[[keras.Model], None] | None = None,
+          validation: Validation | None = None) -> TrainResult:
     """`prepare_model(model)` runs on the built model before the optimizer exists (warm start,
-    freezing: components/training/warm_start.py); a resume checkpoint restored later wins."""
+    freezing: components/training/warm_start.py); a resume checkpoint restored later wins.
+    `validation` (validation.py): scored every train.eval_every steps; with keep_best the
+    returned model holds the best validation's weights."""
     data, t, runtime = config.data, config.train, config.runtime
     keras.utils.set_random_seed(t.seed)
     strategy = strategy or make_strategy(runtime)
@@ -329,11 +340,13 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
             strategy, train_files, config, checkpoint_dir, resumed_from,
             start_position=resumed_from + _value(state.skipped_batches)) as feed:
         run = StepRun(t, state, step_fn, feed, window, checkpoint, manager, stop, strategy,
-                      workers=worker_count(strategy))
+                      workers=worker_count(strategy), validation=validation,
+                      checkpoint_dir=checkpoint_dir)
         try:
             loss = _run_steps(run, resumed_from, fault_at_step)
         finally:
             step_log.writer.flush()
+    kept = validation.restore_best(model, state, checkpoint_dir) if validation else None
     elapsed, tokens_per_step = time.perf_counter() - started, step_log.tokens_per_step
     return TrainResult(
         model=model, steps=_value(state.step), resumed_from_step=resumed_from,
@@ -342,7 +355,8 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
         tokens_per_second=(t.train_steps - resumed_from) * tokens_per_step / max(elapsed, 1e-9),
         parameter_count=n_params, flops_per_token=flops, num_replicas=replicas,
         loss_scale=_value(state.loss_scale), is_chief=chief,
-        rollbacks=_value(state.rollbacks), skipped_batches=_value(state.skipped_batches))
+        rollbacks=_value(state.rollbacks), skipped_batches=_value(state.skipped_batches),
+        validation=summary_figures(validation, state, kept))
 
 
 def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,

@@ -133,6 +133,7 @@ def run_fn(fn_args) -> None:
     from components.training import warm_start
     from components.serving.variants import export_variants
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
+    from components.training.validation import Validation
 
     custom = fn_args.custom_config
     config, tuned = trainer_config(custom, fn_args.hyperparameters)
@@ -149,11 +150,13 @@ def run_fn(fn_args) -> None:
                                         fn_args.train_files)
     first_loss = {}
     result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
-                        prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss))
+                        prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss),
+                        validation=Validation.from_config(config, fn_args.eval_files, tokenizer))
     figures.require_finite("Trainer", "final training loss", result.final_loss, DIVERGED.format(
         steps=result.steps, skipped=result.skipped_steps))
     metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer)
     summary = training_summary(config, result, metrics, baseline)
+    summary.update(result.validation)
     summary.update(code_digest=custom["code_digest"], checkpoint_dir=checkpoint_dir)
     # Tuning and warm start, when used (the run report and `bigtrain lineage` read these).
     if tuned:

@@ -95,6 +95,12 @@ class TrainState(tf.Module):
         # The loss of the last step before a checkpoint: what a run resumed at its end reports.
         self.last_loss = tf.Variable(float("nan"), dtype=tf.float32, trainable=False,
                                      aggregation=agg, name="last_loss")
+        # train.eval_every: the best validation so far (components/training/validation.py), so a
+        # resumed run's keep-best knows it. float64: the loss exactly as compared and reported.
+        self.best_validation_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False,
+                                                aggregation=agg, name="best_validation_loss")
+        self.best_validation_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                                aggregation=agg, name="best_validation_step")
 
 
 def masked_token_loss_sum(targets, logits, pad_id: int):

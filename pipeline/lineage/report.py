@@ -200,7 +200,9 @@ TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "preci
                     "final_loss", "eval_loss", "eval_loss_standard_error",
                     "eval_sample_sequences", "eval_bits_per_byte", "zlib9_bits_per_byte",
                     "lzma9_bits_per_byte", "unigram_baseline_loss", "eval_accuracy",
-                    "first_step_loss", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
+                    "first_step_loss", "validation_loss", "validation_bits_per_byte",
+                    "validation_step", "best_validation_loss", "best_validation_step",
+                    "kept_best_step", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
                     "tuned_hyperparameters")
 EVAL_FIGURES = ("loss", "loss_standard_error", "sample_sequences", "bits_per_byte",
                 "perplexity", "accuracy", "examples", "tokens",

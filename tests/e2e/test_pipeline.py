@@ -263,3 +263,12 @@ def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed
                         readable_folders(data_run.home)).test_client()
     page = client.get(f"/artifact/{evaluation['id']}").get_data(as_text=True)
     assert "document_bits_per_byte" in page and "concatenated_lzma9_bits_per_byte" in page
+
+
+def test_the_trainer_validates_while_training_and_the_report_says_so(data_run):
+    """train.eval_every=60 in the chain: validations at steps 60 and 120 on the Model in MLMD
+    and in the report (TensorBoard and the curves page: tests/e2e/test_ui_real_home.py)."""
+    model = data_run.report().stage("Trainer").outputs["Model"]
+    assert model["validation_every"] == 60 and model["validation_step"] == 120
+    assert model["best_validation_step"] in (60, 120) and model["validation_loss"] > 0
+    assert "validation_loss" in data_run.stdout and "kept_best_step" not in model

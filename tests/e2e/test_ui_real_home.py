@@ -73,7 +73,7 @@ def test_every_page_of_a_real_home_answers_and_writes_nothing(identical_run, dat
     logged = _logged_tags(model_run)
     curves_html = page(f"/run/{data_run.run_id}/curves")
     expected = [title for tag, title in CURVES if tag in logged]
-    assert {"loss", "learning_rate", "tokens_per_second"} <= logged
+    assert {"loss", "validation_loss", "learning_rate", "tokens_per_second"} <= logged
     assert re.findall(r"<figcaption>([^<]*)</figcaption>", curves_html) == expected
     assert curves_html.count("<svg") == len(expected)
 

@@ -55,7 +55,7 @@ def _result(final_loss: float = 1.0, steps: int = 1, skipped_steps: int = 0):
     return types.SimpleNamespace(
         model=object(), steps=steps, resumed_from_step=0, skipped_steps=skipped_steps,
         tokens_seen=1, tokens_per_second=1.0, final_loss=final_loss, parameter_count=1,
-        flops_per_token=1, num_replicas=1, rollbacks=1, skipped_batches=2)
+        flops_per_token=1, num_replicas=1, rollbacks=1, skipped_batches=2, validation={})
 
 
 def _custom(config, tmp_path) -> dict:

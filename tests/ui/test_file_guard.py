@@ -55,7 +55,7 @@ def test_curves_of_a_model_run_inside_the_pipeline_root_are_read(home, monkeypat
     """The control: the guard lets the run's own ModelRun folder through."""
     client, read = _client(home, monkeypatch)
     response = client.get("/run/run-a/curves")
-    assert response.status_code == 200 and response.get_data(as_text=True).count("<svg") == 4
+    assert response.status_code == 200 and response.get_data(as_text=True).count("<svg") == 5   # loss, validation, lr, tokens/s, MFU
     assert len(read) == 1 and read[0].startswith(os.path.realpath(home / "pipelines"))
 
 

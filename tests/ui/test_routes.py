@@ -81,10 +81,11 @@ def test_curves_page_draws_the_logged_scalars(client):
     from nothing."""
     page = _text(client.get("/run/run-a/curves"))
     assert re.findall(r"<figcaption>([^<]*)</figcaption>", page) == [
-        "loss", "learning rate", "tokens/s", "MFU"]
-    assert page.count("<svg") == 4 and "not logged by this run" not in page
+        "loss", "validation loss (train.eval_every)", "learning rate", "tokens/s", "MFU"]
+    assert page.count("<svg") == 5 and "not logged by this run" not in page
     page = _text(client.get("/run/latest~1/curves"))
-    assert page.count("<svg") == 3 and "not logged by this run: MFU" in page
+    assert page.count("<svg") == 3
+    assert "not logged by this run: validation loss (train.eval_every), MFU" in page
 
 
 def test_every_mlmd_string_is_escaped(client):

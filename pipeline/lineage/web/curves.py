@@ -10,7 +10,8 @@ import types
 
 # The curves the UI shows, by the tag training writes (components/training/loop.py); "mfu" is
 # shown when a run logs it.
-CURVES = (("loss", "loss"), ("learning_rate", "learning rate"),
+CURVES = (("loss", "loss"), ("validation_loss", "validation loss (train.eval_every)"),
+          ("learning_rate", "learning rate"),
           ("tokens_per_second", "tokens/s"), ("mfu", "MFU"))
 
 

@@ -25,9 +25,15 @@ UNRESOLVED = "unresolved-at-compile-time"
 _REMOTE_METADATA: dict[str, tuple[int, float]] = {}
 
 
+# bigtrain's shipped held-out sets (components/config/heldout.py names the token and the default).
+HELDOUT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "evaluation", "heldout")
+
+
 def expand_input(spec: str) -> str:
-    """`<stdlib>` -> the running interpreter's standard library (the default corpus)."""
-    return spec.replace("<stdlib>", sysconfig.get_paths()["stdlib"])
+    """`<stdlib>` -> the running interpreter's standard library (the default corpus);
+    `<heldout>` -> the folder of bigtrain's shipped held-out sets."""
+    return spec.replace("<stdlib>", sysconfig.get_paths()["stdlib"]).replace("<heldout>", HELDOUT_DIR)
 
 
 def is_remote(spec: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from components.config.heldout import with_decontamination
 from components.config.presets import PRESETS
 from components.config.rules import finite, validate
 from components.config.tree import ON_OFF_KEYS, Config, ConfigError
@@ -217,6 +218,7 @@ def build_config(preset: str = "tiny", yaml_path: str | None = None,
             raise ConfigError(f"{where}: {err}") from None
     for text in overrides:
         config = merge(config, parse_override(text))
+    config = with_decontamination(config)   # eval.sets -> data.decontaminate.eval_files
     validate(config, num_replicas=num_replicas)
     return config
 

@@ -9,6 +9,7 @@ import datetime
 import math
 import re
 
+from components.config import heldout
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
                                         NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
 from components.config.tree import (ARCHS, MAX_ROTARY_POSITION, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
@@ -121,6 +122,9 @@ def validate_eval(config: Config) -> None:
         raise ConfigError(f"eval.max_bits_per_byte: must be >= 0 (0 = off), got {e.max_bits_per_byte}")
     if e.max_quantization_loss_delta < 0:
         raise ConfigError(f"eval.max_quantization_loss_delta: must be >= 0, got {e.max_quantization_loss_delta}")
+    problem = heldout.set_problem(e.sets)
+    if problem:
+        raise ConfigError(problem)
     if e.document_bytes < 0 or e.max_document_bytes < 1:
         raise ConfigError(f"eval.document_bytes must be >= 0 (0 = off) and eval.max_document_bytes "
                           f">= 1, got {e.document_bytes} and {e.max_document_bytes}")

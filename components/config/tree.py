@@ -19,6 +19,8 @@ from components.config.cleaning import (DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHIN
                                         QualityFilterConfig, EXAMPLES_PREFIX, HOME_PREFIX)
 # A mixture's named sources (data.sources), likewise.
 from components.config.sources import DEFAULT_SOURCE, SourceConfig  # noqa: F401
+# The eval section's named held-out sets (eval.sets), likewise.
+from components.config.heldout import DEFAULT_SETS, HeldOutSetConfig  # noqa: F401
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -263,6 +265,11 @@ class EvalConfig:
     document_bytes: int = 262144
     max_document_bytes: int = 16384
     stride_context: int = -1
+    # Named held-out sets (components/config/heldout.py), each scored like the whole documents
+    # above with its own compressor figures and optional gates; their inputs are removed from
+    # training by decontamination unless a set says decontaminate: false. The default: bigtrain's
+    # own code, frozen (heldout.py says which and why). [] = none.
+    sets: tuple[HeldOutSetConfig, ...] = DEFAULT_SETS
 
 
 EXPORT_VARIANTS = ("int8", "tflite")

@@ -30,7 +30,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from components.common import fs
+from components.common import fs, listing
 from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
 from components.corpus.minhash import substring_hashes, word_bounds, word_ngram_hashes
 
@@ -123,7 +123,7 @@ def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, .
             raise ValueError(f"data.decontaminate.eval_files: {pattern!r} was not resolved: "
                              "`home:` is resolved by bigtrain run / compile, `examples:` decoded "
                              "by the data stage's executor")
-        files = tuple(sorted(fs.glob(pattern)))
+        files = tuple(sorted(fs.glob(listing.expand_input(pattern))))
         if not files:
             raise FileNotFoundError(f"data.decontaminate.eval_files: {pattern!r} matches no files")
         sets.append((pattern, files))

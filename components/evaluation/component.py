@@ -17,6 +17,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from components import config as config_lib
 from components.common import fs
 from components.common.figures import set_figure
+from components.evaluation import held_out_sets
 from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.documents import DOCUMENT_COUNTS, DOCUMENT_FIGURES
 from components.evaluation.measure import (comparable_baseline, evaluate_documents,
@@ -69,6 +70,21 @@ def document_properties(evaluation, figures: dict) -> None:
             evaluation.set_int_custom_property(name, int(figures[name]))
     if "document_variant" in figures:
         evaluation.set_string_custom_property("document_variant", figures["document_variant"])
+    sets = figures.get("sets") or {}
+    evaluation.set_string_custom_property(held_out_sets.SETS_PROPERTY, ",".join(sets))
+    for name, value in held_out_sets.flat_properties(sets).items():
+        set_figure(evaluation, name, value, "Evaluator", hint="a held-out set's evaluation")
+
+
+def with_set_gates(decision: Decision, documents: dict, baseline_documents: dict | None,
+                   eval_config) -> Decision:
+    """The blessing with every eval.sets gate applied: a failing one un-blesses, named."""
+    failures = held_out_sets.gate_failures(documents.get("sets") or {},
+                                           (baseline_documents or {}).get("sets"), eval_config)
+    if not failures:
+        return decision
+    earlier = [] if decision.blessed else [decision.reason[len("not blessed: "):]]
+    return Decision(False, "not blessed: " + "; ".join(earlier + failures))
 
 
 def write_blessing(blessing, decision: Decision, model, baseline, serve: str, manifest: dict) -> None:
@@ -116,24 +132,37 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
             documents = memoize(f"{model.uri}#documents", lambda: evaluate_documents(
                 model.uri, manifest.get(serve, manifest["float"]), examples.uri, eval_config,
                 tokenizer))
+            baseline_documents = None if baseline is None or not any(
+                s.max_bits_per_byte_regression >= 0 for s in eval_config.sets) else memoize(
+                f"{baseline.uri}#documents", lambda: evaluate_documents(
+                    baseline.uri, variants.read_manifest(baseline.uri)["float"], examples.uri,
+                    eval_config, tokenizer))
             baseline_metrics = None if baseline is None else memoize(
                 baseline.uri, lambda: evaluate_saved_model(path_utils.serving_model_path(baseline.uri),
                                                            eval_files, eval_config, tokenizer))
         candidate = variant_metrics["float"]
         fitness = {n: Decision(*fit) for n, fit in variants.recommend_all(variant_metrics, eval_config).items()}
-        decision = decide_serving(serve, variant_metrics, fitness, baseline_metrics, eval_config,
-                                  per_token)
+        decision = with_set_gates(decide_serving(serve, variant_metrics, fitness, baseline_metrics,
+                                                 eval_config, per_token),
+                                  documents, baseline_documents, eval_config)
         LOGGER.info("evaluation: loss %.4f nats/token, %.4f bits/byte, perplexity %.2f, accuracy "
                     "%.4f on %d tokens; %s", candidate["loss"], candidate["bits_per_byte"],
                     candidate["perplexity"], candidate["accuracy"], candidate["tokens"],
                     decision.reason)
-        if documents:
+        for name, figures in documents["sets"].items():
+            LOGGER.info("held-out %s: %.4f bits/byte (zlib-9 %.4f, lzma-9 %.4f, each document "
+                        "alone) on %d documents, %d bytes", name, figures["document_bits_per_byte"],
+                        figures["document_zlib9_bits_per_byte"],
+                        figures["document_lzma9_bits_per_byte"], figures["document_count"],
+                        figures["document_bytes"])
+        if "document_bits_per_byte" in documents:
             LOGGER.info("whole documents: %.4f bits/byte (zlib-9 %.4f, lzma-9 %.4f, each document "
                         "alone) on %d documents, %d bytes", documents["document_bits_per_byte"],
                         documents["document_zlib9_bits_per_byte"],
                         documents["document_lzma9_bits_per_byte"], documents["document_count"],
                         documents["document_bytes"])
         record = {"candidate": candidate, "baseline": baseline_metrics, "documents": documents,
+                  "baseline_documents": baseline_documents,
                   "baseline_model_id": baseline.id if baseline else None,
                   "thresholds": config_lib.to_dict(eval_config),
                   "blessed": decision.blessed, "reason": decision.reason, "serve_variant": serve,

@@ -31,19 +31,23 @@ def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenizer) -
 def evaluate_documents(model_dir: str, entry: dict, examples_uri: str, eval_config,
                        tokenizer) -> dict:
     """The whole-document figures (components/evaluation/documents.py) of one exported variant
-    (the one to be served) through its token_logits; {} when eval.document_bytes is 0."""
-    if eval_config.document_bytes <= 0:
-        return {}
+    (the one to be served) through its token_logits: the eval split's (none when
+    eval.document_bytes is 0) and, under "sets", each eval.sets held-out set's."""
     from components.evaluation import documents as documents_lib
+    from components.evaluation.held_out_sets import measure_sets
     from components.serving import variants
     from components.text_example_gen.eval_split import eval_split_documents
-    chosen = documents_lib.choose_documents(
-        eval_split_documents(examples_uri, "the Evaluator's whole-document sample", tokenizer),
-        tokenizer.token_byte_lengths(), eval_config.document_bytes, eval_config.max_document_bytes)
-    figures = documents_lib.document_figures(
-        variants.logits_fn(model_dir, entry), chosen, tokenizer,
-        context=variants.float_model_info(model_dir)["context_length"],
-        stride_context=eval_config.stride_context, batch_size=eval_config.batch_size)
+    logits_fn = variants.logits_fn(model_dir, entry)
+    context = variants.float_model_info(model_dir)["context_length"]
+    figures = {"sets": measure_sets(logits_fn, context, eval_config, tokenizer)}
+    if eval_config.document_bytes > 0:
+        chosen = documents_lib.choose_documents(
+            eval_split_documents(examples_uri, "the Evaluator's whole-document sample", tokenizer),
+            tokenizer.token_byte_lengths(), eval_config.document_bytes,
+            eval_config.max_document_bytes)
+        figures.update(documents_lib.document_figures(
+            logits_fn, chosen, tokenizer, context=context,
+            stride_context=eval_config.stride_context, batch_size=eval_config.batch_size))
     return dict(figures, document_variant=entry["path"])
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from components.common.errors import NotFoundError
 from pipeline.lineage import record
 from components.evaluation.documents import DOCUMENT_FIGURES
+from components.evaluation.held_out_sets import property_name
+from pipeline.lineage.standing import set_names
 from pipeline.lineage.params import changed_parameters
 from pipeline.lineage.store import Lineage, properties
 
@@ -359,6 +361,11 @@ def diff(lin: Lineage, ref_a: str, ref_b: str) -> dict:
                                 ("ModelBlessing", ("blessed",)),
                                 ("PushedModel", ("pushed", "pushed_version")))
                for n in names]
+    sets = sorted({n for side in (a, b) for node in side.values()
+                   for n in set_names(node["outputs"].get("ModelEvaluation", {}))})
+    metrics += [{"name": f"ModelEvaluation.{key}", "a": output(a, "ModelEvaluation", key),
+                 "b": output(b, "ModelEvaluation", key)}
+                for name in sets for key in (property_name(name, f) for f in DOCUMENT_FIGURES)]
     return {"a": run_a.name, "b": run_b.name, "stages": stages, "config": config,
             "inputs": inputs, "code": code, "metrics": metrics,
             "data_changed": inputs[1]["a"] != inputs[1]["b"],

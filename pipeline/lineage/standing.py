@@ -5,6 +5,7 @@ window-sample figures (what training optimises: 128-byte windows, shuffled, no f
 from __future__ import annotations
 
 from components.evaluation.documents import DOCUMENT_FIGURES
+from components.evaluation.held_out_sets import SETS_PROPERTY, property_name
 
 
 def _versus(model_bpb: float, compressors) -> str:
@@ -27,18 +28,33 @@ def compressor_standing(model: dict) -> str:
         " bits/byte (same eval sample)"
 
 
-def document_standing(evaluation: dict) -> list[str]:
-    """The report's standing lines from the Evaluator's whole-document figures; [] when absent
-    (eval.document_bytes 0, or an older ModelEvaluation)."""
-    (model_bpb, se, zlib_doc, lzma_doc, zlib_cat, lzma_cat) = (evaluation.get(k) for k in DOCUMENT_FIGURES)
+def _standing_lines(figures: dict, label: str, what: str) -> list[str]:
+    """A figure set's standing lines (DOCUMENT_FIGURES order, unprefixed keys); [] if absent."""
+    (model_bpb, se, zlib_doc, lzma_doc, zlib_cat, lzma_cat) = (figures.get(k) for k in DOCUMENT_FIGURES)
     if not all(isinstance(f, float) for f in (model_bpb, zlib_doc, lzma_doc)):
         return []
     versus = _versus(model_bpb, (("zlib-9", zlib_doc), ("lzma-9", lzma_doc)))
-    lines = [f"  {'whole documents':<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
-             f"{evaluation.get('document_count')} eval documents, {evaluation.get('document_bytes')} "
+    lines = [f"  {label:<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
+             f"{figures.get('document_count')} {what}, {figures.get('document_bytes')} "
              f"bytes: {versus} (each document compressed alone: zlib-9 {zlib_doc:.4f}, lzma-9 "
              f"{lzma_doc:.4f})"]
     if isinstance(zlib_cat, float) and isinstance(lzma_cat, float):
-        lines.append(f"  {'documents concatenated':<26} zlib-9 {zlib_cat:.4f}, lzma-9 "
+        lines.append(f"  {'  concatenated':<26} zlib-9 {zlib_cat:.4f}, lzma-9 "
                      f"{lzma_cat:.4f} bits/byte (one archive of the same documents)")
+    return lines
+
+
+def set_names(evaluation: dict) -> list[str]:
+    """The held-out sets a ModelEvaluation holds figures of."""
+    return [n for n in str(evaluation.get(SETS_PROPERTY) or "").split(",") if n]
+
+
+def document_standing(evaluation: dict) -> list[str]:
+    """The report's standing lines from the Evaluator's whole-document figures, the eval split's
+    then each held-out set's; [] when absent (an older ModelEvaluation)."""
+    lines = _standing_lines(evaluation, "whole documents", "eval documents")
+    for name in set_names(evaluation):
+        prefixed = {k: evaluation.get(property_name(name, k)) for k in
+                    DOCUMENT_FIGURES + ("document_count", "document_bytes")}
+        lines += _standing_lines(prefixed, f"held-out {name}", "documents")
     return lines

@@ -263,6 +263,17 @@ def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed
                         readable_folders(data_run.home)).test_client()
     page = client.get(f"/artifact/{evaluation['id']}").get_data(as_text=True)
     assert "document_bits_per_byte" in page and "concatenated_lzma9_bits_per_byte" in page
+    # the default held-out set (bigtrain's own code): its own figures, everywhere the split's are
+    held = written["sets"]["bigtrain_code"]
+    assert evaluation["heldout_sets"] == "bigtrain_code" and held["document_count"] >= 10
+    assert agree_after_rounding(evaluation["heldout_bigtrain_code_document_bits_per_byte"],
+                                held["document_bits_per_byte"], roundings=1)
+    assert "held-out bigtrain_code" in data_run.stdout
+    assert isinstance(rows["ModelEvaluation.heldout_bigtrain_code_document_bits_per_byte"]["b"], float)
+    assert "heldout_bigtrain_code_document_lzma9_bits_per_byte" in page
+    examples = data_run.report().stage("TextExampleGen").outputs["Examples"]
+    (checked,) = json.loads(examples["decontamination_eval_sets"])      # the data stage's index
+    assert checked["name"] == "<heldout>/bigtrain-code-2026-11-27.jsonl.gz" and checked["texts"] == 34
 
 
 def test_the_trainer_validates_while_training_and_the_report_says_so(data_run):

@@ -15,6 +15,9 @@ from components.tokenizer.byte_level import ByteTokenizer
 from tests.export.conftest import CONTEXT
 
 TOKENIZER = ByteTokenizer()
+# float32 cross entropy per target against the float64 reference: within a few ulps of
+# |logit| + log V (logits here are O(10) under N(0, 0.3) weights): 64 u x 20 bounds it with room.
+PER_TARGET_BOUND = 64 * 2**-24 * 20
 
 
 def log_softmax64(logits: np.ndarray) -> np.ndarray:
@@ -56,9 +59,7 @@ def test_strided_nats_equal_the_plain_loop(loaded, stride_context):
     for i, doc in enumerate(ids):
         want_nats, want_count = plain_loop_nats(signature, doc, CONTEXT, stride_context)
         assert counts[i] == want_count == len(doc) + 1          # every id and EOS, once
-        # float32 cross entropy per target: within a few ulps of |logit| + log V (logits here
-        # are O(10) under N(0, 0.3) weights): 64 u x 20 per target bounds it with room.
-        assert nats[i] == pytest.approx(want_nats, abs=64 * 2**-24 * 20 * want_count)
+        assert nats[i] == pytest.approx(want_nats, abs=PER_TARGET_BOUND * want_count)
 
 
 def test_a_document_inside_one_window_is_one_call(loaded):
@@ -73,4 +74,41 @@ def test_a_document_inside_one_window_is_one_call(loaded):
                                          batch_size=4)
     assert figures["document_tokens"] == len(ids) + 1 and figures["document_bytes"] == 10
     assert figures["document_stride_context"] == CONTEXT // 2
-    assert figures["document_bits_per_byte"] == pytest.approx(want / np.log(2) / 10, rel=1e-5)
+    bound = PER_TARGET_BOUND * (len(ids) + 1) / np.log(2) / 10
+    assert figures["document_bits_per_byte"] == pytest.approx(want / np.log(2) / 10, abs=bound)
+
+
+def test_a_held_out_set_is_scored_like_the_plain_loop_beside_its_compressors(loaded, tmp_path):
+    """eval.sets: a .jsonl file (two records) and a text file, all three documents within the
+    cap: the model's bits/byte is the plain loop's over the same documents, the compressors
+    zlib / lzma of each text alone. Catches a set's JSON record read as one raw text, another
+    set's documents mixed in, and the figures keyed under the wrong set name."""
+    import json
+    import lzma
+    import zlib
+    from components.config import build_config
+    from components.evaluation import held_out_sets
+    records = [{"text": "def add(a, b):\n    return a + b\n"}, {"text": "x = [i * i for i in range(9)]\n"}]
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "set" / "b.py").write_bytes(b"print('held out')\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "c.py").write_bytes(b"not this one\n")
+    eval_config = build_config("tiny", overrides=[
+        f"eval.sets=[{{name: mine, input: '{tmp_path}/set/*'}}, "
+        f"{{name: other, input: '{tmp_path}/other/*'}}]", "eval.batch_size=4"]).eval
+    signature = loaded.signatures["token_logits"]
+    measured = held_out_sets.measure_sets(lambda x: signature(input_ids=x)["logits"], CONTEXT,
+                                          eval_config, TOKENIZER)
+    texts = [r["text"].encode() for r in records] + [b"print('held out')\n"]
+    nats = sum(plain_loop_nats(signature, TOKENIZER.encode(t), CONTEXT, CONTEXT // 2)[0] for t in texts)
+    size = sum(len(t) for t in texts)
+    mine = measured["mine"]
+    assert mine["document_count"] == 3 and mine["document_bytes"] == size
+    bound = PER_TARGET_BOUND * mine["document_tokens"] / np.log(2) / size
+    assert mine["document_bits_per_byte"] == pytest.approx(nats / np.log(2) / size, abs=bound)
+    assert mine["document_lzma9_bits_per_byte"] == 8 * sum(len(lzma.compress(t, preset=9)) for t in texts) / size
+    assert mine["document_zlib9_bits_per_byte"] == 8 * sum(len(zlib.compress(t, 9)) for t in texts) / size
+    assert measured["other"]["document_bytes"] == len(b"not this one\n")
+    flat = held_out_sets.flat_properties(measured)
+    assert flat["heldout_mine_document_bits_per_byte"] == mine["document_bits_per_byte"]

@@ -50,3 +50,19 @@ def test_the_whole_document_lines_come_from_the_evaluator_and_name_each_figure()
     text = format_report(RunReport("r", stages))
     assert first in text and second in text
     assert document_standing({"loss": 1.5}) == []                     # an older evaluation
+
+
+def test_each_held_out_set_gets_its_own_lines_from_its_prefixed_figures():
+    sets = {"heldout_sets": "code,prose", "heldout_code_document_bits_per_byte": 2.5,
+            "heldout_code_document_zlib9_bits_per_byte": 2.2,
+            "heldout_code_document_lzma9_bits_per_byte": 1.9, "heldout_code_document_count": 3,
+            "heldout_code_document_bytes": 900, "heldout_prose_document_bits_per_byte": 1.0,
+            "heldout_prose_document_zlib9_bits_per_byte": 3.0,
+            "heldout_prose_document_lzma9_bits_per_byte": 2.8}
+    lines = document_standing(dict(EVALUATION, **sets))
+    (code,) = [l for l in lines if "held-out code" in l]
+    assert "2.5000 bits/byte" in code and "on 3 documents, 900 bytes" in code
+    assert "behind zlib-9 by 0.300 and lzma-9 by 0.600" in code
+    (prose,) = [l for l in lines if "held-out prose" in l]
+    assert "beats zlib-9 by 2.000 and lzma-9 by 1.800" in prose
+    assert document_standing(sets)[0].strip().startswith("held-out code")   # no eval-split figures

@@ -1,0 +1,78 @@
+"""The named held-out sets (`eval.sets`, components/config/heldout.py): each scored whole-document
+beside its own compressor figures (components/evaluation/documents.py), recorded on the
+ModelEvaluation as `heldout_<set>_<figure>` (this module owns the names) and gated per set.
+
+Which documents: every text of the set's files (the evaluation-file format of decontamination:
+components/corpus/contamination.py eval_texts), in file order, tokenized with the examples'
+tokenizer; of those, the smallest content keys within the set's max_bytes, each cut to
+eval.max_document_bytes, exactly as for the eval split. The same bytes for the model and both
+compressors."""
+
+from __future__ import annotations
+
+from components.common import fs, listing
+from components.corpus.contamination import eval_texts
+from components.evaluation import documents as documents_lib
+
+PREFIX = "heldout_"
+SETS_PROPERTY = "heldout_sets"     # the ModelEvaluation's comma-separated set names
+
+
+def property_name(set_name: str, figure: str) -> str:
+    """`heldout_<set>_<figure>`, figure one of documents.DOCUMENT_FIGURES / DOCUMENT_COUNTS."""
+    return f"{PREFIX}{set_name}_{figure}"
+
+
+def set_files(held_out) -> list[str]:
+    files = sorted(fs.glob(listing.expand_input(held_out.input)))
+    if not files:
+        raise FileNotFoundError(f"eval.sets {held_out.name}: input {held_out.input!r} matches no "
+                                f"files")
+    return files
+
+
+def set_documents(held_out, tokenizer, max_document_bytes: int) -> list:
+    """The set's chosen documents (ids), smallest content key first."""
+    texts = (text for path in set_files(held_out) for text in eval_texts(path))
+    return documents_lib.choose_documents((tokenizer.encode(t) for t in texts),
+                                          tokenizer.token_byte_lengths(), held_out.max_bytes,
+                                          max_document_bytes)
+
+
+def measure_sets(logits_fn, context: int, eval_config, tokenizer) -> dict:
+    """{set name: its document figures} for every eval.sets entry."""
+    out = {}
+    for held_out in eval_config.sets:
+        chosen = set_documents(held_out, tokenizer, eval_config.max_document_bytes)
+        if not chosen:
+            raise ValueError(f"eval.sets {held_out.name}: {held_out.input!r} holds no document")
+        out[held_out.name] = documents_lib.document_figures(
+            logits_fn, chosen, tokenizer, context=context,
+            stride_context=eval_config.stride_context, batch_size=eval_config.batch_size)
+    return out
+
+
+def gate_failures(measured: dict, baseline: dict | None, eval_config) -> list[str]:
+    """Each set's gates that fail, named: absolute bits/byte and regression against the blessed
+    baseline measured on the same documents."""
+    failures = []
+    for held_out in eval_config.sets:
+        bpb = measured[held_out.name]["document_bits_per_byte"]
+        if held_out.max_bits_per_byte > 0 and bpb > held_out.max_bits_per_byte:
+            failures.append(f"held-out {held_out.name}: {bpb:.4f} bits/byte > eval.sets "
+                            f"max_bits_per_byte {held_out.max_bits_per_byte:.4f}")
+        base = (baseline or {}).get(held_out.name)
+        if held_out.max_bits_per_byte_regression >= 0 and base is not None:
+            allowed = base["document_bits_per_byte"] + held_out.max_bits_per_byte_regression
+            if bpb > allowed:
+                failures.append(f"held-out {held_out.name}: {bpb:.4f} bits/byte > baseline "
+                                f"{base['document_bits_per_byte']:.4f} + max_bits_per_byte_"
+                                f"regression {held_out.max_bits_per_byte_regression:.4f}")
+    return failures
+
+
+def flat_properties(measured: dict) -> dict:
+    """{heldout_<set>_<figure>: value} for every set and figure measured."""
+    return {property_name(name, figure): value for name, figures in measured.items()
+            for figure, value in figures.items()
+            if figure in documents_lib.DOCUMENT_FIGURES + documents_lib.DOCUMENT_COUNTS}

@@ -125,6 +125,12 @@ def validate_eval(config: Config) -> None:
     problem = heldout.set_problem(e.sets)
     if problem:
         raise ConfigError(problem)
+    if e.task_set and e.task_set not in [s.name for s in e.sets]:
+        raise ConfigError(f"eval.task_set: {e.task_set!r} is not one of eval.sets "
+                          f"{[s.name for s in e.sets]}")
+    if e.task_items < 0 or not 0.0 <= e.min_task_choice_accuracy <= 1.0:
+        raise ConfigError(f"eval.task_items must be >= 0 (0 = off) and eval.min_task_choice_"
+                          f"accuracy in [0, 1], got {e.task_items} and {e.min_task_choice_accuracy}")
     if e.document_bytes < 0 or e.max_document_bytes < 1:
         raise ConfigError(f"eval.document_bytes must be >= 0 (0 = off) and eval.max_document_bytes "
                           f">= 1, got {e.document_bytes} and {e.max_document_bytes}")

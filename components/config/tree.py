@@ -270,6 +270,14 @@ class EvalConfig:
     # training by decontamination unless a set says decontaminate: false. The default: bigtrain's
     # own code, frozen (heldout.py says which and why). [] = none.
     sets: tuple[HeldOutSetConfig, ...] = DEFAULT_SETS
+    # Code tasks (components/evaluation/tasks.py) on lines of the held-out set task_set ("" = the
+    # first of eval.sets; none: no tasks): task_items next-line completions and 4-way multiple
+    # choices (0 = off), chosen by content keys with task_seed; a model whose multiple-choice
+    # accuracy is below min_task_choice_accuracy is not blessed (0 = off).
+    task_items: int = 64
+    task_set: str = ""
+    task_seed: int = 0
+    min_task_choice_accuracy: float = 0.0
 
 
 EXPORT_VARIANTS = ("int8", "tflite")

@@ -20,6 +20,7 @@ from components.common.figures import set_figure
 from components.evaluation import held_out_sets
 from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.documents import DOCUMENT_COUNTS, DOCUMENT_FIGURES
+from components.evaluation.tasks import TASK_COUNTS, TASK_FIGURES
 from components.evaluation.measure import (comparable_baseline, evaluate_documents,
                                            evaluate_saved_model, measure_variants,
                                            memoized_metrics)
@@ -76,11 +77,25 @@ def document_properties(evaluation, figures: dict) -> None:
         set_figure(evaluation, name, value, "Evaluator", hint="a held-out set's evaluation")
 
 
+def task_properties(evaluation, figures: dict) -> None:
+    """The code tasks' figures (components/evaluation/tasks.py) as MLMD properties."""
+    for name in TASK_FIGURES:
+        if name in figures:
+            set_figure(evaluation, name, float(figures[name]), "Evaluator", hint="the code tasks")
+    for name in TASK_COUNTS:
+        if name in figures:
+            evaluation.set_int_custom_property(name, int(figures[name]))
+    if "task_set" in figures:
+        evaluation.set_string_custom_property("task_set", figures["task_set"])
+
+
 def with_set_gates(decision: Decision, documents: dict, baseline_documents: dict | None,
-                   eval_config) -> Decision:
-    """The blessing with every eval.sets gate applied: a failing one un-blesses, named."""
+                   tasks: dict, eval_config) -> Decision:
+    """The blessing with every eval.sets gate and the task gate applied: a failing one
+    un-blesses, named."""
     failures = held_out_sets.gate_failures(documents.get("sets") or {},
                                            (baseline_documents or {}).get("sets"), eval_config)
+    failures += [f for f in [held_out_sets.task_gate_failure(tasks, eval_config)] if f]
     if not failures:
         return decision
     earlier = [] if decision.blessed else [decision.reason[len("not blessed: "):]]
@@ -132,6 +147,10 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
             documents = memoize(f"{model.uri}#documents", lambda: evaluate_documents(
                 model.uri, manifest.get(serve, manifest["float"]), examples.uri, eval_config,
                 tokenizer))
+            served_dir = os.path.join(model.uri, manifest.get(serve, manifest["float"])["path"])
+            tasks = memoize(f"{model.uri}#tasks", lambda: held_out_sets.run_set_tasks(
+                served_dir, variants.float_model_info(model.uri)["context_length"], eval_config,
+                tokenizer))
             baseline_documents = None if baseline is None or not any(
                 s.max_bits_per_byte_regression >= 0 for s in eval_config.sets) else memoize(
                 f"{baseline.uri}#documents", lambda: evaluate_documents(
@@ -144,7 +163,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         fitness = {n: Decision(*fit) for n, fit in variants.recommend_all(variant_metrics, eval_config).items()}
         decision = with_set_gates(decide_serving(serve, variant_metrics, fitness, baseline_metrics,
                                                  eval_config, per_token),
-                                  documents, baseline_documents, eval_config)
+                                  documents, baseline_documents, tasks, eval_config)
         LOGGER.info("evaluation: loss %.4f nats/token, %.4f bits/byte, perplexity %.2f, accuracy "
                     "%.4f on %d tokens; %s", candidate["loss"], candidate["bits_per_byte"],
                     candidate["perplexity"], candidate["accuracy"], candidate["tokens"],
@@ -162,7 +181,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                         documents["document_lzma9_bits_per_byte"], documents["document_count"],
                         documents["document_bytes"])
         record = {"candidate": candidate, "baseline": baseline_metrics, "documents": documents,
-                  "baseline_documents": baseline_documents,
+                  "baseline_documents": baseline_documents, "tasks": tasks,
                   "baseline_model_id": baseline.id if baseline else None,
                   "thresholds": config_lib.to_dict(eval_config),
                   "blessed": decision.blessed, "reason": decision.reason, "serve_variant": serve,
@@ -174,6 +193,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                       json.dumps(record, indent=2, sort_keys=True))
         evaluation_properties(evaluation, candidate, baseline_metrics, variant_metrics, fitness, serve)
         document_properties(evaluation, documents)
+        task_properties(evaluation, tasks)
         write_blessing(artifact_utils.get_single_instance(output_dict["blessing"]), decision,
                        model, baseline, serve, manifest)
 

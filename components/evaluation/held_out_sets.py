@@ -76,3 +76,34 @@ def flat_properties(measured: dict) -> dict:
     return {property_name(name, figure): value for name, figures in measured.items()
             for figure, value in figures.items()
             if figure in documents_lib.DOCUMENT_FIGURES + documents_lib.DOCUMENT_COUNTS}
+
+
+def task_set(eval_config):
+    """The held-out set the code tasks draw from (eval.task_set, "" = the first), or None."""
+    if eval_config.task_items <= 0 or not eval_config.sets:
+        return None
+    name = eval_config.task_set or eval_config.sets[0].name
+    return next(s for s in eval_config.sets if s.name == name)
+
+
+def run_set_tasks(serving_dir: str, context: int, eval_config, tokenizer) -> dict:
+    """The code tasks' figures (components/evaluation/tasks.py) of one SavedModel, with the set
+    they ran on; {} when off."""
+    from components.evaluation.tasks import run_tasks
+    held_out = task_set(eval_config)
+    if held_out is None:
+        return {}
+    texts = [tokenizer.decode(ids) for ids in
+             set_documents(held_out, tokenizer, eval_config.max_document_bytes)]
+    figures = run_tasks(serving_dir, texts, eval_config, context)
+    return dict(figures, task_set=held_out.name) if figures else {}
+
+
+def task_gate_failure(figures: dict, eval_config) -> str:
+    """eval.min_task_choice_accuracy, when on and missed: the failure, named; else ""."""
+    floor = eval_config.min_task_choice_accuracy
+    accuracy = figures.get("task_choice_accuracy")
+    if floor > 0 and accuracy is not None and accuracy < floor:
+        return (f"task choice accuracy {accuracy:.4f} < eval.min_task_choice_accuracy "
+                f"{floor:.4f} (held-out {figures.get('task_set')})")
+    return ""

@@ -57,4 +57,16 @@ def document_standing(evaluation: dict) -> list[str]:
         prefixed = {k: evaluation.get(property_name(name, k)) for k in
                     DOCUMENT_FIGURES + ("document_count", "document_bytes")}
         lines += _standing_lines(prefixed, f"held-out {name}", "documents")
-    return lines
+    return lines + task_lines(evaluation)
+
+
+def task_lines(evaluation: dict) -> list[str]:
+    """The code tasks' line (components/evaluation/tasks.py); [] when none ran."""
+    if not isinstance(evaluation.get("task_choice_accuracy"), float):
+        return []
+    return [f"  {'code tasks':<26} {evaluation.get('task_items')} lines of held-out "
+            f"{evaluation.get('task_set')}: next-line completion exact match "
+            f"{evaluation['task_completion_exact_match']:.3f}, edit similarity "
+            f"{evaluation['task_completion_edit_similarity']:.3f}; 4-way choice accuracy "
+            f"{evaluation['task_choice_accuracy']:.3f} (centred "
+            f"{evaluation['task_choice_centred_accuracy']:+.3f}, 0 = chance)"]

@@ -9,6 +9,7 @@ short last window scored, and a window's nats credited to the next document (own
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from components.evaluation import documents
 from components.tokenizer.byte_level import ByteTokenizer
@@ -112,3 +113,87 @@ def test_a_held_out_set_is_scored_like_the_plain_loop_beside_its_compressors(loa
     assert measured["other"]["document_bytes"] == len(b"not this one\n")
     flat = held_out_sets.flat_properties(measured)
     assert flat["heldout_mine_document_bits_per_byte"] == mine["document_bits_per_byte"]
+
+
+# One eligible line each, after a 4-byte first line: [BOS] + prompt + MAX_NEW ids fit the tiny
+# export's 16 positions, so `sample` never slides its cache past the window (past it a llama
+# model's positions count on: no recomputation over token_logits could equal it).
+SHORT_CODE = [b"a=1\nx = y + z\n", b"b=2\nq = p * 2\n", b"c=3\nfor k in ab:\n",
+              b"d=4\nwhile go:\n", b"e=5\nreturn val\n"]
+MAX_NEW = CONTEXT - 1 - 4 - 2
+CODE = [b"import os\n\ndef area(w, h):\n    a = w * h\n    return a\n\ndef per(w, h):\n"
+        b"    p = 2 * (w + h)\n    return p\n",
+        b"class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n",
+        b"for i in range(9):\n    print(i * i)\ntotal = sum(range(9))\nprint(total)\n"]
+
+
+def test_task_items_are_deterministic_and_well_formed():
+    """The same texts give the same items (any run, any order of calls); each prompt is the
+    document before the line plus its indentation; the target is one of the 4 options at
+    `answer`; distractors come from other documents and differ from the target."""
+    from components.evaluation import tasks
+    first = tasks.build_items(CODE, 6, 0, 40)
+    assert first == tasks.build_items(list(CODE), 6, 0, 40) and len(first) == 6
+    assert first != tasks.build_items(CODE, 6, 1, 40)                     # the seed matters
+    for item in first:
+        (doc,) = [d for d in CODE if d.startswith(item.prompt) and
+                  d[len(item.prompt):].startswith(item.target)]
+        assert item.options[item.answer] == item.target and len(set(item.options)) == 4
+        for i, option in enumerate(item.options):
+            if i != item.answer:                 # a line of another document, not the target
+                assert any(option in [line.strip() for line in other.split(b"\n")]
+                           for other in CODE if other is not doc)
+
+
+def greedy_line_reference(signature, prompt: bytes, max_new: int) -> bytes:
+    """Greedy decoding by hand over token_logits: [BOS] + the prompt's last ids, argmax (PAD and
+    BOS never chosen), until "\\n", EOS or max_new."""
+    ids = [TOKENIZER.bos_id] + list(TOKENIZER.encode(prompt))
+    out = []
+    for _ in range(max_new):
+        window = np.array([ids[-CONTEXT:]], np.int32)
+        logits = signature(input_ids=window)["logits"].numpy()[0, -1].astype(np.float64)
+        logits[[TOKENIZER.pad_id, TOKENIZER.bos_id]] = -np.inf
+        token = int(np.argmax(logits))
+        if token == TOKENIZER.eos_id:
+            break
+        ids.append(token)
+        out.append(token)
+        if token == ord("\n"):
+            break
+    return TOKENIZER.decode(out)
+
+
+def test_task_scores_equal_references_on_the_served_signatures(loaded):
+    """Completion: the `sample` signature's greedy line equals a hand greedy loop over
+    token_logits; choice: the pick equals argmax of `score` per option per byte, called one
+    option at a time. Catches options scored without the length normalisation, the answer index
+    misread, sample run with a temperature, and the prediction not cut at the newline."""
+    from components.evaluation import tasks
+    items = tasks.build_items(SHORT_CODE, 5, 0, CONTEXT - 1)
+    assert len(items) == 5
+    sample, score = loaded.signatures["sample"], loaded.signatures["score"]
+
+    def sample_fn(prompts, max_new):
+        n = len(prompts)
+        return list(sample(prompt=tf.constant(prompts), max_new_tokens=tf.constant(max_new),
+                           temperature=tf.zeros([n]), top_k=tf.zeros([n], tf.int32),
+                           top_p=tf.ones([n]), seed=tf.zeros([n], tf.int32),
+                           stop=tf.constant([b"\n"] * n))["text_bytes"].numpy())
+    got = tasks.completion_scores(sample_fn, items, 2, MAX_NEW)
+    predicted = [greedy_line_reference(loaded.signatures["token_logits"], i.prompt, MAX_NEW)
+                 .split(b"\n")[0].rstrip() for i in items]
+    assert got["task_completion_exact_match"] == np.mean([p == i.target for p, i in zip(predicted, items)])
+    import difflib
+    assert got["task_completion_edit_similarity"] == pytest.approx(np.mean(
+        [difflib.SequenceMatcher(None, p, i.target).ratio() for p, i in zip(predicted, items)]))
+    picks = []
+    for item in items:
+        per_byte = [float(score(prompt=tf.constant([item.prompt]),
+                                continuation=tf.constant([o]))["log_prob"].numpy()[0]) / len(o)
+                    for o in item.options]
+        picks.append(int(np.argmax(per_byte)) == item.answer)
+    choice = tasks.choice_scores(lambda p, c: score(prompt=tf.constant(p), continuation=tf.constant(c))[
+        "log_prob"].numpy(), items, 3)
+    assert choice["task_choice_accuracy"] == np.mean(picks)
+    assert choice["task_choice_centred_accuracy"] == pytest.approx((np.mean(picks) - 0.25) / 0.75)

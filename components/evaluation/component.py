@@ -21,8 +21,8 @@ from components.evaluation import held_out_sets
 from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.documents import DOCUMENT_COUNTS, DOCUMENT_FIGURES
 from components.evaluation.tasks import TASK_COUNTS, TASK_FIGURES
-from components.evaluation.measure import (comparable_baseline, evaluate_documents,
-                                           evaluate_saved_model, measure_variants,
+from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
+                                           measure_documents_and_tasks, measure_variants,
                                            memoized_metrics)
 from components.tokenizer.artifact import examples_tokenizer
 
@@ -58,6 +58,17 @@ def evaluation_properties(evaluation, candidate: dict, baseline_metrics: dict | 
                 evaluation.set_int_custom_property(f"{name}_{figure}", int(m[figure]))
         evaluation.set_int_custom_property(f"{name}_fit_to_serve", int(fitness[name].blessed))
         evaluation.set_string_custom_property(f"{name}_reason", fitness[name].reason)
+
+
+def log_documents(documents: dict) -> None:
+    """One console line per whole-document figure set: the eval split's, each held-out set's."""
+    named = ([("whole documents", documents)] if "document_bits_per_byte" in documents else []) + \
+        [(f"held-out {name}", figures) for name, figures in documents["sets"].items()]
+    for label, f in named:
+        LOGGER.info("%s: %.4f bits/byte (zlib-9 %.4f, lzma-9 %.4f, each document alone) on %d "
+                    "documents, %d bytes", label, f["document_bits_per_byte"],
+                    f["document_zlib9_bits_per_byte"], f["document_lzma9_bits_per_byte"],
+                    f["document_count"], f["document_bytes"])
 
 
 def document_properties(evaluation, figures: dict) -> None:
@@ -144,18 +155,9 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         with heap_frozen():   # no full passes over the TF/TFX heap while the eval loops allocate
             variant_metrics = measure_variants(model.uri, manifest, eval_files, eval_config,
                                                tokenizer, memoize)
-            documents = memoize(f"{model.uri}#documents", lambda: evaluate_documents(
-                model.uri, manifest.get(serve, manifest["float"]), examples.uri, eval_config,
-                tokenizer))
-            served_dir = os.path.join(model.uri, manifest.get(serve, manifest["float"])["path"])
-            tasks = memoize(f"{model.uri}#tasks", lambda: held_out_sets.run_set_tasks(
-                served_dir, variants.float_model_info(model.uri)["context_length"], eval_config,
-                tokenizer))
-            baseline_documents = None if baseline is None or not any(
-                s.max_bits_per_byte_regression >= 0 for s in eval_config.sets) else memoize(
-                f"{baseline.uri}#documents", lambda: evaluate_documents(
-                    baseline.uri, variants.read_manifest(baseline.uri)["float"], examples.uri,
-                    eval_config, tokenizer))
+            documents, tasks, baseline_documents = measure_documents_and_tasks(
+                model.uri, manifest.get(serve, manifest["float"]), baseline, examples.uri,
+                eval_config, tokenizer, memoize)
             baseline_metrics = None if baseline is None else memoize(
                 baseline.uri, lambda: evaluate_saved_model(path_utils.serving_model_path(baseline.uri),
                                                            eval_files, eval_config, tokenizer))
@@ -168,18 +170,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                     "%.4f on %d tokens; %s", candidate["loss"], candidate["bits_per_byte"],
                     candidate["perplexity"], candidate["accuracy"], candidate["tokens"],
                     decision.reason)
-        for name, figures in documents["sets"].items():
-            LOGGER.info("held-out %s: %.4f bits/byte (zlib-9 %.4f, lzma-9 %.4f, each document "
-                        "alone) on %d documents, %d bytes", name, figures["document_bits_per_byte"],
-                        figures["document_zlib9_bits_per_byte"],
-                        figures["document_lzma9_bits_per_byte"], figures["document_count"],
-                        figures["document_bytes"])
-        if "document_bits_per_byte" in documents:
-            LOGGER.info("whole documents: %.4f bits/byte (zlib-9 %.4f, lzma-9 %.4f, each document "
-                        "alone) on %d documents, %d bytes", documents["document_bits_per_byte"],
-                        documents["document_zlib9_bits_per_byte"],
-                        documents["document_lzma9_bits_per_byte"], documents["document_count"],
-                        documents["document_bytes"])
+        log_documents(documents)
         record = {"candidate": candidate, "baseline": baseline_metrics, "documents": documents,
                   "baseline_documents": baseline_documents, "tasks": tasks,
                   "baseline_model_id": baseline.id if baseline else None,

@@ -51,6 +51,26 @@ def evaluate_documents(model_dir: str, entry: dict, examples_uri: str, eval_conf
     return dict(figures, document_variant=entry["path"])
 
 
+def measure_documents_and_tasks(model_uri: str, served: dict, baseline, examples_uri: str,
+                                eval_config, tokenizer, memoize) -> tuple[dict, dict, dict | None]:
+    """(whole-document figures, code-task figures) of the served variant (manifest entry
+    `served`), and the baseline's float figures when a held-out set's regression gate needs
+    them (else None); each memoized per model like the window metrics."""
+    from components.evaluation.held_out_sets import run_set_tasks
+    from components.serving import variants
+    documents = memoize(f"{model_uri}#documents", lambda: evaluate_documents(
+        model_uri, served, examples_uri, eval_config, tokenizer))
+    tasks = memoize(f"{model_uri}#tasks", lambda: run_set_tasks(
+        os.path.join(model_uri, served["path"]),
+        variants.float_model_info(model_uri)["context_length"], eval_config, tokenizer))
+    gated = any(s.max_bits_per_byte_regression >= 0 for s in eval_config.sets)
+    baseline_documents = None if baseline is None or not gated else memoize(
+        f"{baseline.uri}#documents", lambda: evaluate_documents(
+            baseline.uri, variants.read_manifest(baseline.uri)["float"], examples_uri,
+            eval_config, tokenizer))
+    return documents, tasks, baseline_documents
+
+
 def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config, tokenizer,
                      max_batches: int | None = None) -> dict:
     """Metrics of one exported variant (SavedModel or TFLite) on the first max_batches

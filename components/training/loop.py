@@ -293,15 +293,24 @@ def _restore_or_start(checkpoint, checkpoint_dir: str, shared_checkpoint_dir: st
     return manager
 
 
+def _check_memory(config, replicas: int) -> float:
+    """The device memory per replica, after the estimate is checked against it: before any
+    variable or op exists (a model for data.seq_len=1000000 would die inside TensorFlow, out of
+    memory building it, before a check after the build could speak)."""
+    device_memory = memory.device_memory_bytes(config.runtime, replicas)
+    memory.check(config, memory.estimate(config, memory.analytic_parameters(config), replicas,
+                                         device_memory), replicas)
+    return device_memory
+
+
 def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
           on_step: Callable[[int, float], None] | None = None,
           prepare_model: Callable[[keras.Model], None] | None = None,
           validation: Validation | None = None) -> TrainResult:
     """`prepare_model(model)` runs on the built model before the optimizer exists (warm start,
-    freezing: components/training/warm_start.py); a resume checkpoint restored later wins.
-    `validation` (validation.py): scored every train.eval_every steps; with keep_best the
-    returned model holds the best validation's weights."""
+    freezing: warm_start.py); a resume checkpoint restored later wins. `validation`: see
+    validation.py (with keep_best the returned model holds the best validation's weights)."""
     data, t, runtime = config.data, config.train, config.runtime
     keras.utils.set_random_seed(t.seed)
     strategy = strategy or make_strategy(runtime)
@@ -309,11 +318,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     if t.global_batch_size % (replicas * t.accumulation_steps):
         raise ValueError(f"train.global_batch_size ({t.global_batch_size}) is not divisible by "
                          f"{replicas} replicas x {t.accumulation_steps} accumulation steps")
-    # Before any variable or op exists: a model for data.seq_len=1000000 would die inside
-    # TensorFlow (out of memory building it) before a check after the build could speak.
-    device_memory = memory.device_memory_bytes(runtime, replicas)
-    memory.check(config, memory.estimate(config, memory.analytic_parameters(config), replicas,
-                                         device_memory), replicas)
+    device_memory = _check_memory(config, replicas)
     model, state, optimizer, schedule = build_training(config, strategy, prepare_model)
     chief, shared_checkpoint_dir = is_chief(strategy), checkpoint_dir
     if not chief:

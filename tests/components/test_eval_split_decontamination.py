@@ -176,7 +176,7 @@ def test_a_home_resolves_to_its_newest_live_examples_with_an_eval_split(tmp_path
     home = _home_with_examples(tmp_path / "home", [("run-1", True, True), ("run-2", True, True),
                                                    ("run-3", False, True), ("run-4", True, False)])
     config = config_lib.build_config("tiny", overrides=[
-        f"data.decontaminate.eval_files=[home:{home}, /data/quiz.jsonl]"])
+        f"data.decontaminate.eval_files=[home:{home}, /data/quiz.jsonl]", "eval.sets=[]"])
     resolved = resolve_eval_homes(config)
     assert resolved.data.decontaminate.eval_files == (
         config_lib.EXAMPLES_PREFIX + os.path.join(home, "pipelines", "run-2", "examples"),

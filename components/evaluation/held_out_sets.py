@@ -86,16 +86,16 @@ def task_set(eval_config):
     return next(s for s in eval_config.sets if s.name == name)
 
 
-def run_set_tasks(serving_dir: str, context: int, eval_config, tokenizer) -> dict:
-    """The code tasks' figures (components/evaluation/tasks.py) of one SavedModel, with the set
-    they ran on; {} when off."""
+def run_set_tasks(loaded, context: int, eval_config, tokenizer) -> dict:
+    """The code tasks' figures (components/evaluation/tasks.py) of one loaded SavedModel, with
+    the set they ran on; {} when off."""
     from components.evaluation.tasks import run_tasks
     held_out = task_set(eval_config)
     if held_out is None:
         return {}
     texts = [tokenizer.decode(ids) for ids in
              set_documents(held_out, tokenizer, eval_config.max_document_bytes)]
-    figures = run_tasks(serving_dir, texts, eval_config, context)
+    figures = run_tasks(loaded, texts, eval_config, context)
     return dict(figures, task_set=held_out.name) if figures else {}
 
 

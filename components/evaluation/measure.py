@@ -3,6 +3,7 @@ same eval sequences (variants on a paired subset), memoized per model and eval c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -28,17 +29,18 @@ def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenizer) -
                               eval_config.batch_size, eval_config.max_batches, tokenizer=tokenizer)
 
 
-def evaluate_documents(model_dir: str, entry: dict, examples_uri: str, eval_config,
-                       tokenizer) -> dict:
-    """The whole-document figures (components/evaluation/documents.py) of one exported variant
-    (the one to be served) through its token_logits: the eval split's (none when
-    eval.document_bytes is 0) and, under "sets", each eval.sets held-out set's."""
+def evaluate_documents(loaded, context: int, examples_uri: str, eval_config, tokenizer) -> dict:
+    """The whole-document figures (components/evaluation/documents.py) of a loaded SavedModel
+    through its token_logits: the eval split's (none when eval.document_bytes is 0) and, under
+    "sets", each eval.sets held-out set's."""
+    import tensorflow as tf
     from components.evaluation import documents as documents_lib
     from components.evaluation.held_out_sets import measure_sets
-    from components.serving import variants
     from components.text_example_gen.eval_split import eval_split_documents
-    logits_fn = variants.logits_fn(model_dir, entry)
-    context = variants.float_model_info(model_dir)["context_length"]
+    signature = loaded.signatures["token_logits"]
+
+    def logits_fn(ids):
+        return signature(input_ids=tf.convert_to_tensor(ids, tf.int32))["logits"]
     figures = {"sets": measure_sets(logits_fn, context, eval_config, tokenizer)}
     if eval_config.document_bytes > 0:
         chosen = documents_lib.choose_documents(
@@ -48,25 +50,38 @@ def evaluate_documents(model_dir: str, entry: dict, examples_uri: str, eval_conf
         figures.update(documents_lib.document_figures(
             logits_fn, chosen, tokenizer, context=context,
             stride_context=eval_config.stride_context, batch_size=eval_config.batch_size))
-    return dict(figures, document_variant=entry["path"])
+    return figures
+
+
+def _saved_model_once(path: str):
+    """A loader of one SavedModel that loads it at most once (documents and tasks share it)."""
+    @functools.cache
+    def load():
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
+        return tf.saved_model.load(path)
+    return load
 
 
 def measure_documents_and_tasks(model_uri: str, served: dict, baseline, examples_uri: str,
                                 eval_config, tokenizer, memoize) -> tuple[dict, dict, dict | None]:
     """(whole-document figures, code-task figures) of the served variant (manifest entry
-    `served`), and the baseline's float figures when a held-out set's regression gate needs
-    them (else None); each memoized per model like the window metrics."""
+    `served`, a SavedModel), and the baseline's float figures when a held-out set's regression
+    gate needs them (else None); each memoized per model like the window metrics."""
     from components.evaluation.held_out_sets import run_set_tasks
     from components.serving import variants
-    documents = memoize(f"{model_uri}#documents", lambda: evaluate_documents(
-        model_uri, served, examples_uri, eval_config, tokenizer))
-    tasks = memoize(f"{model_uri}#tasks", lambda: run_set_tasks(
-        os.path.join(model_uri, served["path"]),
-        variants.float_model_info(model_uri)["context_length"], eval_config, tokenizer))
+    context = variants.float_model_info(model_uri)["context_length"]
+    model = _saved_model_once(os.path.join(model_uri, served["path"]))
+    documents = memoize(f"{model_uri}#documents", lambda: dict(evaluate_documents(
+        model(), context, examples_uri, eval_config, tokenizer), document_variant=served["path"]))
+    tasks = memoize(f"{model_uri}#tasks", lambda: run_set_tasks(model(), context, eval_config,
+                                                                tokenizer))
     gated = any(s.max_bits_per_byte_regression >= 0 for s in eval_config.sets)
-    baseline_documents = None if baseline is None or not gated else memoize(
+    base = None if baseline is None else _saved_model_once(
+        os.path.join(baseline.uri, variants.read_manifest(baseline.uri)["float"]["path"]))
+    baseline_documents = None if base is None or not gated else memoize(
         f"{baseline.uri}#documents", lambda: evaluate_documents(
-            baseline.uri, variants.read_manifest(baseline.uri)["float"], examples_uri,
+            base(), variants.float_model_info(baseline.uri)["context_length"], examples_uri,
             eval_config, tokenizer))
     return documents, tasks, baseline_documents
 

@@ -119,15 +119,13 @@ def choice_scores(score_fn, items: list[Item], batch_size: int) -> dict:
             "task_choice_centred_accuracy": (accuracy - 1 / CHOICES) / (1 - 1 / CHOICES)}
 
 
-def run_tasks(serving_dir: str, texts: list[bytes], eval_config, context: int) -> dict:
-    """Both tasks on one exported SavedModel's `sample` and `score` signatures; {} without items."""
+def run_tasks(loaded, texts: list[bytes], eval_config, context: int) -> dict:
+    """Both tasks on a loaded SavedModel's `sample` and `score` signatures; {} without items."""
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
     max_line_bytes = min(80, context // 2)   # an option must fit the window beside some prompt
     items = build_items(texts, eval_config.task_items, eval_config.task_seed, max_line_bytes)
     if not items:
         return {}
-    loaded = tf.saved_model.load(serving_dir)
     sample, score = loaded.signatures["sample"], loaded.signatures["score"]
 
     def sample_fn(prompts, max_new):

@@ -209,11 +209,13 @@ def read_windows(path: str, batch: int = BATCH_SEQUENCES):
     """The windows of one shard (gzip TFRecords of Examples with one int64 list FEATURE), one
     int64 array each, in file order. Streams: `batch` records in memory at a time."""
     from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
     from google_crc32c import value as crc32c
     from tfx_bsl.coders import example_coder
+    from components.common.listing import beam_filesystems
     decoder = example_coder.ExamplesToRecordBatchDecoder()
-    with FileSystems.open(path, compression_type=CompressionTypes.GZIP) as fh:
+    # beam_filesystems: outside a pipeline (the Evaluator, decontamination's examples: entries)
+    # Beam's S3 filesystem refuses to open without pipeline options.
+    with beam_filesystems().open(path, compression_type=CompressionTypes.GZIP) as fh:
         pending = []
         for record in _records(fh, path, crc32c):
             pending.append(record)

@@ -33,7 +33,7 @@ def mixture_run(tmp_path_factory, session_capsys):
     config = config_lib.build_config("tiny", overrides=[
         "train.train_steps=30", "train.warmup_steps=5", "train.eval_batches=2",
         "eval.max_batches=2", "eval.variant_batches=1", "eval.max_loss=10.0",
-        "export.quantize=[]"])
+        "export.quantize=[]", "eval.sets=[]"])
     config = dataclasses.replace(config, data=dataclasses.replace(data, seq_len=64))
     config_file = config_lib.save_config(config, str(root / "config"))
     home = str(root / "home")

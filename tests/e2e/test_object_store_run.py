@@ -41,7 +41,8 @@ def s3_args(prefix: str) -> list[str]:
             # the export (the Trainer's longest part) traces each block's graph once per signature.
             "--set", "model.n_layer=1", "--set", "train.eval_batches=2",
             # 10 steps learn little: a loose threshold so the model is blessed and pushed.
-            "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8"]
+            "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
+            "--set", "eval.sets=[]"]   # the held-out set and code tasks: the chain's
 
 
 @pytest.fixture(scope="module")

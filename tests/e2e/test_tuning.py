@@ -31,7 +31,8 @@ pytestmark = pytest.mark.slow
 TUNE = ["--set", "tune.trials=3", "--set", "tune.steps_per_trial=6", "--set", "tune.eval_batches=2",
         "--set", "tune.space.learning_rate=[1e-3, 2e-2]", "--set", "tune.space.warmup_steps=[1, 3]",
         "--set", "train.train_steps=30", "--set", "train.warmup_steps=5",
-        "--set", "export.quantize=[]", "--set", "eval.max_batches=4"]
+        "--set", "export.quantize=[]", "--set", "eval.max_batches=4",
+        "--set", "eval.sets=[]"]   # the held-out set and code tasks: the chain's to test
 # The tuning runs stop after the Trainer. The fine-tune runs whole: --until through the
 # base_model_resolver fails ('ResolvedChannel' object has no attribute 'producer_component_id').
 UNTIL = ["--until", "Trainer"]

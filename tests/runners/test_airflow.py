@@ -58,6 +58,7 @@ def compile_dag(tmp_path, corpus):
                  "model.n_layer=1", "train.train_steps=10", "train.warmup_steps=2",
                  "train.eval_batches=2", "eval.max_loss=10", "eval.max_batches=2",
                  "eval.batch_size=8", "export.quantize=[]",
+                 "eval.sets=[]",   # the held-out set and code tasks: the chain's to test
                  f"orchestrator.pipeline_root={tmp_path / 'root'}",
                  f"orchestrator.serving_dir={tmp_path / 'serving'}",
                  f"orchestrator.metadata_path={tmp_path / 'metadata.sqlite'}",

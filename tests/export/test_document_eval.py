@@ -135,6 +135,7 @@ def test_task_items_are_deterministic_and_well_formed():
     first = tasks.build_items(CODE, 6, 0, 40)
     assert first == tasks.build_items(list(CODE), 6, 0, 40) and len(first) == 6
     assert first != tasks.build_items(CODE, 6, 1, 40)                     # the seed matters
+    assert len({item.answer for item in first}) > 1          # the true line is not always first
     for item in first:
         (doc,) = [d for d in CODE if d.startswith(item.prompt) and
                   d[len(item.prompt):].startswith(item.target)]
@@ -197,3 +198,22 @@ def test_task_scores_equal_references_on_the_served_signatures(loaded):
         "log_prob"].numpy(), items, 3)
     assert choice["task_choice_accuracy"] == np.mean(picks)
     assert choice["task_choice_centred_accuracy"] == pytest.approx((np.mean(picks) - 0.25) / 0.75)
+
+
+def test_completion_and_choice_rules_on_hand_made_outputs():
+    """The rules alone, on outputs whose right answers are worked out by hand: a continuation is
+    cut at its first newline (a SentencePiece piece may hold "\\n" and the next line's indent)
+    and its trailing blanks; edit similarity is SequenceMatcher's 2 x matches / total length
+    ("abcd" vs "abce": 6 / 8); the pick is by log-likelihood per byte, not in total."""
+    from components.evaluation import tasks
+    items = [tasks.Item(b"k1", b"p", b"abcd", (b"abcd", b"w", b"x", b"y"), 0),
+             tasks.Item(b"k2", b"p", b"long option", (b"s", b"long option", b"t", b"u"), 1)]
+    outputs = [b"abcd  \n    more", b"long optiom\n"]
+    got = tasks.completion_scores(lambda prompts, _: outputs[:len(prompts)], items, 4, 20)
+    assert got["task_completion_exact_match"] == 0.5
+    assert got["task_completion_edit_similarity"] == pytest.approx((1.0 + 20 / 22) / 2)
+    # item 1: "abcd" -4.0 (-1.0/byte) beats "w" -1.5; item 2: "long option" -5.5 (-0.5/byte)
+    # beats "s" -0.9 (-0.9/byte) per byte, though not in total: both picks right, accuracy 1.
+    scores = [-4.0, -1.5, -2.0, -2.5, -0.9, -5.5, -1.0, -1.2]
+    choice = tasks.choice_scores(lambda p, c: scores[:len(p)] if len(p) == 8 else None, items, 8)
+    assert choice["task_choice_accuracy"] == 1.0 and choice["task_choice_centred_accuracy"] == 1.0

@@ -49,6 +49,8 @@ def test_the_card_carries_the_runs_lineage(data_run, exported):
     assert "documents" in card and "zlib -9" in card and "`eval_bits_per_byte`" in card
     # the whole-document standing, read from the run's ModelEvaluation (not the window sample)
     assert "- whole documents" in card and "eval documents" in card and "concatenated" in card
+    assert "- held-out bigtrain_code" in card and "- code tasks" in card
+    assert "evaluator_heldout_bigtrain_code_document_bits_per_byte" in card   # the figures table
 
 
 def test_export_by_pushed_version_gives_the_same_weights(data_run, exported, tmp_path):

@@ -8,6 +8,7 @@ import difflib
 import hashlib
 import json
 import os
+import stat
 import types
 import typing
 from dataclasses import fields, replace
@@ -23,6 +24,10 @@ from components.config.tree import ON_OFF_KEYS, Config, ConfigError
 # Deeper than any config (section.key: a list of numbers is depth 3): a 10,000-deep list would
 # otherwise exhaust Python's recursion in PyYAML's composer and dump thousands of frames.
 MAX_YAML_NESTING = 32
+# Nodes a document may expand to through its aliases: a 510-byte alias bomb (&a1 [*a0 x9] ...
+# nine levels) expands to ~10^9 and grew `bigtrain config` past 1.7 GB. Any config is < 10^4.
+MAX_YAML_NODES = 100_000
+MAX_CONFIG_FILE_BYTES = 1 << 20
 
 
 class YAMLStructureError(yaml.constructor.ConstructorError):
@@ -45,6 +50,13 @@ class StrictLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def compose_document(self):
+        node = super().compose_document()
+        if node is not None and _expanded_size(node, {}) > MAX_YAML_NODES:
+            raise YAMLStructureError(None, None, f"its aliases expand to more than "
+                                     f"{MAX_YAML_NODES:,} nodes", node.start_mark)
+        return node
+
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
@@ -55,6 +67,22 @@ class StrictLoader(yaml.SafeLoader):
                     key_node.start_mark)
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """Nodes `node` stands for with every alias expanded (an alias is the same node object);
+    a cycle counts as too many. Depth is bounded by MAX_YAML_NESTING."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = MAX_YAML_NODES + 1                  # on the stack: a cycle is unbounded
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = min(size, MAX_YAML_NODES + 1)
+    return memo[id(node)]
 
 
 def strict_yaml(text: str):
@@ -163,8 +191,12 @@ def parse_override(text: str) -> dict[str, Any]:
 
 def load_yaml(path: str) -> dict[str, Any]:
     try:
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_CONFIG_FILE_BYTES:
+            raise ConfigError(f"--config {path}: not a config file (a regular file of at most "
+                              f"{MAX_CONFIG_FILE_BYTES:,} bytes)")
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+            text = fh.read(MAX_CONFIG_FILE_BYTES + 1)
     except (OSError, UnicodeDecodeError) as err:
         reason = err.strerror if isinstance(err, OSError) else f"not UTF-8 text ({err.reason})"
         raise ConfigError(f"--config {path}: cannot read the file: {reason}") from None

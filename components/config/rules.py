@@ -9,7 +9,7 @@ import datetime
 import math
 import re
 
-from components.config import heldout
+from components.config import bounds, heldout
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
                                         NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
 from components.config.tree import (ARCHS, MAX_ROTARY_POSITION, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
@@ -61,6 +61,8 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
     validate_data(config)
     validate_runtime(config)
     validate_model_and_train(config)
+    bounds.validate_optimizer(config)
+    bounds.validate_path_parts(config)
     if config.metadata.backend not in ("sqlite", "mysql"):
         raise ConfigError(f"metadata.backend: {config.metadata.backend!r} is not one of ('sqlite', 'mysql')")
     replicas = num_replicas if num_replicas is not None else expected_replicas(config)

@@ -7,6 +7,7 @@ import argparse
 import functools
 import os
 
+from components.common import fs
 from components.common.errors import NotFoundError
 from runners.cli_options import config_options, resolve_config
 from runners.logs import configure_logging
@@ -63,8 +64,45 @@ def export_source(args, open_lineage, served_model_dir) -> tuple[str, dict]:
     return facts.pop("model_uri"), dict(facts, source=f"run {facts['run_id']}")
 
 
+def check_out_dir(out: str, protected: list[str], force: bool) -> None:
+    """Refuse an --out that is a file, lies inside a protected folder (the home, the serving
+    folder: their files are bigtrain's state and served models), or holds files that
+    `bigtrain export hf` did not write; one it wrote is replaced with --force only."""
+    from components.common.errors import OutputError
+    from components.serving.hf import CARD_FILE, LAYOUT_FILES
+    from components.serving.hf.card import CARD_MARKER
+    if "://" in out:                     # an object store: no folders to resolve; same content rule
+        names = {os.path.basename(p.rstrip("/")) for p in fs.glob(fs.join(out, "*"))}
+    else:
+        real = os.path.realpath(out)
+        for root in protected:
+            if root and "://" not in root and os.path.commonpath(
+                    [real, os.path.realpath(root)]) == os.path.realpath(root):
+                raise OutputError(f"--out {out}: inside {root}, whose files are bigtrain's own "
+                                  "state or served models; choose a folder outside it")
+        if os.path.lexists(out) and not os.path.isdir(out):
+            raise OutputError(f"--out {out}: exists and is not a folder; choose a new folder")
+        names = set(os.listdir(out)) if os.path.isdir(out) else set()
+    foreign = sorted(names - set(LAYOUT_FILES))
+    if foreign:
+        raise OutputError(f"--out {out}: holds files `bigtrain export hf` did not write "
+                          f"({', '.join(foreign[:3])}); choose a new or empty folder")
+    if not names:
+        return
+    ours = CARD_FILE in names and CARD_MARKER in fs.read_text(fs.join(out, CARD_FILE))
+    if not ours:
+        raise OutputError(f"--out {out}: holds {', '.join(sorted(names)[:3])} that `bigtrain "
+                          f"export hf` did not write (no model card of ours); choose a new or "
+                          f"empty folder")
+    if not force:
+        raise OutputError(f"--out {out}: holds an earlier `bigtrain export hf`; --force replaces it")
+
+
 def cmd_export_hf(args: argparse.Namespace, open_lineage, served_model_dir) -> int:
     configure_logging(args.verbose)
+    config = resolve_config(args)
+    check_out_dir(args.out, [config.paths.home, os.path.dirname(served_model_dir(config))],
+                  args.force)
     from components.serving.hf.card import facts_from_model_info
     from components.serving.hf.directory import write_hf_directory
     from components.serving.hf.source import load_exported
@@ -100,5 +138,8 @@ def add_export(sub, common: list, *, open_lineage, served_model_dir) -> None:
     hf.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                     help="tensor dtype in model.safetensors (default float32)")
     hf.add_argument("--model", help="model name of a pushed version (default: model.name)")
+    hf.add_argument("--force", action="store_true",
+                    help="replace --out when it holds an earlier `bigtrain export hf` (never a "
+                         "folder with other files)")
     hf.set_defaults(func=functools.partial(cmd_export_hf, open_lineage=open_lineage,
                                            served_model_dir=served_model_dir))

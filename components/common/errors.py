@@ -15,6 +15,7 @@ EXIT_STORE = 5        # the metadata store is missing, corrupt, truncated, locke
 EXIT_HOME = 6         # the home is missing (reads), not a directory, or not writable
 EXIT_DISK_FULL = 7    # no space left while writing shards, checkpoints or models
 EXIT_OBJECT_STORE = 8  # an object store (s3://, gs://) is unreachable, or the bucket or credentials are wrong
+EXIT_OUTPUT = 9       # an --out that would overwrite what bigtrain did not write, or land in its state
 EXIT_PREEMPTED = 75   # training stopped on SIGTERM/SIGINT after writing a checkpoint: run again
 #                       to resume (75 is sysexits.h's EX_TEMPFAIL: "try again later")
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside training, or a second one during training
@@ -85,3 +86,9 @@ def cause_chain(exc: BaseException | None):
 def in_cause_chain(exc: BaseException | None, kind: type) -> BaseException | None:
     """The first exception of type `kind` in exc's cause chain, or None."""
     return next((e for e in cause_chain(exc) if isinstance(e, kind)), None)
+
+
+class OutputError(BigtrainError):
+    """An --out path bigtrain refuses to write: an existing file, a folder holding files it did not
+    write (or its own earlier output without --force), or a place inside a home or serving folder."""
+    exit_code = EXIT_OUTPUT

@@ -25,6 +25,8 @@ TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPM_FILE = "tokenizer.model"
 CARD_FILE = "README.md"
+LAYOUT_FILES = (CONFIG_FILE, WEIGHTS_FILE, GENERATION_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
+                SPM_FILE, CARD_FILE)
 
 
 class HFFormatError(BigtrainError, ValueError):

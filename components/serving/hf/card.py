@@ -23,6 +23,8 @@ import json
 EVAL_FIGURES = ("eval_loss", "eval_bits_per_byte", "zlib9_bits_per_byte", "lzma9_bits_per_byte",
                 "unigram_baseline_loss", "eval_accuracy", "eval_loss_standard_error",
                 "eval_sample_sequences")
+# The card's words that say bigtrain wrote the folder (`export hf --force` replaces only such).
+CARD_MARKER = "exported by bigtrain (`bigtrain export hf`)"
 TRAINING_FIGURES = ("steps", "tokens_seen", "final_loss", "parameter_count", "precision",
                     "num_replicas", "init_from", "config_digest", "code_digest")
 
@@ -118,7 +120,7 @@ def render_card(config: dict, facts: dict) -> str:
     name = facts.get("model_name") or "bigtrain model"
     lines = ["---", "library_name: transformers", "pipeline_tag: text-generation",
              "tags: [bigtrain, causal-lm]", "---", "", f"# {name}", "",
-             f"A `{cls}` exported by bigtrain (`bigtrain export hf`).", "",
+             f"A `{cls}` {CARD_MARKER}.", "",
              "| lineage | value |", "|---|---|",
              f"| run id | {_value(facts.get('run_id'))} |",
              f"| pushed version | {_value(facts.get('pushed_version'))} |",

@@ -1,0 +1,82 @@
+"""`bigtrain export hf --out` never overwrites what bigtrain did not write and never writes into a
+home or a serving folder (issue 41: it overwrote a user's README.md / config.json, wrote 6 files
+into a served version, and raised a raw FileExistsError on an existing file). Each refusal is
+exit 9 (OutputError) with one line naming --out, before the source is even read, and leaves the
+files as they were. Each case ran to exit 0 or a traceback on the code before."""
+
+import os
+
+import pytest
+
+from components.common.errors import EXIT_OUTPUT, OutputError
+from components.serving.hf.card import CARD_MARKER
+from runners import cli
+from runners.cli_export import check_out_dir
+
+
+def export(capsys, home, out, *extra):
+    capsys.readouterr()
+    code = cli.main(["export", "hf", "7", "--out", str(out), "--home", str(home), *extra])
+    return code, capsys.readouterr().err
+
+
+def snapshot(root):
+    return {os.path.join(d, f): open(os.path.join(d, f), "rb").read()
+            for d, _, files in os.walk(root) for f in files}
+
+
+@pytest.fixture
+def home(tmp_path):
+    (tmp_path / "home" / "serving" / "gpt" / "7").mkdir(parents=True)
+    (tmp_path / "home" / "serving" / "gpt" / "7" / "saved_model.pb").write_bytes(b"served")
+    return tmp_path / "home"
+
+
+def test_an_existing_file_is_refused_and_kept(capsys, home, tmp_path):
+    (tmp_path / "model.bin").write_bytes(b"mine")
+    code, err = export(capsys, home, tmp_path / "model.bin")
+    assert code == EXIT_OUTPUT == 9 and "exists and is not a folder" in err
+    assert (tmp_path / "model.bin").read_bytes() == b"mine" and "Traceback" not in err
+
+
+def test_a_folder_of_the_users_own_files_is_refused_even_with_force(capsys, home, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("my notes\n")
+    (mine / "config.json").write_text("{}\n")
+    before = snapshot(mine)
+    for extra in ((), ("--force",)):
+        code, err = export(capsys, home, mine, *extra)
+        assert code == 9 and "did not write" in err
+    assert snapshot(mine) == before
+
+
+@pytest.mark.parametrize("inside", ["home", "serving/gpt/7", "serving/gpt/new"])
+def test_a_place_inside_the_home_or_the_serving_folder_is_refused(capsys, home, inside):
+    before = snapshot(home)
+    code, err = export(capsys, home, home / inside)
+    assert code == 9 and "inside" in err and snapshot(home) == before
+    assert not (home / "serving" / "gpt" / "new").exists()
+
+
+def test_a_serving_folder_outside_the_home_is_protected_too(capsys, home, tmp_path):
+    serving = tmp_path / "elsewhere"
+    code, err = export(capsys, home, serving / "gpt" / "3",
+                       "--set", f"orchestrator.serving_dir={serving}")
+    assert code == 9 and str(serving) in err
+
+
+def test_an_earlier_export_is_replaced_with_force_only(tmp_path):
+    ours = tmp_path / "hf"
+    ours.mkdir()
+    (ours / "README.md").write_text(f"# m\n\nA `LlamaForCausalLM` {CARD_MARKER}.\n")
+    (ours / "config.json").write_text("{}")
+    with pytest.raises(OutputError, match="--force replaces it"):
+        check_out_dir(str(ours), [], force=False)
+    check_out_dir(str(ours), [], force=True)               # passes: bigtrain wrote it
+    check_out_dir(str(tmp_path / "new"), [], force=False)  # a new folder passes
+    (tmp_path / "empty").mkdir()
+    check_out_dir(str(tmp_path / "empty"), [], force=False)
+    (ours / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match=r"did not write \(notes.txt\)"):
+        check_out_dir(str(ours), [], force=True)

@@ -122,9 +122,22 @@ def open_lineage(args: argparse.Namespace):
     return Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
 
 
+GRAPH_FORMATS = ("dot", "mmd", "svg", "png")
+
+
 def write_graph_files(graph: dict, out_dir: str) -> dict:
-    """graph.dot, graph.mmd, graph.svg and graph.png in out_dir; returns {format: path}."""
+    """graph.dot, graph.mmd, graph.svg and graph.png in out_dir; returns {format: path}. An
+    out_dir that is a file, or already holds one of these names, is an OutputError (exit 9):
+    whose files they are cannot be told, so none is overwritten."""
+    from components.common.errors import OutputError
     from pipeline.lineage import render
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise OutputError(f"--out {out_dir}: exists and is not a folder; choose a folder")
+    present = [f"graph.{ext}" for ext in GRAPH_FORMATS
+               if os.path.lexists(os.path.join(out_dir, f"graph.{ext}"))]
+    if present:
+        raise OutputError(f"--out {out_dir}: already holds {', '.join(present)}; choose another "
+                          f"folder (nothing is overwritten)")
     os.makedirs(out_dir, exist_ok=True)
     written = {}
     for ext, make in (("dot", render.to_dot), ("mmd", render.to_mermaid), ("svg", render.to_svg)):

@@ -1,5 +1,5 @@
-"""`bigtrain export hf --out` never overwrites what bigtrain did not write and never writes into a
-home or a serving folder (issue 41: it overwrote a user's README.md / config.json, wrote 6 files
+"""`--out` of `bigtrain export hf` and `bigtrain lineage graph` never overwrites what bigtrain did
+not write, and export hf never writes into a home or a serving folder (issue 41: it overwrote a user's README.md / config.json, wrote 6 files
 into a served version, and raised a raw FileExistsError on an existing file). Each refusal is
 exit 9 (OutputError) with one line naming --out, before the source is even read, and leaves the
 files as they were. Each case ran to exit 0 or a traceback on the code before."""
@@ -80,3 +80,27 @@ def test_an_earlier_export_is_replaced_with_force_only(tmp_path):
     (ours / "notes.txt").write_text("mine")
     with pytest.raises(OutputError, match=r"did not write \(notes.txt\)"):
         check_out_dir(str(ours), [], force=True)
+
+
+def test_lineage_graph_out_refuses_a_file_and_existing_graph_files(capsys, tmp_path):
+    """`lineage graph --out FILE` was a raw FileExistsError traceback; a folder with a user's
+    graph.png had it overwritten. Both are exit 9 now, the files as they were; a new folder gets
+    all four files."""
+    from tests.support import lineage_store
+    home = tmp_path / "home"
+    lineage_store.build(str(home))
+    (tmp_path / "file").write_bytes(b"mine")
+    (tmp_path / "figs").mkdir()
+    (tmp_path / "figs" / "graph.png").write_bytes(b"my picture")
+    for out, message in ((tmp_path / "file", "exists and is not a folder"),
+                         (tmp_path / "figs", "already holds graph.png")):
+        capsys.readouterr()
+        code = cli.main(["lineage", "graph", "run-a", "--out", str(out), "--home", str(home)])
+        err = capsys.readouterr().err
+        assert code == 9 and message in err and "Traceback" not in err
+    assert (tmp_path / "file").read_bytes() == b"mine"
+    assert os.listdir(tmp_path / "figs") == ["graph.png"]
+    assert (tmp_path / "figs" / "graph.png").read_bytes() == b"my picture"
+    assert cli.main(["lineage", "graph", "run-a", "--out", str(tmp_path / "new"), "--home",
+                     str(home)]) == 0
+    assert sorted(os.listdir(tmp_path / "new")) == ["graph.dot", "graph.mmd", "graph.png", "graph.svg"]

@@ -9,8 +9,8 @@ import sys
 from importlib import metadata as importlib_metadata
 
 from components import config as config_lib
-from components.common.errors import (EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, BigtrainError,
-                                      HomeError)
+from components.common.errors import (EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED,
+                                      BigtrainError, HomeError)
 from runners import metadata as metadata_lib
 from runners.cli_options import (beam_options, config_options, global_options, output_options,
                                  resolve_config)
@@ -376,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         code, message, error = err.exit_code, str(err), err
     except KeyboardInterrupt as err:
         code, message, error = EXIT_INTERRUPTED, "interrupted", err
+    except BrokenPipeError:  # `bigtrain ... | head`: the reader left; nothing to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit
+        return EXIT_BROKEN_PIPE
     except Exception as err:  # not a named error: the traceback is what finds the bug
         import traceback
         traceback.print_exception(err)

@@ -19,6 +19,8 @@ EXIT_OUTPUT = 9       # an --out that would overwrite what bigtrain did not writ
 EXIT_PREEMPTED = 75   # training stopped on SIGTERM/SIGINT after writing a checkpoint: run again
 #                       to resume (75 is sysexits.h's EX_TEMPFAIL: "try again later")
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside training, or a second one during training
+EXIT_BROKEN_PIPE = 141  # stdout's reader went away (`bigtrain lineage runs | head`): 128 + SIGPIPE,
+#                         what a shell reports for a tool that signal ends; nothing is printed
 
 
 class BigtrainError(Exception):

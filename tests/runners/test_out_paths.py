@@ -104,3 +104,21 @@ def test_lineage_graph_out_refuses_a_file_and_existing_graph_files(capsys, tmp_p
     assert cli.main(["lineage", "graph", "run-a", "--out", str(tmp_path / "new"), "--home",
                      str(home)]) == 0
     assert sorted(os.listdir(tmp_path / "new")) == ["graph.dot", "graph.mmd", "graph.png", "graph.svg"]
+
+
+@pytest.mark.parametrize("argv", [["config"], ["lineage", "runs"]])
+def test_output_to_a_closed_pipe_is_exit_141_without_a_traceback(tmp_path, argv):
+    """`bigtrain config | head` was a BrokenPipeError traceback. The pipe's read end is closed
+    before the process starts, so its first write fails every time (no race)."""
+    import subprocess
+    import sys
+    from tests.support import lineage_store
+    lineage_store.build(str(tmp_path / "home"))
+    read, write = os.pipe()
+    os.close(read)
+    bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
+    proc = subprocess.run([bigtrain, *argv, "--home", str(tmp_path / "home")], stdout=write,
+                          stderr=subprocess.PIPE, timeout=600)
+    os.close(write)
+    assert proc.returncode == 141, proc.stderr[-2000:]
+    assert b"Traceback" not in proc.stderr and b"BrokenPipe" not in proc.stderr

@@ -191,7 +191,8 @@ def add_ui_command(sub, common: list) -> None:
                         help="browse runs and lineage in a web browser (read-only)",
                         description="Serve the runs, run DAGs, artifacts, models, diffs and "
                                     "training curves of one metadata store on http://HOST:PORT/.")
-    ui.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    ui.add_argument("--port", type=port_number, default=8080,
+                    help="port 1-65535, or 0: a free one (printed); default 8080")
     ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ui.add_argument("--allow-remote", action="store_true",
                     help="required with a --host other than loopback (no authentication!)")
@@ -234,15 +235,22 @@ def cmd_ui(args: argparse.Namespace) -> int:
                        live_writer=live_writer(home) if os.path.isdir(home) else None)
 
     if not loopback:
-        print(f"bigtrain ui: WARNING: serving on {args.host}:{args.port} to the network, without "
+        print(f"bigtrain ui: WARNING: serving on {args.host} to the network, without "
               "authentication", file=sys.stderr)
-    print(f"bigtrain ui: http://{args.host}:{args.port}/")
     pipeline_root = LocalPaths.for_config(config).pipeline_root
     serve(fresh_lineage, readable_folders(home if os.path.isdir(home) else None,
                                           None if fs.is_remote(pipeline_root) else pipeline_root),
           args.host, args.port, diagnose_store=lambda: diagnose(connection),
-          allow_hosts=args.allow_host)
+          allow_hosts=args.allow_host,
+          announce=lambda port: print(f"bigtrain ui: http://{args.host}:{port}/", flush=True))
     return 0
+
+
+def port_number(text: str) -> int:
+    """--port: 0-65535 (argparse names the option in its usage error, exit 2)."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535, or 0 for a free one)")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:

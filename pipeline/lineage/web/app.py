@@ -244,14 +244,19 @@ def _fig(value) -> str:
 
 
 def serve(open_lineage: Callable[[], Lineage], file_roots: list[str], host: str, port: int,
-          diagnose_store: Callable[[], None] = lambda: None, allow_hosts: Collection[str] = ()) -> None:
-    """Run the app with werkzeug's threaded server (one user on a laptop; no deployment),
-    answering the Host headers allowed_hosts(host, port, allow_hosts) names."""
-    from werkzeug.serving import run_simple
+          diagnose_store: Callable[[], None] = lambda: None, allow_hosts: Collection[str] = (),
+          announce: Callable[[int], None] = lambda port: None) -> None:
+    """Run the app with werkzeug's threaded server (one user on a laptop; no deployment) bound
+    to host:port (0: a free port the system picks), answering the Host headers allowed_hosts
+    names for the port it is bound to; announce(that port) once it listens."""
+    from werkzeug.serving import make_server
+    app = create_app(open_lineage, file_roots, diagnose_store)
+    server = make_server(host, port, app, threaded=True)
+    app.config["ALLOWED_HOSTS"] = [h.lower() for h in
+                                   allowed_hosts(host, server.server_port, allow_hosts)]
     curves.warm_up()  # matplotlib, tensorboard, networkx imports: seconds, once, before page one
-    run_simple(host, port, create_app(open_lineage, file_roots, diagnose_store,
-                                      hosts=allowed_hosts(host, port, allow_hosts)),
-               threaded=True)
+    announce(server.server_port)
+    server.serve_forever()
 
 
 def _variants(props: dict) -> list[dict]:

@@ -28,6 +28,21 @@ def validate_optimizer(config: Config) -> None:
             raise ConfigError(f"{key}: must be >= 0, got {value}")
 
 
+# Steps and batch sizes become int32 tensors and shapes in TensorFlow: train.train_steps=10**29
+# passed the config and failed inside the run with a ValueError that named no key.
+MAX_COUNT = 2**31 - 1
+TRAIN_COUNTS = ("train_steps", "global_batch_size", "accumulation_steps", "warmup_steps",
+                "checkpoint_every", "log_every", "eval_every", "eval_batches")
+
+
+def validate_counts(config: Config) -> None:
+    for name in TRAIN_COUNTS:
+        value = getattr(config.train, name)
+        if value > MAX_COUNT:
+            raise ConfigError(f"train.{name}: at most {MAX_COUNT} (an int32 in TensorFlow), got "
+                              f"{value}")
+
+
 def validate_path_parts(config: Config) -> None:
     """Names used as one folder name stay one safe folder name: `--set model.name=..` pushed to
     <serving>/../<version> and wrote models.config into the home root."""

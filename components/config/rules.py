@@ -62,6 +62,7 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
     validate_runtime(config)
     validate_model_and_train(config)
     bounds.validate_optimizer(config)
+    bounds.validate_counts(config)
     bounds.validate_path_parts(config)
     if config.metadata.backend not in ("sqlite", "mysql"):
         raise ConfigError(f"metadata.backend: {config.metadata.backend!r} is not one of ('sqlite', 'mysql')")

@@ -21,6 +21,8 @@ from components.config.loading import YAMLStructureError
     ("train.adam_beta1=1.5", "train.adam_beta1"), ("train.adam_beta1=1.0", "train.adam_beta1"),
     ("train.adam_beta2=-1", "train.adam_beta2"), ("train.weight_decay=-0.1", "train.weight_decay"),
     ("train.min_learning_rate=-1e-4", "train.min_learning_rate"),
+    ("train.train_steps=100000000000000000000000000000", "train.train_steps"),
+    ("train.global_batch_size=2147483648", "train.global_batch_size"),
     ("model.name=..", "model.name"), ("model.name=../../x", "model.name"),
     ("model.name=a/b", "model.name"), ("model.name=''", "model.name"),
     ("paths.pipeline_name=../../escape", "paths.pipeline_name"), ("model.name=.hidden", "model.name")])

@@ -12,8 +12,8 @@ from components import config as config_lib
 from components.common.errors import (EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED,
                                       BigtrainError, HomeError)
 from runners import metadata as metadata_lib
-from runners.cli_options import (beam_options, config_options, global_options, output_options,
-                                 resolve_config)
+from runners.cli_options import (beam_options, config_options, global_options, int32_in,
+                                 output_options, port_number, resolve_config)
 from runners.cli_export import add_export
 from runners.cli_plumbing import add_plumbing
 from runners.logs import configure_logging
@@ -70,14 +70,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     import tensorflow as tf
     path = version_dir(base, version)
     model = tf.saved_model.load(path)
+    # The prompt as the bytes given: an argument that is not UTF-8 arrives with surrogate escapes.
+    prompt = os.fsencode(args.prompt)
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph
         if args.temperature != 0:  # a negative temperature is the signature's error
             out = model.signatures["sample"](
-                prompt=tf.constant([args.prompt]), max_new_tokens=tf.constant([args.max_new_tokens]),
+                prompt=tf.constant([prompt]), max_new_tokens=tf.constant([args.max_new_tokens]),
                 temperature=tf.constant([args.temperature], tf.float32), seed=tf.constant([args.seed]),
                 top_k=tf.constant([0]), top_p=tf.constant([1.0]), stop=tf.constant([""]))
         else:
-            out = model.signatures["generate"](prompt=tf.constant([args.prompt]),
+            out = model.signatures["generate"](prompt=tf.constant([prompt]),
                                                max_new_tokens=tf.constant([args.max_new_tokens]))
     except tf.errors.InvalidArgumentError as err:
         import re
@@ -86,7 +88,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_FAILED
     print(f"[{path}]", file=sys.stderr)
-    print(args.prompt + out["text"].numpy()[0].decode("utf-8", errors="replace"))
+    print(prompt.decode("utf-8", errors="replace") + out["text"].numpy()[0].decode(
+        "utf-8", errors="replace"))
     return 0
 
 
@@ -246,13 +249,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
-def port_number(text: str) -> int:
-    """--port: 0-65535 (argparse names the option in its usage error, exit 2)."""
-    if not text.isdigit() or int(text) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535, or 0 for a free one)")
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bigtrain", parents=[global_options(in_subcommand=False)],
@@ -305,11 +301,12 @@ def _add_generate(sub, common: list) -> None:
     gen.add_argument("prompt", help="text to continue")
     gen.add_argument("--model", help="model name (default: the config's model.name, gpt)")
     gen.add_argument("--version", type=int, help="served version (default: the newest)")
-    gen.add_argument("--max-new-tokens", type=int, default=200,
+    gen.add_argument("--max-new-tokens", type=int32_in(0, 2**31 - 1), default=200,
                      help="tokens to generate (default 200)")
     gen.add_argument("--temperature", type=float, default=0.8,
                      help="sampling temperature; 0 = greedy (default 0.8)")
-    gen.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    gen.add_argument("--seed", type=int32_in(-2**31, 2**31 - 1), default=0,
+                     help="sampling seed (default 0)")
     gen.set_defaults(func=cmd_generate)
 
 

@@ -69,3 +69,24 @@ def output_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--json", action="store_true", help="machine-readable output")
     return options
+
+
+def int32_in(low: int, high: int):
+    """An argparse type: a whole number in [low, high] (the signatures take int32), else a usage
+    error naming the option (exit 2) instead of an overflow traceback from TensorFlow."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside [{low}, {high}]")
+        return value
+    return parse
+
+
+def port_number(text: str) -> int:
+    """--port: 0-65535 (argparse names the option in its usage error, exit 2)."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535, or 0 for a free one)")
+    return int(text)

@@ -275,3 +275,21 @@ def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypat
     # Nothing pushed under the configured folder: the message names it.
     assert cli.main(["generate", "abc", "--model", "other", *settings]) == errors.EXIT_FAILED
     assert f"no pushed model under {custom / 'other'}" in capsys.readouterr().err
+
+
+def test_generate_takes_a_prompt_that_is_not_utf8_and_bounds_its_numbers(tmp_path, capsys):
+    """An argument that is not UTF-8 (it arrives with surrogate escapes) was a UnicodeEncodeError
+    traceback; --seed / --max-new-tokens beyond int32 an overflow traceback from TensorFlow. Now:
+    the prompt's bytes go to the model (U+FFFD where printed), the numbers are usage errors naming
+    the option."""
+    import os
+    home = tmp_path / "home"
+    _save_echo_model(str(home / "serving" / "gpt" / "1"))
+    prompt = os.fsdecode(b"ab\xff")
+    assert cli.main(["generate", prompt, "--temperature", "0", "--home", str(home)]) == 0
+    assert capsys.readouterr().out == "ab\ufffdAB\ufffd\n"
+    for option, value in (("--seed", "100000000000000000000000000"), ("--max-new-tokens", "-1"),
+                          ("--max-new-tokens", "1e23")):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["generate", "x", option, value, "--home", str(home)])
+        assert exit_.value.code == 2 and option in capsys.readouterr().err

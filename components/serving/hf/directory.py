@@ -77,6 +77,9 @@ def read_config(hf_dir: str) -> dict:
         raise HFFormatError(f"{path} is not JSON: {err}") from None
 
 
+MAX_HEADER_BYTES = 100_000_000
+
+
 def safetensors_header(hf_dir: str) -> dict:
     """The header of model.safetensors: {name: {"dtype", "shape", "data_offsets"}} plus
     "__metadata__"; read without the data (8-byte length, then JSON)."""
@@ -85,8 +88,20 @@ def safetensors_header(hf_dir: str) -> dict:
         raise HFFormatError(f"{path} does not exist (sharded checkpoints are not read: save "
                             "with one model.safetensors)")
     with fs.open_file(path, "rb") as fh:
-        (length,) = struct.unpack("<Q", fh.read(8))
-        return json.loads(fh.read(length))
+        head = fh.read(8)
+        (length,) = struct.unpack("<Q", head) if len(head) == 8 else (None,)
+        # The format caps the header at 100 MB (safetensors' own reader refuses more): a length
+        # of 2^62 read from random bytes would otherwise be a MemoryError.
+        if length is None or length > MAX_HEADER_BYTES:
+            raise HFFormatError(f"{path}: not a safetensors file (header length {length})")
+        try:
+            header = json.loads(fh.read(length))
+        except ValueError as err:   # JSON errors and undecodable bytes
+            raise HFFormatError(f"{path}: not a safetensors file (its header is not JSON: "
+                                f"{err})") from None
+    if not isinstance(header, dict):
+        raise HFFormatError(f"{path}: not a safetensors file (its header is not a JSON object)")
+    return header
 
 
 def tensor_shapes(hf_dir: str) -> dict[str, tuple]:

@@ -75,6 +75,9 @@ def check_sqlite(path: str, *, must_exist: bool = True, thorough: bool = False) 
             raise MetadataStoreError(f"no metadata database at {path} (run `bigtrain run` first, or "
                                      "pass --home or --metadata)")
         return
+    if not os.path.isfile(path):
+        raise MetadataStoreError(f"metadata store {path} is not a file (a directory?); move it "
+                                 "aside to start a new lineage history, or pass --metadata")
     size = os.path.getsize(path)
     if size == 0:
         raise MetadataStoreError(f"metadata store {path} is empty (0 bytes: truncated?); move it "

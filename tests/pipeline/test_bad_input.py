@@ -87,6 +87,7 @@ def test_bad_value_type_names_the_key(tmp_path, capsys):
     ("garbage", "is not an SQLite database"),
     ("truncate", "is truncated"),
     ("empty", "is empty (0 bytes: truncated?)"),
+    ("directory", "is not a file (a directory?)"),   # was an IsADirectoryError traceback
 ])
 @pytest.mark.parametrize("command", ["run", "lineage"])
 def test_damaged_store_is_a_named_error_and_left_as_is(tmp_path, capsys, damage, words, command):
@@ -99,6 +100,9 @@ def test_damaged_store_is_a_named_error_and_left_as_is(tmp_path, capsys, damage,
             fh.write(b"this is not a database at all" * 4)
     elif damage == "truncate":
         os.truncate(path, os.path.getsize(path) // 2)
+    elif damage == "directory":
+        os.remove(path)
+        os.mkdir(path)
     else:
         os.truncate(path, 0)
     before = snapshot(home)

@@ -53,6 +53,9 @@ def resolve_config(args: argparse.Namespace) -> config_lib.Config:
     """Preset, --config, --set, then --home, the Beam options and the metadata store (--metadata
     or $BIGTRAIN_METADATA, runners/metadata.py)."""
     overrides = list(getattr(args, "overrides", []))
+    if args.home == "":   # it silently became ./bigtrain_home
+        raise config_lib.ConfigError("--home: empty; name a folder (default ./bigtrain_home: "
+                                     "leave --home out)")
     if args.home:
         overrides.append(f"paths.home={args.home}")
     config = config_lib.build_config(getattr(args, "preset", "tiny"), getattr(args, "config", None),

@@ -46,6 +46,8 @@ def validate_counts(config: Config) -> None:
 def validate_path_parts(config: Config) -> None:
     """Names used as one folder name stay one safe folder name: `--set model.name=..` pushed to
     <serving>/../<version> and wrote models.config into the home root."""
+    if not config.paths.home:
+        raise ConfigError("paths.home: empty; name a folder (the default is ./bigtrain_home)")
     for key, value in (("model.name", config.model.name),
                        ("paths.pipeline_name", config.paths.pipeline_name)):
         if not PATH_PART.fullmatch(value):

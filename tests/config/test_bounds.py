@@ -25,7 +25,7 @@ from components.config.loading import YAMLStructureError
     ("train.global_batch_size=2147483648", "train.global_batch_size"),
     ("model.name=..", "model.name"), ("model.name=../../x", "model.name"),
     ("model.name=a/b", "model.name"), ("model.name=''", "model.name"),
-    ("paths.pipeline_name=../../escape", "paths.pipeline_name"), ("model.name=.hidden", "model.name")])
+    ("paths.pipeline_name=../../escape", "paths.pipeline_name"), ("paths.home=''", "paths.home"), ("model.name=.hidden", "model.name")])
 def test_a_value_outside_its_meaning_is_a_config_error_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=f"^{key.replace('.', '[.]')}: "):
         build_config("tiny", overrides=[override])
@@ -64,3 +64,10 @@ def test_a_config_file_that_is_not_a_regular_file_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="not a config file"):
         load_yaml(str(big))
     assert os.path.exists(big)
+
+
+def test_an_empty_home_option_is_a_config_error_not_the_default_home(tmp_path, capsys, monkeypatch):
+    from runners import cli
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lineage", "runs", "--home", ""]) == 2
+    assert "--home: empty" in capsys.readouterr().err and not (tmp_path / "bigtrain_home").exists()

@@ -56,6 +56,9 @@ def export_source(args, open_lineage, served_model_dir) -> tuple[str, dict]:
         uri = model_dir if fs.is_remote(model_dir) else os.path.abspath(model_dir)
         return source, dict(lineage_facts(args, open_lineage, model_uri=uri), source=source)
     from pipeline.lineage.card_facts import card_facts
+    if os.sep in source or source.startswith("."):   # a path, not a run id: it does not exist
+        raise NotFoundError(f"bigtrain export hf: {source} does not exist (SOURCE: a model "
+                            "folder, a pushed version number or a run id)")
     facts = card_facts(open_lineage(args), source)
     if not facts["model_uri"]:
         raise NotFoundError(f"bigtrain export hf: run {facts['run_id']} wrote no model (its "

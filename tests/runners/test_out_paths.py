@@ -122,3 +122,12 @@ def test_output_to_a_closed_pipe_is_exit_141_without_a_traceback(tmp_path, argv)
     os.close(write)
     assert proc.returncode == 141, proc.stderr[-2000:]
     assert b"Traceback" not in proc.stderr and b"BrokenPipe" not in proc.stderr
+
+
+def test_a_missing_source_path_is_named_as_a_path_not_a_run(capsys, home, tmp_path):
+    capsys.readouterr()
+    code = cli.main(["export", "hf", str(tmp_path / "no" / "such"), "--out", str(tmp_path / "o"),
+                     "--home", str(home)])
+    err = capsys.readouterr().err
+    assert code == 1 and f"{tmp_path / 'no' / 'such'} does not exist" in err and "run" not in \
+        err.split("does not exist")[0]

@@ -70,7 +70,8 @@ def regular_size(path: str) -> int | None:
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
-def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[tuple[str, str]]]:
+def list_input_files(spec: str, exclude: Iterable[str] = (), key: str = "data.input"
+                     ) -> tuple[str, list[tuple[str, str]]]:
     """Resolve a directory or glob to (root, sorted [(relative_path, absolute_path)]).
 
     Broken symlinks, FIFOs, sockets and devices are kept (they are quarantined later, not lost;
@@ -79,7 +80,7 @@ def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[
     """
     pattern = expand_input(spec)
     if is_remote(pattern):
-        return list_remote_files(spec, pattern, exclude)
+        return list_remote_files(spec, pattern, exclude, key)
     if os.path.isdir(pattern):
         root = os.path.abspath(pattern)
         pattern = os.path.join(root, "**", "*")
@@ -94,7 +95,7 @@ def list_input_files(spec: str, exclude: Iterable[str] = ()) -> tuple[str, list[
             continue
         paths.append((os.path.relpath(path, root), path))
     if not paths:
-        raise FileNotFoundError(f"data.input {spec!r} (expanded to {pattern!r}) matches no files")
+        raise FileNotFoundError(f"{key} {spec!r} (expanded to {pattern!r}) matches no files")
     return root, sorted(paths)
 
 
@@ -155,7 +156,7 @@ def _names(directory: str) -> list[str]:
         return []
 
 
-def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = ()
+def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = (), key: str = "data.input"
                       ) -> tuple[str, list[tuple[str, str]]]:
     """An object-store prefix or glob through Beam's FileSystems.match (listing metadata only):
     a spec without glob characters is a folder: everything under it."""
@@ -175,13 +176,13 @@ def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = ()
     try:
         matched = FileSystems.match([pattern])[0].metadata_list
     except Exception as err:  # noqa: BLE001 (BeamIOError wraps the store's error)
-        raise ObjectStoreError(f"listing data.input {spec!r} ({pattern}) failed: {err}") from None
+        raise ObjectStoreError(f"listing {key} {spec!r} ({pattern}) failed: {err}") from None
     for m in matched:
         _REMOTE_METADATA[m.path] = (m.size_in_bytes, float(m.last_updated_in_seconds or 0))
     paths = [(m.path[len(root) + 1:], m.path) for m in matched
              if not m.path.endswith("/") and not any(fnmatch.fnmatch(m.path, p) for p in exclude)]
     if not paths:
-        raise FileNotFoundError(f"data.input {spec!r} (expanded to {pattern!r}) matches no files")
+        raise FileNotFoundError(f"{key} {spec!r} (expanded to {pattern!r}) matches no files")
     return root, sorted(paths)
 
 
@@ -217,7 +218,10 @@ def input_fingerprint(files: list[tuple[str, str]]) -> str:
 def list_sources(data) -> list[tuple[object, str, list[tuple[str, str]]]]:
     """(source, root, files) for every source of a DataConfig's mixture (data.sources, or the one
     source data.input stands for: DataConfig.mixture), each listed by list_input_files."""
-    return [(source, *list_input_files(source.input, source.exclude)) for source in data.mixture()]
+    def key(i, source):   # the setting an error names: data.input, or the mixture's entry
+        return f"data.sources[{i}] ({source.name}).input" if data.sources else "data.input"
+    return [(source, *list_input_files(source.input, source.exclude, key(i, source)))
+            for i, source in enumerate(data.mixture())]
 
 
 def fingerprint_input(data) -> str:

@@ -17,6 +17,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from components.corpus import documents as docs
 from components.common import listing
+from components import config as config_lib
 from components.config import DataConfig
 from components.corpus import readers
 from components.text_example_gen import shards, transforms
@@ -44,8 +45,15 @@ def test_list_input_files_directory_glob_exclude(corpus):
     _, py_only = listing.list_input_files(os.path.join(root, "**", "*.py"),
                                               exclude=["*/email/*"])
     assert py_only and all(r.endswith(".py") and not r.startswith("email") for r, _ in py_only)
-    with pytest.raises(FileNotFoundError, match="matches no files"):
+    with pytest.raises(FileNotFoundError, match="^data.input .* matches no files"):
         listing.list_input_files(os.path.join(root, "*.nothing"))
+    # a mixture's source that matches nothing is named by its entry, not data.input (issue 41)
+    mixture = config_lib.build_config("tiny", overrides=[
+        f"data.sources=[{{name: code, input: '{root}/**/*.py'}}, "
+        f"{{name: prose, input: '{root}/*.nothing'}}]"]).data
+    with pytest.raises(FileNotFoundError, match=r"^data.sources\[1\] \(prose\).input '.*"
+                                                r"\*.nothing' .* matches no files"):
+        listing.list_sources(mixture)
 
 
 # ----------------------------------------------------------------------------------------------

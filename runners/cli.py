@@ -10,7 +10,7 @@ from importlib import metadata as importlib_metadata
 
 from components import config as config_lib
 from components.common.errors import (EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED,
-                                      BigtrainError, HomeError)
+                                      BigtrainError, HomeError, NotFoundError)
 from runners import metadata as metadata_lib
 from runners.cli_options import (beam_options, config_options, global_options, int32_in,
                                  output_options, port_number, resolve_config)
@@ -69,7 +69,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     configure_logging(args.verbose)
     import tensorflow as tf
     path = version_dir(base, version)
-    model = tf.saved_model.load(path)
+    try:
+        model = tf.saved_model.load(path)
+    except Exception as err:  # noqa: BLE001 (truncated or damaged: protobuf, IO or TF errors)
+        raise NotFoundError(f"bigtrain generate: the pushed version {path} cannot be loaded "
+                            f"({type(err).__name__}: {str(err).splitlines()[0][:200]}); push "
+                            "again, or pass --version for another") from None
     # The prompt as the bytes given: an argument that is not UTF-8 arrives with surrogate escapes.
     prompt = os.fsencode(args.prompt)
     try:  # the signatures take a batch of prompts; bad values are InvalidArgument from the graph

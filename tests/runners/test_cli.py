@@ -293,3 +293,15 @@ def test_generate_takes_a_prompt_that_is_not_utf8_and_bounds_its_numbers(tmp_pat
         with pytest.raises(SystemExit) as exit_:
             cli.main(["generate", "x", option, value, "--home", str(home)])
         assert exit_.value.code == 2 and option in capsys.readouterr().err
+
+
+def test_generate_on_a_truncated_pushed_version_is_a_named_error(tmp_path, capsys):
+    """A truncated saved_model.pb in the newest version was a raw protobuf traceback (issue 41)."""
+    home = tmp_path / "home"
+    path = home / "serving" / "gpt" / "2"
+    _save_echo_model(str(path))
+    data = (path / "saved_model.pb").read_bytes()
+    (path / "saved_model.pb").write_bytes(data[:len(data) // 3])
+    assert cli.main(["generate", "x", "--home", str(home)]) == errors.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert f"the pushed version {path} cannot be loaded" in err and "Traceback" not in err

@@ -350,6 +350,8 @@ class Lineage:
             return self.artifact(int(target))
         # A URI (s3://, gs://) is matched as written (never looked up on the local disk).
         path = os.path.abspath(target) if "://" not in target and os.path.exists(target) else target
+        if not _utf8(path):   # a non-UTF-8 file name (surrogate escapes): no MLMD URI can be it
+            raise NotFoundError(f"{target!r} is not an artifact (its name is not UTF-8)")
         found = self.store.get_artifacts_by_uri(path) or self.store.get_artifacts_by_uri(target)
         if found:
             return sorted(found, key=lambda a: a.id)[0]
@@ -383,3 +385,11 @@ class _NodeNames:
         if name is None:
             raise KeyError(execution_id)
         return name
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

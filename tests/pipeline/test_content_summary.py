@@ -152,6 +152,9 @@ def test_trace_down_from_an_input_file(world):
     assert [p["pushed_version"] for p in only_second["pushed_versions"]] == ["2"]
     with pytest.raises(NotFoundError, match="no recorded input listing holds it"):
         content.trace_down(world["lin"], os.path.join(world["corpus"]["a"], "never-listed.txt"))
+    # a file name that is not UTF-8 (surrogate escapes): named, not a UnicodeEncodeError (issue 41)
+    with pytest.raises(NotFoundError, match="no recorded input listing holds it"):
+        content.trace_down(world["lin"], os.fsdecode(b"/tmp/a\xffb.py"))
 
 
 def test_cli_summary_and_trace(world, capsys):

@@ -14,7 +14,7 @@ from components.common.errors import (EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED
 from runners import metadata as metadata_lib
 from runners.cli_options import (beam_options, config_options, global_options, int32_in,
                                  output_options, port_number, resolve_config)
-from runners.cli_export import add_export
+from runners.cli_export import add_export, write_graph_files
 from runners.cli_plumbing import add_plumbing
 from runners.logs import configure_logging
 
@@ -128,33 +128,6 @@ def open_lineage(args: argparse.Namespace):
     store = open_store(metadata_lib.connection(config, read_only=True))
     # Never waits on a run: reads the lock file's record, takes no lock (runners/lock.py).
     return Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
-
-
-GRAPH_FORMATS = ("dot", "mmd", "svg", "png")
-
-
-def write_graph_files(graph: dict, out_dir: str) -> dict:
-    """graph.dot, graph.mmd, graph.svg and graph.png in out_dir; returns {format: path}. An
-    out_dir that is a file, or already holds one of these names, is an OutputError (exit 9):
-    whose files they are cannot be told, so none is overwritten."""
-    from components.common.errors import OutputError
-    from pipeline.lineage import render
-    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
-        raise OutputError(f"--out {out_dir}: exists and is not a folder; choose a folder")
-    present = [f"graph.{ext}" for ext in GRAPH_FORMATS
-               if os.path.lexists(os.path.join(out_dir, f"graph.{ext}"))]
-    if present:
-        raise OutputError(f"--out {out_dir}: already holds {', '.join(present)}; choose another "
-                          f"folder (nothing is overwritten)")
-    os.makedirs(out_dir, exist_ok=True)
-    written = {}
-    for ext, make in (("dot", render.to_dot), ("mmd", render.to_mermaid), ("svg", render.to_svg)):
-        written[ext] = os.path.join(out_dir, f"graph.{ext}")
-        with open(written[ext], "w", encoding="utf-8") as fh:
-            fh.write(make(graph))
-    written["png"] = os.path.join(out_dir, "graph.png")
-    render.to_png(graph, written["png"])
-    return written
 
 
 def _page_number(text: str) -> int:

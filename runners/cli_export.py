@@ -1,5 +1,7 @@
-"""`bigtrain export hf`: a trained model in the Hugging Face layout (components/serving/hf), from a
-pushed version, a run id or a model folder, with a model card from lineage."""
+"""The files the CLI writes where the user points --out: `bigtrain export hf` (a trained model in
+the Hugging Face layout, components/serving/hf, from a pushed version, a run id or a model folder,
+with a model card from lineage) and `bigtrain lineage graph --out` (write_graph_files); neither
+overwrites what it did not write."""
 
 from __future__ import annotations
 
@@ -146,3 +148,30 @@ def add_export(sub, common: list, *, open_lineage, served_model_dir) -> None:
                          "folder with other files)")
     hf.set_defaults(func=functools.partial(cmd_export_hf, open_lineage=open_lineage,
                                            served_model_dir=served_model_dir))
+
+
+GRAPH_FORMATS = ("dot", "mmd", "svg", "png")
+
+
+def write_graph_files(graph: dict, out_dir: str) -> dict:
+    """graph.dot, graph.mmd, graph.svg and graph.png in out_dir; returns {format: path}. An
+    out_dir that is a file, or already holds one of these names, is an OutputError (exit 9):
+    whose files they are cannot be told, so none is overwritten."""
+    from components.common.errors import OutputError
+    from pipeline.lineage import render
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise OutputError(f"--out {out_dir}: exists and is not a folder; choose a folder")
+    present = [f"graph.{ext}" for ext in GRAPH_FORMATS
+               if os.path.lexists(os.path.join(out_dir, f"graph.{ext}"))]
+    if present:
+        raise OutputError(f"--out {out_dir}: already holds {', '.join(present)}; choose another "
+                          f"folder (nothing is overwritten)")
+    os.makedirs(out_dir, exist_ok=True)
+    written = {}
+    for ext, make in (("dot", render.to_dot), ("mmd", render.to_mermaid), ("svg", render.to_svg)):
+        written[ext] = os.path.join(out_dir, f"graph.{ext}")
+        with open(written[ext], "w", encoding="utf-8") as fh:
+            fh.write(make(graph))
+    written["png"] = os.path.join(out_dir, "graph.png")
+    render.to_png(graph, written["png"])
+    return written

@@ -265,7 +265,7 @@ def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed
     assert "document_bits_per_byte" in page and "concatenated_lzma9_bits_per_byte" in page
     # the default held-out set (bigtrain's own code): its own figures, everywhere the split's are
     held = written["sets"]["bigtrain_code"]
-    assert evaluation["heldout_sets"] == "bigtrain_code" and held["document_count"] >= 10
+    assert evaluation["heldout_sets"] == "bigtrain_code" and held["document_count"] >= 1
     assert agree_after_rounding(evaluation["heldout_bigtrain_code_document_bits_per_byte"],
                                 held["document_bits_per_byte"], roundings=1)
     assert "held-out bigtrain_code" in data_run.stdout

@@ -129,5 +129,5 @@ def test_diff_and_curves(browser, server):
     browser.get(server + "/run/run-a")
     _follow(browser, browser.find_element(By.ID, "curves-link"), "/curves")
     charts = browser.find_elements(By.CSS_SELECTOR, "#charts svg")
-    assert len(charts) == 4 and charts[0].size["height"] > 100  # loss, lr, tokens/s, MFU
+    assert len(charts) == 5 and charts[0].size["height"] > 100  # loss, validation, lr, tokens/s, MFU
     _shot(browser, "curves")

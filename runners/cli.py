@@ -279,7 +279,7 @@ def _add_generate(sub, common: list) -> None:
     gen.add_argument("prompt", help="text to continue")
     gen.add_argument("--model", help="model name (default: the config's model.name, gpt)")
     gen.add_argument("--version", type=int, help="served version (default: the newest)")
-    gen.add_argument("--max-new-tokens", type=int32_in(0, 2**31 - 1), default=200,
+    gen.add_argument("--max-new-tokens", type=int32_in(-2**31, 2**31 - 1), default=200,
                      help="tokens to generate (default 200)")
     gen.add_argument("--temperature", type=float, default=0.8,
                      help="sampling temperature; 0 = greedy (default 0.8)")

@@ -242,9 +242,17 @@ def test_an_unknown_run_stays_one_line_with_its_documented_code(capsys, tmp_path
 
 # -- generate reads where runs push ------------------------------------------------------------
 
-def _save_echo_model(path: str) -> None:
-    """A SavedModel with the `generate` signature's inputs and outputs: text = the prompt
-    upper-cased, so the output says which model answered."""
+@pytest.fixture(scope="module")
+def echo_model(tmp_path_factory):
+    """copy(path): a copy of one SavedModel (exported once per module) with the `generate`
+    signature's inputs and outputs: text = the prompt upper-cased (which model answered)."""
+    import shutil
+    exported = str(tmp_path_factory.mktemp("echo") / "model")
+    _export_echo_model(exported)
+    return lambda path: shutil.copytree(exported, path)
+
+
+def _export_echo_model(path: str) -> None:
     import tensorflow as tf
 
     class Echo(tf.Module):
@@ -257,7 +265,7 @@ def _save_echo_model(path: str) -> None:
     tf.saved_model.save(echo, path, signatures={"generate": echo.generate})
 
 
-def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypatch):
+def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypatch, echo_model):
     """orchestrator.serving_dir set to a custom folder: generate loads the newest version there,
     the folder `bigtrain run` pushes to (LocalPaths), not <home>/serving. Catches a generate that
     restates <home>/serving."""
@@ -267,8 +275,8 @@ def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypat
     settings = ["--home", str(home), "--set", f"orchestrator.serving_dir={custom}"]
     config = cli.resolve_config(cli.build_parser().parse_args(["config", *settings]))
     assert LocalPaths.for_config(config).serving_dir == str(custom)  # where runs push
-    _save_echo_model(str(custom / "gpt" / "3"))
-    _save_echo_model(str(home / "serving" / "gpt" / "5"))  # the old guess: must not be read
+    echo_model(str(custom / "gpt" / "3"))
+    echo_model(str(home / "serving" / "gpt" / "5"))  # the old guess: must not be read
     assert cli.main(["generate", "abc", "--temperature", "0", *settings]) == 0
     out, err = capsys.readouterr()
     assert out == "abcABC\n" and f"[{custom / 'gpt' / '3'}]" in err
@@ -277,29 +285,31 @@ def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypat
     assert f"no pushed model under {custom / 'other'}" in capsys.readouterr().err
 
 
-def test_generate_takes_a_prompt_that_is_not_utf8_and_bounds_its_numbers(tmp_path, capsys):
+def test_generate_takes_a_prompt_that_is_not_utf8_and_bounds_its_numbers(tmp_path, capsys,
+                                                                       echo_model):
     """An argument that is not UTF-8 (it arrives with surrogate escapes) was a UnicodeEncodeError
     traceback; --seed / --max-new-tokens beyond int32 an overflow traceback from TensorFlow. Now:
     the prompt's bytes go to the model (U+FFFD where printed), the numbers are usage errors naming
     the option."""
     import os
     home = tmp_path / "home"
-    _save_echo_model(str(home / "serving" / "gpt" / "1"))
+    echo_model(str(home / "serving" / "gpt" / "1"))
     prompt = os.fsdecode(b"ab\xff")
     assert cli.main(["generate", prompt, "--temperature", "0", "--home", str(home)]) == 0
     assert capsys.readouterr().out == "ab\ufffdAB\ufffd\n"
-    for option, value in (("--seed", "100000000000000000000000000"), ("--max-new-tokens", "-1"),
-                          ("--max-new-tokens", "1e23")):
+    # (a negative count is the signature's own named error: tests/export/test_serving_signatures)
+    for option, value in (("--seed", "100000000000000000000000000"),
+                          ("--max-new-tokens", "2147483648"), ("--max-new-tokens", "1e23")):
         with pytest.raises(SystemExit) as exit_:
             cli.main(["generate", "x", option, value, "--home", str(home)])
         assert exit_.value.code == 2 and option in capsys.readouterr().err
 
 
-def test_generate_on_a_truncated_pushed_version_is_a_named_error(tmp_path, capsys):
+def test_generate_on_a_truncated_pushed_version_is_a_named_error(tmp_path, capsys, echo_model):
     """A truncated saved_model.pb in the newest version was a raw protobuf traceback (issue 41)."""
     home = tmp_path / "home"
     path = home / "serving" / "gpt" / "2"
-    _save_echo_model(str(path))
+    echo_model(str(path))
     data = (path / "saved_model.pb").read_bytes()
     (path / "saved_model.pb").write_bytes(data[:len(data) // 3])
     assert cli.main(["generate", "x", "--home", str(home)]) == errors.EXIT_FAILED

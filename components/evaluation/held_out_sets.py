@@ -31,6 +31,18 @@ def set_files(held_out) -> list[str]:
     return files
 
 
+def sets_fingerprint(eval_config) -> str:
+    """The listing fingerprint (path, size, mtime: components/common/listing.py) of every set's
+    files: part of the memoized figures' key, so an edited set is measured again."""
+    import hashlib
+    outer = hashlib.sha256()
+    for held_out in eval_config.sets:
+        files = set_files(held_out)
+        outer.update(f"{held_out.name}\0{listing.input_fingerprint([(f, f) for f in files])}\n"
+                     .encode())
+    return outer.hexdigest()[:16]
+
+
 def set_documents(held_out, tokenizer, max_document_bytes: int) -> list:
     """The set's chosen documents (ids), smallest content key first."""
     texts = (text for path in set_files(held_out) for text in eval_texts(path))

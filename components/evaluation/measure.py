@@ -68,19 +68,20 @@ def measure_documents_and_tasks(model_uri: str, served: dict, baseline, examples
     """(whole-document figures, code-task figures) of the served variant (manifest entry
     `served`, a SavedModel), and the baseline's float figures when a held-out set's regression
     gate needs them (else None); each memoized per model like the window metrics."""
-    from components.evaluation.held_out_sets import run_set_tasks
+    from components.evaluation.held_out_sets import run_set_tasks, sets_fingerprint
     from components.serving import variants
     context = variants.float_model_info(model_uri)["context_length"]
     model = _saved_model_once(os.path.join(model_uri, served["path"]))
-    documents = memoize(f"{model_uri}#documents", lambda: dict(evaluate_documents(
+    sets = sets_fingerprint(eval_config)   # an edited set file is measured again
+    documents = memoize(f"{model_uri}#documents#{sets}", lambda: dict(evaluate_documents(
         model(), context, examples_uri, eval_config, tokenizer), document_variant=served["path"]))
-    tasks = memoize(f"{model_uri}#tasks", lambda: run_set_tasks(model(), context, eval_config,
-                                                                tokenizer))
+    tasks = memoize(f"{model_uri}#tasks#{sets}", lambda: run_set_tasks(model(), context,
+                                                                       eval_config, tokenizer))
     gated = any(s.max_bits_per_byte_regression >= 0 for s in eval_config.sets)
     base = None if baseline is None else _saved_model_once(
         os.path.join(baseline.uri, variants.read_manifest(baseline.uri)["float"]["path"]))
     baseline_documents = None if base is None or not gated else memoize(
-        f"{baseline.uri}#documents", lambda: evaluate_documents(
+        f"{baseline.uri}#documents#{sets}", lambda: evaluate_documents(
             base(), variants.float_model_info(baseline.uri)["context_length"], examples_uri,
             eval_config, tokenizer))
     return documents, tasks, baseline_documents

@@ -79,3 +79,17 @@ def test_gates_fail_above_their_threshold_only_and_name_the_set():
                                              regression)
     assert "baseline 1.8000 + max_bits_per_byte_regression 0.1000" in failure
     assert held_out_sets.gate_failures(measured, None, regression) == []        # no baseline yet
+
+
+def test_the_memo_key_of_the_sets_changes_when_a_set_file_changes(tmp_path):
+    """The Evaluator memoizes its figures per model and eval config; a set is a glob, so the key
+    also carries its files' listing fingerprint: an edited (resized) set file is measured again.
+    Catches a key over the config alone (stale figures for an edited set)."""
+    (tmp_path / "a.txt").write_text("one\n")
+    config = build_config("tiny", overrides=[f"eval.sets=[{{name: s, input: '{tmp_path}/*.txt'}}]"]).eval
+    before = held_out_sets.sets_fingerprint(config)
+    assert held_out_sets.sets_fingerprint(config) == before
+    (tmp_path / "a.txt").write_text("one, and more\n")
+    assert held_out_sets.sets_fingerprint(config) != before
+    (tmp_path / "b.txt").write_text("two\n")
+    assert len({before, held_out_sets.sets_fingerprint(config)}) == 2

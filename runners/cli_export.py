@@ -10,7 +10,7 @@ import functools
 import os
 
 from components.common import fs
-from components.common.errors import NotFoundError
+from components.common.errors import NotFoundError, OutputError
 from runners.cli_options import config_options, resolve_config
 from runners.logs import configure_logging
 
@@ -69,11 +69,16 @@ def export_source(args, open_lineage, served_model_dir) -> tuple[str, dict]:
     return facts.pop("model_uri"), dict(facts, source=f"run {facts['run_id']}")
 
 
+def _refuse_a_file(out: str) -> None:
+    """--out names a folder: an existing file there is the user's, never replaced."""
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise OutputError(f"--out {out}: exists and is not a folder; choose a new folder")
+
+
 def check_out_dir(out: str, protected: list[str], force: bool) -> None:
     """Refuse an --out that is a file, lies inside a protected folder (the home, the serving
     folder: their files are bigtrain's state and served models), or holds files that
     `bigtrain export hf` did not write; one it wrote is replaced with --force only."""
-    from components.common.errors import OutputError
     from components.serving.hf import CARD_FILE, LAYOUT_FILES
     from components.serving.hf.card import CARD_MARKER
     if "://" in out:                     # an object store: no folders to resolve; same content rule
@@ -85,8 +90,7 @@ def check_out_dir(out: str, protected: list[str], force: bool) -> None:
                     [real, os.path.realpath(root)]) == os.path.realpath(root):
                 raise OutputError(f"--out {out}: inside {root}, whose files are bigtrain's own "
                                   "state or served models; choose a folder outside it")
-        if os.path.lexists(out) and not os.path.isdir(out):
-            raise OutputError(f"--out {out}: exists and is not a folder; choose a new folder")
+        _refuse_a_file(out)
         names = set(os.listdir(out)) if os.path.isdir(out) else set()
     foreign = sorted(names - set(LAYOUT_FILES))
     if foreign:
@@ -157,10 +161,8 @@ def write_graph_files(graph: dict, out_dir: str) -> dict:
     """graph.dot, graph.mmd, graph.svg and graph.png in out_dir; returns {format: path}. An
     out_dir that is a file, or already holds one of these names, is an OutputError (exit 9):
     whose files they are cannot be told, so none is overwritten."""
-    from components.common.errors import OutputError
     from pipeline.lineage import render
-    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
-        raise OutputError(f"--out {out_dir}: exists and is not a folder; choose a folder")
+    _refuse_a_file(out_dir)
     present = [f"graph.{ext}" for ext in GRAPH_FORMATS
                if os.path.lexists(os.path.join(out_dir, f"graph.{ext}"))]
     if present:

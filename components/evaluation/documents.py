@@ -12,8 +12,9 @@ BOS is a target (EOS too: the model says where the file ends, as a compressor st
 The standard strided evaluation (Hugging Face's "perplexity of fixed-length models"): windows of
 context + 1 ids start every stride = context - eval.stride_context ids; each scores only the
 targets no earlier window scored, so every target is scored once and every target after the first
-window has at least stride_context ids of its document before it. stride_context = context: the
-no-overlap case is context - 1 (windows must advance).
+window has at least stride_context ids of its document before it. stride_context 0 gives the
+training windows' layout (consecutive windows share one id); -1 = half the context (the default,
+config/evaluation.py says why); at most context - 1 (windows must advance).
 
 Compressors on the same bytes. zlib-9 and lzma-9 on each document alone, the sizes summed (what
 `gzip -9` / `xz -9` on each file costs: container headers included, as a user pays them), and on

@@ -78,9 +78,11 @@ def measure_documents_and_tasks(model_uri: str, served: dict, baseline, examples
     tasks = memoize(f"{model_uri}#tasks#{sets}", lambda: run_set_tasks(model(), context,
                                                                        eval_config, tokenizer))
     gated = any(s.max_bits_per_byte_regression >= 0 for s in eval_config.sets)
-    base = None if baseline is None else _saved_model_once(
+    if baseline is None or not gated:
+        return documents, tasks, None
+    base = _saved_model_once(
         os.path.join(baseline.uri, variants.read_manifest(baseline.uri)["float"]["path"]))
-    baseline_documents = None if base is None or not gated else memoize(
+    baseline_documents = memoize(
         f"{baseline.uri}#documents#{sets}", lambda: evaluate_documents(
             base(), variants.float_model_info(baseline.uri)["context_length"], examples_uri,
             eval_config, tokenizer))

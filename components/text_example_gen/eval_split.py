@@ -76,13 +76,18 @@ def windows_to_documents(windows: Iterable[np.ndarray], tokenizer,
     yield from _pieces(joined, tokenizer)
 
 
-def windows_to_texts(windows: Iterable[np.ndarray], tokenizer,
-                     batch: int = shards.BATCH_SEQUENCES) -> Iterator[bytes]:
-    """The document texts of one shard's windows, in file order (module docstring)."""
-    for ids in windows_to_documents(windows, tokenizer, batch):
+def _texts(documents: Iterable[np.ndarray], tokenizer) -> Iterator[bytes]:
+    """The documents decoded, those that decode to nothing left out."""
+    for ids in documents:
         text = tokenizer.decode(ids)
         if text:
             yield text
+
+
+def windows_to_texts(windows: Iterable[np.ndarray], tokenizer,
+                     batch: int = shards.BATCH_SEQUENCES) -> Iterator[bytes]:
+    """The document texts of one shard's windows, in file order (module docstring)."""
+    yield from _texts(windows_to_documents(windows, tokenizer, batch), tokenizer)
 
 
 def eval_split_documents(examples_uri: str, where: str, tokenizer=None) -> Iterator[np.ndarray]:
@@ -100,10 +105,7 @@ def eval_split_documents(examples_uri: str, where: str, tokenizer=None) -> Itera
 def eval_split_texts(examples_uri: str, where: str) -> Iterator[bytes]:
     """Every document text of an Examples artifact's eval split (shards in name order)."""
     tokenizer = tokenizer_artifact.examples_tokenizer(examples_uri)
-    for ids in eval_split_documents(examples_uri, where, tokenizer):
-        text = tokenizer.decode(ids)
-        if text:
-            yield text
+    yield from _texts(eval_split_documents(examples_uri, where, tokenizer), tokenizer)
 
 
 def write_eval_sets(eval_files: tuple[str, ...], examples_uri: str) -> dict[str, tuple[str, ...]]:

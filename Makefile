@@ -66,7 +66,7 @@ mariadb-stop:
 # installed, the S3 tests skip naming the reason (build/objectstore/unavailable); in CI: an error.
 OBJECTSTORE_PORT ?= 39000
 objectstore:
-	BIGTRAIN_OBJECTSTORE_PORT=$(OBJECTSTORE_PORT) PYTHON=$(PYTHON) bash tests/support/objectstore.sh start
+	BIGTRAIN_OBJECTSTORE_PORT=$(OBJECTSTORE_PORT) PYTHON=$(PYTHON) UV=$(abspath $(BIN)/uv) bash tests/support/objectstore.sh start
 
 objectstore-stop:
 	bash tests/support/objectstore.sh stop
@@ -90,7 +90,7 @@ browser:
 # of tests/export/test_hf_transformers.py run that venv's python. Without the CPU wheel it writes
 # build/hfloader/unavailable with the reason and those tests skip naming it.
 hf-loader:
-	PYTHON=$(PYTHON) bash tests/support/hfloader.sh
+	PYTHON=$(PYTHON) UV=$(abspath $(BIN)/uv) bash tests/support/hfloader.sh
 
 # Re-resolve the loader's lock after changing tests/support/hfloader.in; commit both.
 hf-loader-lock:

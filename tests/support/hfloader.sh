@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The second Hugging Face loader for the export tests (tests/export/test_hf_transformers.py):
-# PyTorch (CPU build) + transformers in their own venv under $DIR, installed with plain pip from
+# PyTorch (CPU build) + transformers in their own venv under $DIR, installed with uv (plain pip without it) from
 # their own lock, tests/support/hfloader.lock (every package pinned with its hashes, installed
 # with --no-deps: nothing is resolved at install time); rebuilt when that lock changes;
 # idempotent. `make hf-loader-lock` re-resolves the lock from tests/support/hfloader.in.
@@ -16,6 +16,8 @@ WHEELS=${BIGTRAIN_HFLOADER_WHEELS:-/opt/wheels}
 PYTHON=${PYTHON:-python3.11}
 LOCK=$(cd "$(dirname "$0")" && pwd)/hfloader.lock
 VENV=$DIR/venv
+INSTALL_LOG=$DIR/install.log
+source "$(dirname "$0")/locked_venv.sh"
 TORCH=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' "$LOCK")           # e.g. 2.13.0+cpu
 # Measured on 2026-11-26 (PyPI's JSON): torch 2.13.0's manylinux x86_64 wheel is 527 MB and it
 # pulls 18 CUDA / triton wheels: 2,730 MB to download in all, before unpacking.
@@ -38,10 +40,9 @@ ls "$WHEELS"/torch-"$TORCH"-cp311-*.whl >/dev/null 2>&1 \
 echo "hfloader: installing $LOCK into $VENV (torch $TORCH from $WHEELS)"
 rm -rf "$VENV"
 start=$(date +%s)
-"$PYTHON" -m venv "$VENV" || unavailable "could not create a venv with $PYTHON"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
-    --find-links "$WHEELS" -r "$LOCK" >"$DIR/install.log" 2>&1 \
-  || unavailable "pip install -r $LOCK failed (see $DIR/install.log)"
+: > "$INSTALL_LOG"
+locked_venv "$VENV" "$LOCK" --find-links "$WHEELS" \
+  || unavailable "installing $LOCK into $VENV failed (see $INSTALL_LOG)"
 "$VENV/bin/python" -c "import torch, transformers" 2>>"$DIR/install.log" \
   || unavailable "torch / transformers do not import in $VENV (see $DIR/install.log)"
 seconds=$(( $(date +%s) - start ))

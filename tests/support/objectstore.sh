@@ -17,6 +17,8 @@ PYTHON=${PYTHON:-python3.11}
 LOCK=$(cd "$(dirname "$0")" && pwd)/objectstore.lock
 VENV=$DIR/venv PIDFILE=$DIR/moto.pid LOG=$DIR/moto.log
 ENDPOINT=http://127.0.0.1:$PORT
+INSTALL_LOG=$DIR/install.log
+source "$(dirname "$0")/locked_venv.sh"
 mkdir -p "$DIR"
 
 unavailable() {  # outside CI the S3 tests skip with this reason; in CI it is an error
@@ -33,9 +35,8 @@ rm -f "$DIR/unavailable"
 if ! cmp -s "$LOCK" "$VENV/installed.lock" || [ ! -x "$VENV/bin/moto_server" ]; then
   echo "objectstore: installing $LOCK into $VENV"
   stop; rm -rf "$VENV"  # a server still running from the old venv would outlive its files
-  "$PYTHON" -m venv "$VENV" || unavailable "could not create a venv with $PYTHON"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
-      -r "$LOCK" >"$DIR/install.log" 2>&1 || unavailable "pip install -r $LOCK failed (see $DIR/install.log)"
+  : > "$INSTALL_LOG"
+  locked_venv "$VENV" "$LOCK" || unavailable "installing $LOCK into $VENV failed (see $INSTALL_LOG)"
   cp "$LOCK" "$VENV/installed.lock"
 fi
 

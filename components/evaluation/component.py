@@ -23,7 +23,7 @@ from components.evaluation.documents import DOCUMENT_COUNTS, DOCUMENT_FIGURES
 from components.evaluation.tasks import TASK_COUNTS, TASK_FIGURES
 from components.evaluation.measure import (comparable_baseline, evaluate_saved_model,
                                            measure_documents_and_tasks, measure_variants,
-                                           memoized_metrics)
+                                           memoized_metrics, saved_model_loader)
 from components.tokenizer.artifact import examples_tokenizer
 
 METRICS_FILE = "metrics.json"
@@ -152,15 +152,16 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
             return memoized_metrics(cache_dir, model_key, examples.uri, eval_config, compute)
 
         manifest = variants.read_manifest(model.uri)
+        load = saved_model_loader()   # each SavedModel loaded once for all the figures below
         with heap_frozen():   # no full passes over the TF/TFX heap while the eval loops allocate
             variant_metrics = measure_variants(model.uri, manifest, eval_files, eval_config,
-                                               tokenizer, memoize)
+                                               tokenizer, memoize, load)
             documents, tasks, baseline_documents = measure_documents_and_tasks(
                 model.uri, manifest.get(serve, manifest["float"]), baseline, examples.uri,
-                eval_config, tokenizer, memoize)
+                eval_config, tokenizer, memoize, load)
             baseline_metrics = None if baseline is None else memoize(
                 baseline.uri, lambda: evaluate_saved_model(path_utils.serving_model_path(baseline.uri),
-                                                           eval_files, eval_config, tokenizer))
+                                                           eval_files, eval_config, tokenizer, load))
         candidate = variant_metrics["float"]
         fitness = {n: Decision(*fit) for n, fit in variants.recommend_all(variant_metrics, eval_config).items()}
         decision = with_set_gates(decide_serving(serve, variant_metrics, fitness, baseline_metrics,

@@ -17,12 +17,22 @@ from components.common import fs
 LOGGER = logging.getLogger("bigtrain.eval")
 
 
-def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenizer) -> dict:
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
+def saved_model_loader():
+    """path -> the loaded SavedModel, each path loaded at most once: one Evaluator run reads the
+    float model for its window figures, its whole documents and its code tasks, and a baseline
+    twice too (~1.3 s of CPU per load of the tiny model on the 2-core VM, 2026-11-27)."""
+    @functools.cache
+    def load(path: str):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
+        return tf.saved_model.load(path)
+    return lambda path: load(path.rstrip("/"))
+
+
+def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenizer, load=None) -> dict:
     from components.serving.export import MODEL_INFO
     from components.serving.metrics import evaluate_logits_fn
-    loaded = tf.saved_model.load(serving_dir)
+    loaded = (load or saved_model_loader())(serving_dir)
     seq_len = json.loads(fs.read_text(fs.join(serving_dir, MODEL_INFO)))["context_length"]
     signature = loaded.signatures["token_logits"]
     return evaluate_logits_fn(lambda ids: signature(input_ids=ids)["logits"], eval_files, seq_len,
@@ -53,51 +63,41 @@ def evaluate_documents(loaded, context: int, examples_uri: str, eval_config, tok
     return figures
 
 
-def _saved_model_once(path: str):
-    """A loader of one SavedModel that loads it at most once (documents and tasks share it)."""
-    @functools.cache
-    def load():
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
-        return tf.saved_model.load(path)
-    return load
-
-
 def measure_documents_and_tasks(model_uri: str, served: dict, baseline, examples_uri: str,
-                                eval_config, tokenizer, memoize) -> tuple[dict, dict, dict | None]:
+                                eval_config, tokenizer, memoize, load
+                                ) -> tuple[dict, dict, dict | None]:
     """(whole-document figures, code-task figures) of the served variant (manifest entry
     `served`, a SavedModel), and the baseline's float figures when a held-out set's regression
     gate needs them (else None); each memoized per model like the window metrics."""
     from components.evaluation.held_out_sets import run_set_tasks, sets_fingerprint
     from components.serving import variants
     context = variants.float_model_info(model_uri)["context_length"]
-    model = _saved_model_once(os.path.join(model_uri, served["path"]))
+    path = os.path.join(model_uri, served["path"])
     sets = sets_fingerprint(eval_config)   # an edited set file is measured again
     documents = memoize(f"{model_uri}#documents#{sets}", lambda: dict(evaluate_documents(
-        model(), context, examples_uri, eval_config, tokenizer), document_variant=served["path"]))
-    tasks = memoize(f"{model_uri}#tasks#{sets}", lambda: run_set_tasks(model(), context,
+        load(path), context, examples_uri, eval_config, tokenizer), document_variant=served["path"]))
+    tasks = memoize(f"{model_uri}#tasks#{sets}", lambda: run_set_tasks(load(path), context,
                                                                        eval_config, tokenizer))
     gated = any(s.max_bits_per_byte_regression >= 0 for s in eval_config.sets)
     if baseline is None or not gated:
         return documents, tasks, None
-    base = _saved_model_once(
-        os.path.join(baseline.uri, variants.read_manifest(baseline.uri)["float"]["path"]))
+    base = os.path.join(baseline.uri, variants.read_manifest(baseline.uri)["float"]["path"])
     baseline_documents = memoize(
         f"{baseline.uri}#documents#{sets}", lambda: evaluate_documents(
-            base(), variants.float_model_info(baseline.uri)["context_length"], examples_uri,
+            load(base), variants.float_model_info(baseline.uri)["context_length"], examples_uri,
             eval_config, tokenizer))
     return documents, tasks, baseline_documents
 
 
 def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config, tokenizer,
-                     max_batches: int | None = None) -> dict:
+                     max_batches: int | None = None, load=None) -> dict:
     """Metrics of one exported variant (SavedModel or TFLite) on the first max_batches
     (default eval.max_batches) eval batches, the float model's sequences, plus its size on disk
     and the median latency of token_logits on one eval batch (the sample's first)."""
     from components.serving import variants
     from components.serving.metrics import eval_sample, evaluate_logits_fn, latency_ms
     seq_len = variants.float_model_info(model_dir)["context_length"]
-    logits_fn = variants.logits_fn(model_dir, entry)
+    logits_fn = variants.logits_fn(model_dir, entry, load=load)
     batches = max_batches or eval_config.max_batches
     metrics = evaluate_logits_fn(logits_fn, eval_files, seq_len, eval_config.batch_size, batches,
                                  tokenizer=tokenizer, in_graph=entry["format"] == "saved_model")
@@ -199,7 +199,7 @@ def comparable_baseline(baseline, model):
 
 
 def measure_variants(model_uri: str, manifest: dict, eval_files, eval_config, tokenizer,
-                     memoize) -> dict:
+                     memoize, load=None) -> dict:
     """Every exported variant on the float model's eval sequences: the float model on every eval
     batch (what the blessing gates read), each other variant on the first variant_batch_count
     of them, reported as variant_estimate. memoize(key, compute) caches raw measurements per
@@ -208,7 +208,8 @@ def measure_variants(model_uri: str, manifest: dict, eval_files, eval_config, to
         started = time.perf_counter()
         metrics = memoize(model_uri if name == "float" else f"{model_uri}#{name}",
                           lambda: evaluate_variant(model_uri, manifest[name], eval_files,
-                                                   eval_config, tokenizer, max_batches=batches))
+                                                   eval_config, tokenizer, max_batches=batches,
+                                                   load=load))
         LOGGER.info("%s variant: loss %.4f on %d eval batches (%.1f s)", name, metrics["loss"],
                     len(metrics["batches"]), time.perf_counter() - started)
         return metrics

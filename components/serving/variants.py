@@ -166,13 +166,14 @@ def check_ids(ids, vocab_size: int, context_length: int) -> np.ndarray:
     return ids.astype(np.int32)
 
 
-def logits_fn(model_dir: str, entry: dict):
+def logits_fn(model_dir: str, entry: dict, load=None):
     """ids int32 (B, T) -> logits float32 (B, T, V) for one variant: the SavedModel's
-    token_logits signature, or the TFLite Interpreter's."""
+    token_logits signature (loaded by `load`, path -> loaded, when the caller shares its loads),
+    or the TFLite Interpreter's."""
     path = os.path.join(model_dir, entry["path"])
     if entry["format"] == "saved_model":
         import tensorflow_text  # noqa: F401  registers the SentencePiece ops a model may embed
-        loaded = tf.saved_model.load(path)   # must outlive the signature (it owns the variables)
+        loaded = (load or tf.saved_model.load)(path)   # must outlive the signature (it owns the variables)
 
         def saved_model_logits(ids):
             return loaded.signatures["token_logits"](input_ids=tf.convert_to_tensor(ids, tf.int32))["logits"]

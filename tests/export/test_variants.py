@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from components.push import push
 from components.evaluation.decision import Decision, decide_serving
-from components.evaluation.measure import evaluate_variant, measure_variants
+from components.evaluation.measure import evaluate_variant, measure_variants, saved_model_loader
 from components.common import listing
 from tests.support import sequences
 from components.text_example_gen import shards as shard_files
@@ -123,21 +123,32 @@ def test_exported_int8_close_to_float_and_to_its_keras_model(arch, trained_model
 
 
 @pytest.mark.slow   # exports the int8/TFLite variants (13 s set-up; fast tier: docs/benchmarks.md)
-def test_variants_are_measured_on_the_first_variant_batches_paired_with_float(model_dir, eval_files):
+def test_variants_are_measured_on_the_first_variant_batches_paired_with_float(
+        model_dir, eval_files, monkeypatch):
     """The Evaluator's rule: float on every eval batch, the others on the first
     eval.variant_batches, their delta paired with float on those same batches. The reference
     measures float on 2 batches separately: an unpaired delta (variant on 2 batches vs float on
-    all 3) or a variant measured on every batch fails it."""
+    all 3) or a variant measured on every batch fails it. One shared loader loads each
+    SavedModel once (float and int8: 2 loads for the 3 measurements), as the Evaluator does;
+    a variant that loads its own copy makes it 3."""
     config = EvalConfig(batch_size=4, max_batches=3, variant_batches=2)
     manifest = variants.read_manifest(model_dir)
-    keys = []
+    keys, loaded = [], []
+    real_load = tf.saved_model.load
+    monkeypatch.setattr(tf.saved_model, "load", lambda path, *a, **k: loaded.append(path) or
+                        real_load(path, *a, **k))
+    load = saved_model_loader()
 
     def memoize(key, compute):
         keys.append(key)
         return compute()
-    measured = measure_variants(model_dir, manifest, eval_files, config, ByteTokenizer(), memoize)
+    measured = measure_variants(model_dir, manifest, eval_files, config, ByteTokenizer(), memoize,
+                                load)
     float_on_2 = evaluate_variant(model_dir, manifest["float"], eval_files, config, ByteTokenizer(),
-                                  max_batches=2)
+                                  max_batches=2, load=load)
+    assert sorted(loaded) == sorted(os.path.join(model_dir, manifest[name]["path"])
+                                    for name in ("float", "int8"))
+    assert load(os.path.join(model_dir, manifest["float"]["path"]) + "/") is load(loaded[0])
     assert measured["float"]["batches"] == 3 and measured["float"]["loss_delta"] == 0.0
     for name in ("int8", "tflite"):
         m = measured[name]

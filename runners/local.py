@@ -22,6 +22,7 @@ from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREE
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
+from runners.interrupts import interrupt_of, interrupted_error, terminate_raises
 from runners.sdk_workers import check_sdk_workers, probing_each_beam_stage
 
 
@@ -219,14 +220,19 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         # verbosity flag), so they must not see bigtrain's own command line.
         command_line, sys.argv = sys.argv, sys.argv[:1]
         try:
-            run_local(config, paths, plan)
+            with terminate_raises():   # SIGTERM unwinds like Ctrl-C (runners/interrupts.py)
+                run_local(config, paths, plan)
         finally:
             sys.argv = command_line
     except AnomaliesFoundError as err:
         failure, error = (EXIT_GATE, str(err)), err
-    except (KeyboardInterrupt, config_lib.ConfigError):  # e.g. --until naming no stage: nothing ran
+    except config_lib.ConfigError:  # e.g. --until naming no stage: nothing ran
         raise
+    except KeyboardInterrupt as err:   # Ctrl-C or SIGTERM between or around the stages
+        raise _record_interrupt(config, paths, plan, err) from None
     except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
+        if interrupt_of(err) is not None:   # inside a stage: TFX or Beam wrapped it
+            raise _record_interrupt(config, paths, plan, interrupt_of(err)) from None
         import logging
         logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
         name, message = record.error_message(err)
@@ -248,6 +254,24 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     print("\nrun COMPLETE" + (f" (stopped after {plan.until}, as asked by --until)"
                               if plan.until else ""))
     return EXIT_OK
+
+
+def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrupt) -> BaseException:
+    """The named error (exit 130 / 143) of a run that Ctrl-C or SIGTERM stopped, after recording
+    it: the stopped stage's execution failed with that message (not left running, which the
+    next run would call abandoned), the run's log and folder on its context, the report."""
+    from pipeline.lineage import record
+    from pipeline.lineage.connection import open_store
+    from pipeline.lineage.store import Lineage
+    stage = None
+    if metadata_lib.store_exists(config):
+        store = open_store(metadata_lib.connection(config, read_only=False))
+        stopped = record.fail_unfinished(store, plan.run_id)
+        stage = Lineage(store).node_of.get(stopped[-1].id) if stopped else None
+    error = interrupted_error(interrupt, stage, paths.home)
+    if metadata_lib.store_exists(config):
+        _record_run(config, plan, error)
+    return error
 
 
 def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, str],

@@ -10,11 +10,16 @@ import sys
 
 
 class StageFailedLine(logging.Filter):
-    """TFX's launcher logs `Execution N failed.` at ERROR before it re-raises the stage's error;
-    the run then prints its own one line for that failure (runners/local.py), so the console
-    drops this record (the run's log file keeps it; -v shows it)."""
+    """TFX's launcher logs `Execution N failed.` at ERROR before it re-raises the stage's error,
+    and Beam logs a Ctrl-C or SIGTERM inside a bundle as an error with its traceback; the run
+    then prints its own one line for either (runners/local.py), so the console drops these
+    records (the run's log file keeps them; -v shows them)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt):
+            return False
+        if str(record.msg).startswith("KeyboardInterrupt"):
+            return False
         return not (record.msg == "Execution %d failed."
                     and os.path.basename(record.pathname) == "launcher.py")
 

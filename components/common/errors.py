@@ -19,6 +19,7 @@ EXIT_OUTPUT = 9       # an --out that would overwrite what bigtrain did not writ
 EXIT_PREEMPTED = 75   # training stopped on SIGTERM/SIGINT after writing a checkpoint: run again
 #                       to resume (75 is sysexits.h's EX_TEMPFAIL: "try again later")
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside training, or a second one during training
+EXIT_TERMINATED = 143  # SIGTERM outside training (a scheduler or `kill` stopping the run): 128 + 15
 EXIT_BROKEN_PIPE = 141  # stdout's reader went away (`bigtrain lineage runs | head`): 128 + SIGPIPE,
 #                         what a shell reports for a tool that signal ends; nothing is printed
 
@@ -65,6 +66,21 @@ class TrainingPreempted(BigtrainError):
     """SIGTERM or SIGINT reached training: the step in flight finished, a checkpoint with its
     input state was written, and the run stops so that the next one resumes exactly there."""
     exit_code = EXIT_PREEMPTED
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside training, raised in the main thread as Ctrl-C raises KeyboardInterrupt
+    (runners/interrupts.py): a subclass of it, so that every library stops and cleans up the way
+    it does for Ctrl-C instead of the process dying with its temp folders in place."""
+
+
+class Interrupted(BigtrainError):
+    """SIGINT or SIGTERM stopped a stage outside training: the stage's execution is recorded
+    failed with this message, and the run exits 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class SdkWorkerError(BigtrainError):

@@ -19,12 +19,14 @@ from __future__ import annotations
 import collections
 import json
 import os
+import time
 from typing import Callable
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from components.common import fs
 from components.config.cleaning import NearDedupConfig
 from components.corpus import documents as docs
 from components.corpus import minhash, readers
@@ -104,6 +106,10 @@ class ConvertUnitFn(beam.DoFn):
                 self._counters[key] = Metrics.counter(NAMESPACE, key)
 
     def setup(self):
+        marker = os.environ.get("BIGTRAIN_TEST_PAUSE_IN_DATA_STAGE")
+        if marker:   # fault-injection seam (tests/e2e/test_interrupts.py): a signal inside Beam
+            fs.write_text(marker, str(os.getpid()))
+            time.sleep(600)
         self._load_tokenizer()
 
     def _load_tokenizer(self):

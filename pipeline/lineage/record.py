@@ -98,6 +98,26 @@ def record_run(store, run_id: str, run_dir: str, log_path: str, config_digest: s
     return run
 
 
+def fail_unfinished(store, run_id: str) -> list:
+    """The run's executions still RUNNING or NEW, set FAILED (a signal stopped the run's own
+    process: what stopped them is known, unlike an abandoned run's); record_run then writes the
+    error on them. Returns every FAILED execution of the run (TFX marks some itself), oldest
+    first."""
+    run = run_context(store, run_id)
+    if run is None:
+        return []
+    Execution = metadata_store_pb2.Execution
+    executions = store.get_executions_by_context(run.id)
+    left = [e for e in executions if e.last_known_state in (Execution.RUNNING, Execution.NEW)]
+    for execution in left:
+        execution.last_known_state = Execution.FAILED
+    if left:
+        store.put_executions(left)
+        _abandon_pending_outputs(store, left)
+    return sorted((e for e in executions if e.last_known_state == Execution.FAILED),
+                  key=lambda e: e.id)
+
+
 def mark_abandoned(store, pipeline_name: str, note: str, previous: dict | None = None) -> list:
     """Executions of this pipeline still RUNNING (or NEW) while we hold the home's lock were left by
     a process that died (kill -9, power loss): record them as abandoned (state CANCELED plus

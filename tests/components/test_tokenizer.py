@@ -20,7 +20,7 @@ from components.tokenizer.base import TokenizerFileError
 from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 from components.tokenizer.training import TokenizerTrainingError
-from tests.support.single_process import sample_documents
+from benchmarks.support.single_process import sample_documents
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -112,7 +112,8 @@ def test_sentencepiece_round_trip(sp):
 
 
 def test_u2581_is_the_one_documented_exception(sp):
-    # SentencePiece spells the space as U+2581 and decodes every U+2581 as a space (README).
+    # SentencePiece spells the space as U+2581 and decodes every U+2581 as a space
+    # (docs/tokenizers.md).
     assert sp.decode(sp.encode("a\u2581b")) == b"a b"
 
 

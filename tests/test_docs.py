@@ -3,7 +3,10 @@ presets from `components.config.presets.PRESETS`, config options (`section.key`)
 dataclass tree of `components/config/tree.py`, commands, subcommands and their options from the
 CLI's argparse parser (`runners.cli.build_parser`), make targets from the Makefile; and the
 layout page (docs/layout.md) names every product module and sub-package, in the row of its
-package, and nothing that is not in the tree.
+package, and nothing that is not in the tree. The other way round, what the code says about the
+docs is true: every `docs/page.md`, `#anchor`, quoted heading and README heading a comment,
+docstring or message cites exists, every repository path it names exists, and the header of
+`components/config/tree.py` lists every section.
 
 tests/test_readme.py checks that whole commands parse and `--set` values validate; this file
 checks every name, also in prose and in inline code. The tests at the bottom feed each check a

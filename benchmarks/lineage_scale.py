@@ -4,7 +4,7 @@ an identical re-run of `bigtrain run` (UP TO DATE) <= 2 s, whole process, import
 
   python benchmarks/lineage_scale.py [--runs 10000] [--part shared,rerun] [--preset tiny]
 
-shared: tests/support/shared_store.py's store (run 0 produces, every later run is cached and
+shared: benchmarks/support/shared_store.py's store (run 0 produces, every later run is cached and
 re-emits run 0's artifacts); the trace of the pushed version and the UI pages of the shared
 artifacts, best of 3 with a fresh Lineage each, and their MLMD calls.
 rerun: one real `bigtrain run` in a fresh home, its store grown to --runs runs by cloning that
@@ -53,8 +53,8 @@ def shared(runs: int, work: str) -> None:
     from pipeline.lineage import queries, render
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app
-    from tests.support import shared_store
-    from tests.support.mlmd import connect
+    from benchmarks.support import shared_store
+    from benchmarks.support.mlmd import connect
     home = os.path.join(work, "shared")
     started = time.perf_counter()
     path = shared_store.build(home, runs)
@@ -105,7 +105,7 @@ def _keep_uris(sqlite_path: str) -> None:
 def rerun(runs: int, work: str, preset: str) -> None:
     from benchmarks.lineage_speed import grow
     from pipeline.lineage import record
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     home = os.path.join(work, "home")
     first, _ = _cli(home, preset)
     second, out = _cli(home, preset)

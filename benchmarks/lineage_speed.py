@@ -7,7 +7,7 @@ version is deep in the history.
   python benchmarks/lineage_speed.py [--runs 1000,10000] [--home HOME]
 
 --home: clone the newest complete run of a real home's store (default: the synthetic store of
-tests/support/lineage_store.py). Each figure: the best of 3, a fresh Lineage (cold caches) each."""
+benchmarks/support/lineage_store.py). Each figure: the best of 3, a fresh Lineage (cold caches) each."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _best(fn, repeat: int = 3) -> float:
 def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) -> dict[str, float]:
     from pipeline.lineage import explore, queries, report
     from pipeline.lineage.store import Lineage
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     from pipeline.lineage.web.app import create_app
     from runners.home import readable_folders
     fresh = lambda: Lineage(connect(sqlite_path))  # noqa: E731
@@ -169,13 +169,13 @@ def main() -> int:
             home = os.path.abspath(args.home)
             run_name = None
         else:
-            from tests.support import lineage_store
+            from benchmarks.support import lineage_store
             home = os.path.join(work, "home")
             lineage_store.build(home)
             run_name = "run-b"  # the fine-tuned, tuned, pushed one
         from pipeline.lineage import explore, queries
         from pipeline.lineage.store import Lineage
-        from tests.support.mlmd import connect
+        from benchmarks.support.mlmd import connect
         oldest = [r for r in reversed(queries.list_runs(Lineage(connect(
             os.path.join(home, "metadata.sqlite"))), limit=None)) if r["pushed_version"]][0]
         pushed = explore.pushed_model(Lineage(connect(os.path.join(home, "metadata.sqlite"))),

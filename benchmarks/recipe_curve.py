@@ -9,7 +9,7 @@ bits/byte is drawn as a marker at its end, and zlib-9 / lzma-9 on the byte runs'
 horizontal lines, all read from the run's training_summary.json.
 
     .venv/bin/python benchmarks/recipe_curve.py --run "old default=HOME_OR_MODEL_RUN_DIR" \\
-        --run "new default=DIR" [--run "cpu preset=DIR:BYTES_PER_TOKEN"] --out docs/img/x.png
+        --run "new default=DIR" [--run "cpu preset=DIR:BYTES_PER_TOKEN"] --out docs/img/recipe-bits-per-byte.png
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ because the sweep ranks models, not variants.
     .venv/bin/python benchmarks/recipe_sweep.py --root /tmp/sweep [--only NAME ...] [--out FILE]
     .venv/bin/python benchmarks/recipe_sweep.py --root /tmp/sweep --trial mine data.tokenizer=bytes ...
 
-The table (docs/benchmarks.md, "Recipe sweep") is this script's output.
+The table (docs/benchmarks.md, "Recipe": how the recipe was chosen) is this script's output.
 """
 
 from __future__ import annotations

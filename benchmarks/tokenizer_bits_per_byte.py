@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
 from components.tokenizer import metrics, stage  # noqa: E402
-from tests.support.single_process import read_split_documents, sample_documents  # noqa: E402
+from benchmarks.support.single_process import read_split_documents, sample_documents  # noqa: E402
 from components.config import build_config  # noqa: E402
 
 

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
 from components.config import DataConfig  # noqa: E402
-from tests.support.single_process import read_split_documents  # noqa: E402
+from benchmarks.support.single_process import read_split_documents  # noqa: E402
 from components.tokenizer import sample_pipeline, sampling  # noqa: E402
 
 

@@ -3,7 +3,10 @@ presets from `components.config.presets.PRESETS`, config options (`section.key`)
 dataclass tree of `components/config/tree.py`, commands, subcommands and their options from the
 CLI's argparse parser (`runners.cli.build_parser`), make targets from the Makefile; and the
 layout page (docs/layout.md) names every product module and sub-package, in the row of its
-package, and nothing that is not in the tree.
+package, and nothing that is not in the tree. The other way round, what the code says about the
+docs is true: every `docs/page.md`, `#anchor`, quoted heading and README heading a comment,
+docstring or message cites exists, every repository path it names exists, and the header of
+`components/config/tree.py` lists every section.
 
 tests/test_readme.py checks that whole commands parse and `--set` values validate; this file
 checks every name, also in prose and in inline code. The tests at the bottom feed each check a
@@ -22,7 +25,8 @@ from components import config as config_lib
 from components.config import presets as presets_lib
 from runners import cli
 from tests.test_layers import LAYERS
-from tests.test_readme import DOC_PAGES, FENCE, README, REPO, read
+from tests.test_readme import (DOC_PAGES, FENCE, README, REPO, REPO_PATH, anchors, read, slug,
+                               target_problem)
 
 PAGES = [README] + DOC_PAGES
 LAYOUT = os.path.join(REPO, "docs", "layout.md")
@@ -118,6 +122,17 @@ def test_named_options_exist(page):
     assert option_problems(read(page)) == []
 
 
+def header_sections(doc: str) -> list[str]:
+    """The sections components/config/tree.py's docstring lists: "a frozen `Config` (data, ...)"."""
+    found = re.search(r"frozen `Config` \(([^)]*)\)", " ".join(doc.split()))
+    return found.group(1).split(", ") if found else []
+
+
+def test_tree_header_names_every_section():
+    from components.config import tree
+    assert header_sections(tree.__doc__) == sections()
+
+
 def test_configuration_page_has_a_row_per_section():
     rows = re.findall(r"^\| `(\w+)` \|", read(os.path.join(REPO, "docs", "configuration.md")), re.M)
     assert set(sections()) <= set(rows), sorted(set(sections()) - set(rows))
@@ -202,10 +217,24 @@ def test_named_commands_exist(page):
     assert [problem for words in shown for problem in command_problems(words)] == []
 
 
+def shown_subcommand_pairs(shown: list[list[str]]) -> set[tuple[str, str]]:
+    """(command, subcommand) of each shown command (`lineage runs|trace` gives two)."""
+    return {(words[0], name) for words in shown if len(words) > 1 and NAMES.fullmatch(words[1])
+            for name in words[1].replace("\\|", "|").split("|")}
+
+
+def parser_subcommand_pairs() -> set[tuple[str, str]]:
+    return {(name, child) for name, parser in subcommands(cli.build_parser()).items()
+            for child in subcommands(parser)}
+
+
 def test_commands_are_found():
+    """Every command and subcommand is shown in use somewhere in the README or docs/."""
     shown = shown_command_words("\n".join(read(page) for page in PAGES))
     assert len(shown) >= 60, len(shown)
     assert {words[0] for words in shown if words} >= set(subcommands(cli.build_parser()))
+    assert ("lineage", "summary") in parser_subcommand_pairs()  # the walk reaches the second level
+    assert parser_subcommand_pairs() - shown_subcommand_pairs(shown) == set()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,6 +350,16 @@ def test_mutations_fail():
                                      "make tests: no such target"]
 
 
+def test_section_and_subcommand_mutations_fail():
+    old_header = ("A run is described by a frozen `Config` (data, model, train, eval, export, runtime,\n"
+                  "orchestrator, paths, metadata, tune). Presets (presets.py) build one")
+    assert header_sections(old_header) != sections()
+    assert "push" not in header_sections(old_header)
+    shown = shown_command_words("```bash\nbigtrain lineage runs|trace|diff\nbigtrain export hf x\n```")
+    assert parser_subcommand_pairs() - shown_subcommand_pairs(shown) >= {
+        ("lineage", "summary"), ("plumbing", "run-kfp-spec")}
+
+
 def test_layout_mutations_fail():
     text, tree = read(LAYOUT), product_paths()
     renamed = text.replace("`heap.py`", "`heaps.py`")
@@ -332,3 +371,111 @@ def test_layout_mutations_fail():
                                                   "components/newroom/thing.py: no row for its package"]
     assert layout_problems(text.replace("| 7 | `components/push/`", "| 8 | `components/push/`"), tree) \
         == ["components/push/: rank 7 in tests/test_layers.py, 8 on the page"]
+
+
+# ----------------------------------------------------------------------------------------------
+# What the code says about the docs: every page, heading and repository path that a comment, a
+# docstring or a message of the code (product, tests, benchmarks, build files) cites exists.
+
+CODE_FOLDERS = ("components", "pipeline", "runners", "schemas", "tests", "benchmarks")
+BUILD_FILES = ("Makefile", "Dockerfile", "pyproject.toml", ".ci/run")
+# The checkers themselves: their mutation inputs cite missing pages and paths on purpose.
+CHECKERS = {"tests/test_readme.py", "tests/test_docs.py"}
+# Mutation inputs of other checks name made-up modules (tests/test_tiers.py, the function length).
+MADE_UP_PATHS = CHECKERS | {"tests/test_tiers.py", "tests/test_function_length.py"}
+CONTINUATION = re.compile(r"[ \t]*\n[ \t]*(?:#+[ \t]*)?")  # a comment or docstring's next line
+# docs/page.md, docs/page.md#anchor, docs/page.md, "Heading" / ("Heading") / "Heading"
+DOC_CITATION = re.compile(r'(?<![\w/])(docs/[\w-]+\.md)(#[\w-]+)?(?:,? \(?"([^"]+)")?')
+# (README, Heading) or (see README, Heading): a section of README.md (not a model card's README.md)
+README_CITATION = re.compile(r"\bREADME(?!\.md)(?:'s)?, \"?([A-Za-z][\w ,-]*?)\"?[).;:]")
+# "(README)", "see README": the one-screen README holds no details; cite a docs page's heading.
+README_BARE = re.compile(r"\((?:see )?README\)|\bsee README\b(?!,)")
+# Documents this repository does not have, whatever a comment calls them.
+NAMED_DOCUMENT = re.compile(r"\b(?:ARCHITECTURE|CONTRIBUTING|HACKING|DESIGN|CHANGELOG|TESTING)\b"
+                            r"|\b(?:developer|style|contributor)(?:'s)? guide\b|\bdesign doc\b")
+
+
+def code_files(repo: str = REPO) -> list[str]:
+    """Relative paths of every source file of the code folders and the build files."""
+    found = [name for name in BUILD_FILES if os.path.exists(os.path.join(repo, name))]
+    for top in CODE_FOLDERS:
+        for folder, subfolders, files in os.walk(os.path.join(repo, top)):
+            subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+            found += [os.path.relpath(os.path.join(folder, name), repo) for name in sorted(files)
+                      if name.endswith((".py", ".sh", ".in"))]
+    return found
+
+
+def heading_cited(page: str, section: str) -> bool:
+    """A heading of the page starts with the cited words ("Loss spikes" cites "Loss spikes: rollback")."""
+    return any(anchor.startswith(slug(section)) for anchor in anchors(os.path.join(REPO, page)))
+
+
+def citation_problems(text: str) -> list[str]:
+    """Cited pages, anchors and headings that do not exist, and documents the repository lacks."""
+    text = CONTINUATION.sub(" ", text)
+    problems = []
+    for page, anchor, section in DOC_CITATION.findall(text):
+        problem = target_problem(REPO, page + anchor)
+        if problem:
+            problems.append(problem)
+        elif section and not heading_cited(page, section):
+            problems.append(f'{page}, "{section}": no such heading')
+    for section in README_CITATION.findall(text):
+        if not heading_cited("README.md", section):
+            problems.append(f"README, {section}: no such heading")
+    problems += [f"{cited}: cite a heading" for cited in README_BARE.findall(text)]
+    problems += [f"{name}: no such document" for name in NAMED_DOCUMENT.findall(text)]
+    return problems
+
+
+def code_path_problems(text: str) -> list[str]:
+    """Repository paths the text names that do not exist; `module.function` and a module named
+    without `.py` count as the module's file."""
+    def exists(path: str) -> bool:
+        candidates = (path, path + ".py", path.rsplit(".", 1)[0] + ".py")
+        return any(os.path.exists(os.path.join(REPO, c)) for c in candidates)
+    return sorted({f"{path}: no such path" for path in REPO_PATH.findall(text)
+                   if not exists(path.rstrip("."))})
+
+
+def test_code_cites_existing_docs_and_paths():
+    problems = {}
+    for name in code_files():
+        text = read(os.path.join(REPO, name))
+        found = ((citation_problems(text) if name not in CHECKERS else [])
+                 + (code_path_problems(text) if name not in MADE_UP_PATHS else []))
+        if found:
+            problems[name] = found
+    assert problems == {}
+
+
+def test_code_citations_are_found():
+    """The extraction sees the code's citations (a regex that matched nothing would pass)."""
+    texts = [CONTINUATION.sub(" ", read(os.path.join(REPO, name))) for name in code_files()
+             if name not in CHECKERS]
+    assert sum(len(DOC_CITATION.findall(text)) for text in texts) >= 80
+    assert sum(1 for text in texts for c in DOC_CITATION.findall(text) if c[2]) >= 10
+
+
+BROKEN_CODE = '''
+# zlib's default 6 for somewhat larger shards (see README, data stage figures).
+# and packs more bytes per token (README, Tokenizers).
+# decodes it as one (a limitation of the library, see README). A space as U+2581 (README).
+"""(docs/layout.md, ARCHITECTURE's rules of thumb). Reads on one screen (the developer guide).
+The table (docs/benchmarks.md, "Recipe sweep") is this script's output; docs/data.md#nowhere,
+docs/nope.md. A model card's README.md, config.json and (docs/training.md, "Loss
+spikes") are fine."""
+# Hugging Face layout out and in (components/hf); components/model/layers.attend is fine.
+'''
+
+
+def test_code_citation_mutations_fail():
+    assert citation_problems(BROKEN_CODE) == [
+        'docs/benchmarks.md, "Recipe sweep": no such heading',
+        "docs/data.md#nowhere: no heading with anchor #nowhere", "docs/nope.md: no such file",
+        "README, data stage figures: no such heading", "README, Tokenizers: no such heading",
+        "see README: cite a heading", "(README): cite a heading",
+        "ARCHITECTURE: no such document", "developer guide: no such document"]
+    assert code_path_problems(BROKEN_CODE) == ["components/hf: no such path",
+                                               "docs/nope.md: no such path"]

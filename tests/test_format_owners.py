@@ -1,5 +1,5 @@
 """Every on-disk format has one owner module: the others import its names and functions and never
-restate a folder name or a file pattern (docs/layout.md, ARCHITECTURE's rules of thumb).
+restate a folder name or a file pattern (docs/layout.md, "How to add a module", rule 3).
 
 Scans the product packages with `ast` for string literals (f-string pieces included, docstrings
 excluded: a docstring may describe a layout, code may not spell it). Two kinds of literal:

@@ -1,4 +1,5 @@
-"""Every product function reads on one screen: none longer than 60 lines (the developer guide).
+"""Every product function reads on one screen: none longer than 60 lines (docs/layout.md,
+"How to add a module", rule 1).
 
 Scans the product packages (not tests/ or benchmarks/) with `ast`, nested functions and methods
 included, decorators excluded. Fails naming each function over the limit, e.g. when someone grows

@@ -1,6 +1,9 @@
 """The house's layers, derived from the code: every import (module level or inside a function)
 of a bigtrain module points down the layer order, no two packages of one layer import each other,
-and no file-level cycle exists. Run on every test tier, so the layout stays true.
+and no file-level cycle exists. Outside the layers, the same import graph keeps three tiers apart:
+the product never imports `benchmarks` or `tests`, and `benchmarks` (shipped beside the product)
+never imports `tests`; tests may import both (a fixture they share with a benchmark lives in
+`benchmarks/support/`). Run on every test tier, so the layout stays true.
 
 Layers, bottom to top (docs/layout.md has the picture):"""
 
@@ -35,14 +38,18 @@ LAYERS = [
 ]
 
 
+# The tiers outside the layers, bottom to top: a module may import its own tier and lower ones.
+TIERS = {"product": 0, "benchmarks": 1, "tests": 2}
+
+
 def module_name(path: str) -> str:
     relative = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
     return relative[:-len(".__init__")] if relative.endswith(".__init__") else relative
 
 
-def product_modules() -> dict[str, str]:
+def product_modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     out = {}
-    for package in PACKAGES:
+    for package in packages:
         for root, dirs, files in os.walk(os.path.join(REPO, package)):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             for name in files:
@@ -143,6 +150,28 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def tier_of(module: str) -> str:
+    top = module.split(".", 1)[0]
+    return top if top in TIERS else "product"
+
+
+def tier_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a lower tier into a higher one: product -> benchmarks or tests, benchmarks ->
+    tests."""
+    return [f"{module} -> {target} ({tier_of(module)} imports {tier_of(target)})"
+            for module, targets in sorted(graph.items()) for target in sorted(targets)
+            if TIERS[tier_of(target)] > TIERS[tier_of(module)]]
+
+
+@pytest.fixture(scope="module")
+def tier_graph() -> dict[str, set[str]]:
+    """The imports of every product and benchmark module, resolved against all three trees (tests'
+    own imports are not read: they may import anything)."""
+    modules = product_modules(PACKAGES + ("benchmarks", "tests"))
+    return {name: imports_of(path, name, modules) for name, path in modules.items()
+            if tier_of(name) != "tests"}
+
+
 def test_no_import_runs_up_the_layers(graph):
     assert upward_imports(graph) == []
 
@@ -164,3 +193,26 @@ def test_the_checks_catch_what_they_claim():
 def test_every_module_has_a_layer(graph):
     for module in graph:
         layer_of(module)
+
+
+def test_no_import_runs_up_the_tiers(tier_graph):
+    assert any(name.startswith("benchmarks.") for name in tier_graph)  # benchmarks are read
+    assert tier_problems(tier_graph) == []
+
+
+def test_the_tier_check_catches_a_benchmark_importing_tests(tmp_path):
+    """Mutation: a benchmark with the import benchmarks/lineage_scale.py had (a test helper) is
+    reported, as are product code importing a benchmark or a test; tests importing a benchmark
+    fixture are allowed."""
+    modules = product_modules(PACKAGES + ("benchmarks", "tests"))
+    old = tmp_path / "lineage_scale.py"
+    old.write_text("def shared():\n    from tests.support.mlmd import connect\n")
+    assert tier_problems({"benchmarks.lineage_scale": imports_of(
+        str(old), "benchmarks.lineage_scale", modules)}) == [
+        "benchmarks.lineage_scale -> tests.support.mlmd (benchmarks imports tests)"]
+    assert tier_problems({"components.corpus.readers": {"benchmarks.support.single_process"},
+                          "runners.cli": {"tests.support.mlmd"}}) == [
+        "components.corpus.readers -> benchmarks.support.single_process (product imports benchmarks)",
+        "runners.cli -> tests.support.mlmd (product imports tests)"]
+    assert tier_problems({"tests.ui.conftest": {"benchmarks.support.lineage_store"},
+                          "benchmarks.lineage_speed": {"pipeline.lineage.store"}}) == []

@@ -181,12 +181,35 @@ def table_commands(text: str) -> list[list[str]]:
     return commands
 
 
-def parser_subcommands() -> set[str]:
-    parser = cli.build_parser()
+def parser_subcommands(parser: argparse.ArgumentParser | None = None) -> set[str]:
+    parser = parser or cli.build_parser()
     for action in parser._actions:  # argparse keeps subcommands only here
         if isinstance(action, argparse._SubParsersAction):
             return set(action.choices)
     return set()
+
+
+def parser_nested_subcommands() -> dict[str, set[str]]:
+    """command -> its own subcommands, for each command that has any (`lineage`, `export`)."""
+    parser = cli.build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            nested = {name: parser_subcommands(child) for name, child in action.choices.items()}
+            return {name: children for name, children in nested.items() if children}
+    return {}
+
+
+ALTERNATIVES = re.compile(r"[a-z][a-z0-9-]*(?:\\\|[a-z][a-z0-9-]*)*")  # runs\|trace\|diff
+
+
+def table_nested_subcommands(text: str) -> dict[str, set[str]]:
+    """command -> the subcommands its README table cells name after it (`lineage runs\|trace`)."""
+    listed: dict[str, set[str]] = {}
+    for cell in re.findall(r"^\| `bigtrain ([^`]*)`", text, re.M):
+        words = cell.split()
+        if len(words) > 1 and ALTERNATIVES.fullmatch(words[1]):
+            listed.setdefault(words[0], set()).update(words[1].split("\\|"))
+    return listed
 
 
 # ----------------------------------------------------------------------------------------------
@@ -219,6 +242,14 @@ def test_table_subcommand_help(words, capsys):
 def test_table_lists_every_subcommand():
     listed = {words[0] for words in table_commands(read(README)) if words}
     assert listed == parser_subcommands()
+
+
+def test_table_lists_every_nested_subcommand():
+    """The table is the README's list of commands: `lineage` and `plumbing` list each of theirs."""
+    nested = parser_nested_subcommands()
+    assert {"lineage", "export", "plumbing"} <= set(nested), nested  # the walk found them
+    listed = table_nested_subcommands(read(README))
+    assert {name: listed.get(name, set()) for name in nested} == nested
 
 
 def test_every_shown_override_is_accepted():
@@ -263,6 +294,12 @@ def test_mutations_fail():
     assert path_problems(BROKEN) == ["components/text_example_gen/readers.py: no such path",
                                      "docs/nope.md: no such path"]
     assert table_commands("| `bigtrain nope X` | x |\n") == [["nope"]]
+    old_rows = ("| `bigtrain lineage runs\\|trace\\|diff\\|graph\\|why` | x |\n"
+                "| `bigtrain plumbing train-worker` | x |\n| `bigtrain export hf SOURCE` | x |\n")
+    assert table_nested_subcommands(old_rows) == {
+        "lineage": {"runs", "trace", "diff", "graph", "why"}, "plumbing": {"train-worker"},
+        "export": {"hf"}}
+    assert table_nested_subcommands(old_rows) != parser_nested_subcommands()
     with pytest.raises(SystemExit) as exit_:
         cli.main(["nope", "--help"])
     assert exit_.value.code != 0

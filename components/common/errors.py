@@ -1,4 +1,5 @@
-"""Named errors and the exit codes `bigtrain` returns for them (the README lists them).
+"""Named errors and the exit codes `bigtrain` returns for them (listed in
+docs/operations.md#exit-codes-and-named-errors).
 
 Each error's message names what is wrong (the file, the setting, the process) and what to do; the
 CLI prints it on one line with no traceback unless -v. Only these (and ConfigError) are one-liners:

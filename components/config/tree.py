@@ -1,9 +1,10 @@
 """The one typed config tree of bigtrain: frozen dataclasses, one per section.
 
-A run is described by a frozen `Config` (data, model, train, eval, export, runtime, orchestrator,
-paths, metadata, tune). Presets (presets.py) build one; loading.py applies a YAML file and dotted
-`--set` overrides (unknown keys and wrong types are errors naming the key); rules.py holds the
-cross-field rules. The resolved config is written next to the run's artifacts (`save_config`).
+A run is described by a frozen `Config` (data, model, train, eval, export, push, runtime,
+orchestrator, paths, metadata, tune). Presets (presets.py) build one; loading.py applies a YAML
+file and dotted `--set` overrides (unknown keys and wrong types are errors naming the key);
+rules.py holds the cross-field rules. `bigtrain run` writes the resolved config into the run's
+folder of the home, `<home>/runs/<run id>/config.yaml` (`save_config`; runners/home.py).
 
 This package imports nothing heavier than PyYAML: the CLI validates a config in milliseconds.
 """
@@ -73,8 +74,8 @@ class DataConfig:
     # Work unit size: large uncompressed text/JSONL files are read in byte ranges of this size in
     # parallel (aligned to separators / lines); small files are batched up to this size.
     range_bytes: int = 16_000_000
-    # zlib level of the gzip shards: 1 (fastest) .. 9 (smallest). 1 deflates ~3x faster than
-    # zlib's default 6 for somewhat larger shards (see README, data stage figures).
+    # zlib level of the gzip shards: 1 (fastest) .. 9 (smallest). 1 deflates faster than zlib's
+    # default 6 for slightly larger shards (docs/benchmarks.md, "Data stage": 355 MiB against 347).
     gzip_level: int = 1
     # Model context length; every emitted sequence holds seq_len + 1 ids (inputs + shifted targets).
     seq_len: int = 128
@@ -101,7 +102,7 @@ class DataConfig:
     # SentencePiece only (the byte tokenizer's vocabulary is fixed at 259 ids).
     vocab_size: int = 2000
     # `bpe` or `unigram`. BPE by default: on the stdlib corpus at 2000 pieces it trains ~6x faster
-    # and packs more bytes per token (README, Tokenizers).
+    # and packs more bytes per token (docs/benchmarks.md, "Tokenizers").
     tokenizer_model_type: str = "bpe"
     # UTF-8 bytes of train documents the tokenizer is trained on (the eval sample for its
     # bytes-per-token figure uses the same budget).

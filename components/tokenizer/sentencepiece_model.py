@@ -7,7 +7,7 @@ the loading process: `import tensorflow_text` in Python; TF Serving's model serv
 
 Round trip: with byte fallback, identity normalization, no dummy prefix and no whitespace
 collapsing, decode(encode(s)) == s for every str s without U+2581 ("▁"): SentencePiece uses that
-character for the space and decodes it as one (a limitation of the library, see README).
+character for the space and decodes it as one (a limitation of the library, docs/tokenizers.md).
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class Lineage:
         `limit` of them after skipping `offset` (None: all). Read newest-first with MLMD's
         ordered listing, so a page costs the same however long the history."""
         want = None if limit is None else offset + limit
-        fetch = None if want is None else want + 64  # pipeline/node contexts are interleaved
+        fetch = None if want is None else want + 64  # pipeline and node contexts are interleaved
         while True:
             contexts = self.store.get_contexts(list_options=ListOptions(
                 limit=fetch, order_by=OrderByField.CREATE_TIME, is_asc=False))

@@ -7,7 +7,7 @@ from components.corpus import documents as docs
 from components.common import listing
 from components.text_example_gen.component import check_accounting
 from tests.components.test_transforms import run_stage, split_ids
-from tests.support import single_process
+from benchmarks.support import single_process
 
 MAIN = b"import sys\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
 COPIES = 8

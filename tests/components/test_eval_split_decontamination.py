@@ -18,7 +18,7 @@ from components.corpus import contamination
 from components.text_example_gen import eval_split, shards, transforms
 from components.tokenizer.byte_level import ByteTokenizer
 from tests.components.test_transforms import reader_config, run_stage
-from tests.support import single_process
+from benchmarks.support import single_process
 
 WORDS = ("harbor lantern violet meadow copper falcon granite orchard velvet summit willow ember "
          "thistle canyon marble quartz saffron tundra glacier prairie").split()
@@ -153,8 +153,8 @@ def test_stage_removes_documents_sharing_an_ngram_with_the_other_eval_split(othe
 def _home_with_examples(root, builder_runs: list[tuple[str, bool, bool]]) -> str:
     """A home whose store holds one Examples artifact per (run, live, with an eval split)."""
     from ml_metadata.proto import metadata_store_pb2 as pb
-    from tests.support.lineage_store import Builder, _context
-    from tests.support.mlmd import connect
+    from benchmarks.support.lineage_store import Builder, _context
+    from benchmarks.support.mlmd import connect
     home = str(root)
     os.makedirs(home, exist_ok=True)
     store = connect(os.path.join(home, "metadata.sqlite"), read_only=False)

@@ -249,7 +249,8 @@ def run_near(files, out_dir, beam_args=BEAM_ARGS, config=None, near=NearDedupCon
                      near_dedup=minhash.params_of(near))
 
 
-# Word 5-grams (the default) and byte 16-grams (docs/data.md: a byte shingle needs a larger n).
+# Word 5-grams (the default) and byte 16-grams (components/config/cleaning.py, `ngram`: a byte
+# shingle needs a larger n).
 SHINGLES = {"word": NearDedupConfig(threshold=0.8),
             "byte": NearDedupConfig(threshold=0.8, shingle="byte", ngram=16)}
 

@@ -15,7 +15,7 @@ from components.common.errors import NonFiniteError
 from components.common.figures import set_figure
 from pipeline.lineage import queries, record, render
 from pipeline.lineage.store import Lineage
-from tests.support import lineage_store
+from benchmarks.support import lineage_store
 
 
 def _store():

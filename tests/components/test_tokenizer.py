@@ -20,7 +20,7 @@ from components.tokenizer.base import TokenizerFileError
 from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 from components.tokenizer.training import TokenizerTrainingError
-from tests.support.single_process import sample_documents
+from benchmarks.support.single_process import sample_documents
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -112,7 +112,8 @@ def test_sentencepiece_round_trip(sp):
 
 
 def test_u2581_is_the_one_documented_exception(sp):
-    # SentencePiece spells the space as U+2581 and decodes every U+2581 as a space (README).
+    # SentencePiece spells the space as U+2581 and decodes every U+2581 as a space
+    # (docs/tokenizers.md).
     assert sp.decode(sp.encode("a\u2581b")) == b"a b"
 
 

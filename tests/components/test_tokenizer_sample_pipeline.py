@@ -16,7 +16,7 @@ from components.common.listing import list_input_files
 from components.config import DataConfig
 from components.corpus.documents import content_key
 from components.corpus.split_documents import reader_config
-from tests.support.single_process import read_split_documents
+from benchmarks.support.single_process import read_split_documents
 from components.tokenizer import sample_pipeline, sampling, stage
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

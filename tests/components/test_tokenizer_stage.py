@@ -142,7 +142,7 @@ def test_tokenizer_gen_in_a_pipeline_records_the_artifact_and_caches(corpus, tmp
     run(400)
     run(400)
     run(450)
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     store = connect(db)
     artifacts = store.get_artifacts_by_type("Tokenizer")
     assert sorted(a.properties["vocab_size"].int_value for a in artifacts) == [400, 450]

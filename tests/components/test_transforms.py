@@ -23,7 +23,7 @@ from components.corpus import readers
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, counters_from_metrics
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
-from tests.support import single_process
+from benchmarks.support import single_process
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]

@@ -24,7 +24,7 @@ class PipelineRun:
         return os.path.join(self.home, "metadata.sqlite")
 
     def store(self):
-        from tests.support.mlmd import connect
+        from benchmarks.support.mlmd import connect
         if self.mysql:
             m = self.mysql
             return connect(mysql_host=m["host"], mysql_port=int(m["port"]), mysql_user=m["user"],

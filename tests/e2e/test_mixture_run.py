@@ -49,7 +49,7 @@ def pushed_version(home) -> str:
 
 
 def examples_figures(home) -> dict:
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     store = connect(os.path.join(home, "metadata.sqlite"))
     (examples,) = [a for a in store.get_artifacts_by_type("Examples")]
     return properties(examples)

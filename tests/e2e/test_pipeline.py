@@ -245,7 +245,7 @@ def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed
     from pipeline.lineage.web.app import create_app
     from runners.home import readable_folders
     from tests.e2e.conftest import lineage_json
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     evaluation = data_run.report().stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
     written = json.load(open(os.path.join(evaluation["uri"], "metrics.json")))["documents"]
     assert 0 < written["document_bytes"] <= 262144 and written["document_count"] >= 1

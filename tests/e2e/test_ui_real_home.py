@@ -44,7 +44,7 @@ def test_every_page_of_a_real_home_answers_and_writes_nothing(identical_run, dat
     lacks: resolver/importer executions, cached stages, TF2 tensor summaries read as
     simple_value), a curve missing, or any page writing into the home."""
     from pipeline.lineage import queries
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app
     from runners.home import readable_folders

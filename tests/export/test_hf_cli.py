@@ -106,9 +106,9 @@ def test_sentencepiece_is_read_back_from_the_savedmodel_graph(tmp_path):
 
 
 def home_whose_run_a_trained(root: str, home) -> int:
-    """The synthetic store (tests/support/lineage_store.py) with run-a's Model at `root`; its id."""
-    from tests.support import lineage_store
-    from tests.support.mlmd import connect
+    """The synthetic store (benchmarks/support/lineage_store.py) with run-a's Model at `root`; its id."""
+    from benchmarks.support import lineage_store
+    from benchmarks.support.mlmd import connect
     store = connect(lineage_store.build(str(home)), read_only=False)
     [model] = [m for m in store.get_artifacts_by_type("Model") if "/run-a/" in m.uri]
     model.uri = root

@@ -9,8 +9,8 @@ import os
 from components.serving.hf.card import data_facts, facts_from_model_info, render_card
 from pipeline.lineage.card_facts import card_facts, model_facts
 from pipeline.lineage.store import Lineage
-from tests.support import lineage_store
-from tests.support.mlmd import connect
+from benchmarks.support import lineage_store
+from benchmarks.support.mlmd import connect
 
 SOURCES = [{"name": "code", "input": "/data/code/*.py", "root": "/data/code", "format": "text",
             "document": "file", "weight": 2.0, "filters": None, "files": 3, "bytes_listed": 900,

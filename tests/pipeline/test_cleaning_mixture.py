@@ -18,8 +18,8 @@ from pipeline.lineage import content, render
 from pipeline.lineage.store import Lineage, properties
 from tests.components.test_mixture import make_sources, shard_digests
 from tests.pipeline.test_content_summary import WEIGHTS, _pushed_run
-from tests.support.lineage_store import Builder
-from tests.support.mlmd import connect
+from benchmarks.support.lineage_store import Builder
+from benchmarks.support.mlmd import connect
 
 pytestmark = pytest.mark.slow
 

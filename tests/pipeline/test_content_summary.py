@@ -1,6 +1,6 @@
 """`bigtrain lineage summary` and `lineage trace --down FILE`, on the properties and listing the
 real data stage records: its executor runs a two-source mixture here (no pipeline), and a small
-MLMD store (tests/support/lineage_store.py's Builder) wires its Examples into two trained and
+MLMD store (benchmarks/support/lineage_store.py's Builder) wires its Examples into two trained and
 pushed models, the second warm-started from the first and trained on other Examples."""
 
 import json
@@ -16,8 +16,8 @@ from pipeline.lineage import content, render
 from pipeline.lineage.store import Lineage, properties
 from runners import cli
 from tests.components.test_mixture import make_sources, reference_counts
-from tests.support.lineage_store import Builder, _context
-from tests.support.mlmd import connect
+from benchmarks.support.lineage_store import Builder, _context
+from benchmarks.support.mlmd import connect
 
 WEIGHTS = {"a": 2.5, "b": 0.3}
 # Source b's own filter list is [word_count]: its records of fewer words are skipped (a has none).

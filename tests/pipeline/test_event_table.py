@@ -14,8 +14,9 @@ from ml_metadata.proto import metadata_store_pb2 as pb
 from pipeline.lineage import event_table
 from pipeline.lineage.connection import connection_config
 from pipeline.lineage.store import Lineage
-from tests.support import shared_store
-from tests.support.mlmd import connect, mysql_server
+from benchmarks.support import shared_store
+from benchmarks.support.mlmd import connect
+from tests.support.mlmd import mysql_server
 
 STATES = [pb.Execution.NEW, pb.Execution.RUNNING, pb.Execution.COMPLETE, pb.Execution.FAILED,
           pb.Execution.CACHED, pb.Execution.CANCELED, pb.Execution.UNKNOWN]

@@ -12,7 +12,7 @@ from ml_metadata.proto import metadata_store_pb2 as pb
 from components.common.errors import TrainingPreempted
 from pipeline.lineage import queries, record, render
 from pipeline.lineage.store import Lineage
-from tests.support.lineage_store import Builder, _context
+from benchmarks.support.lineage_store import Builder, _context
 
 MESSAGE = "training preempted at step 21 of 400: checkpoint /c/ckpt-21 with its input state"
 

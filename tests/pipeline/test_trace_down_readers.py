@@ -10,7 +10,7 @@ from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
-from tests.support.shared_store import event
+from benchmarks.support.shared_store import event
 
 TRAINERS = 2 * queries.SHOWN_AT_EACH_END + 2    # two more readers than are shown
 

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
-from tests.support.mlmd import connect
+from benchmarks.support.mlmd import connect
 from components.push.layout import served_versions
 from runners import cli
 from tests.e2e.test_object_store_run import _tiny_corpus

@@ -5,8 +5,8 @@ from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage.store import Lineage
 from runners import uptodate
-from tests.support import lineage_store
-from tests.support.mlmd import connect
+from benchmarks.support import lineage_store
+from benchmarks.support.mlmd import connect
 
 
 def _other_pipeline_runs(store, count: int) -> None:

@@ -86,7 +86,7 @@ def test_lineage_graph_out_refuses_a_file_and_existing_graph_files(capsys, tmp_p
     """`lineage graph --out FILE` was a raw FileExistsError traceback; a folder with a user's
     graph.png had it overwritten. Both are exit 9 now, the files as they were; a new folder gets
     all four files."""
-    from tests.support import lineage_store
+    from benchmarks.support import lineage_store
     home = tmp_path / "home"
     lineage_store.build(str(home))
     (tmp_path / "file").write_bytes(b"mine")
@@ -112,7 +112,7 @@ def test_output_to_a_closed_pipe_is_exit_141_without_a_traceback(tmp_path, argv)
     before the process starts, so its first write fails every time (no race)."""
     import subprocess
     import sys
-    from tests.support import lineage_store
+    from benchmarks.support import lineage_store
     lineage_store.build(str(tmp_path / "home"))
     read, write = os.pipe()
     os.close(read)

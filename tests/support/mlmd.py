@@ -1,16 +1,10 @@
-"""Opening an MLMD store in tests and benchmarks by path or MySQL address, through the one opener
-(pipeline/lineage/connection.py open_store): read-only unless a test writes to it."""
+"""MLMD in tests: how far a figure read back from a store may be from the one a stage recorded,
+and the MariaDB server `make mariadb` started. Opening a store: benchmarks/support/mlmd.py
+`connect` (benchmarks use it too and may not import tests/)."""
 
 from __future__ import annotations
 
 import os
-
-from pipeline.lineage.connection import connection_config, open_store
-
-
-def connect(sqlite_path: str | None = None, *, read_only: bool = True, **mysql):
-    """The store at sqlite_path, or the MySQL one the mysql_* keywords name."""
-    return open_store(connection_config(sqlite_path, read_only=read_only, **mysql))
 
 
 # MLMD's sqlite store writes a double into the text of its SQL statement with 6 decimals (fixed,

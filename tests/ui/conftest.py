@@ -1,9 +1,9 @@
-"""One synthetic store per session (tests/support/lineage_store.py: three runs, a fine-tuned model,
+"""One synthetic store per session (benchmarks/support/lineage_store.py: three runs, a fine-tuned model,
 a Tuner, a failed Trainer), with '<script>' in a run name and an artifact property."""
 
 import pytest
 
-from tests.support import lineage_store
+from benchmarks.support import lineage_store
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -18,7 +18,7 @@ def ui_home(tmp_path_factory):
 @pytest.fixture(scope="session")
 def open_lineage(ui_home):
     from pipeline.lineage.store import Lineage
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     return lambda: Lineage(connect(str(ui_home / "metadata.sqlite")))
 
 

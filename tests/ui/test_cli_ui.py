@@ -58,8 +58,8 @@ def test_lineage_runs_pages_by_default(tmp_path, capsys):
     history (the 2.9 s at 3,000 runs of issue 22) or a --limit ignored."""
     import json
     from ml_metadata.proto import metadata_store_pb2 as pb
-    from tests.support.mlmd import connect
-    from tests.support import lineage_store
+    from benchmarks.support.mlmd import connect
+    from benchmarks.support import lineage_store
     home = tmp_path / "home"
     lineage_store.build(str(home))
     store = connect(str(home / "metadata.sqlite"), read_only=False)

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from tests.support.mlmd import connect
+from benchmarks.support.mlmd import connect
 from pipeline.lineage.store import Lineage
 from pipeline.lineage.web import app as app_module
 from runners.home import readable_folders
-from tests.support import lineage_store
+from benchmarks.support import lineage_store
 
 
 @pytest.fixture()

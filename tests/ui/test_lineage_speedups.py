@@ -5,7 +5,7 @@ import os
 
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
-from tests.support.mlmd import connect
+from benchmarks.support.mlmd import connect
 
 
 def test_runs_pages_are_slices_of_the_whole_history(open_lineage):

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.lineage.store import Lineage
 from pipeline.lineage.web.app import create_app
-from tests.support.mlmd import connect
+from benchmarks.support.mlmd import connect
 
 # Pages that go through every cached read of Lineage (contexts, types, events, executions).
 PAGES = ("/", "/run/run-a", "/artifact/1", "/artifact/3", "/diff?a=run-a&b=run-c", "/models")

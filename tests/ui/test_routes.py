@@ -117,7 +117,7 @@ def test_no_route_reads_outside_the_home(tmp_path, ui_home):
     """A run whose recorded log points outside the home (or climbs out with ..) is not served;
     traversal in the URL finds no route. Catches a log route that trusts MLMD's path."""
     from pipeline.lineage.store import Lineage
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     home = tmp_path / "home"
     shutil.copytree(ui_home, home)
     secret = tmp_path / "secret.txt"
@@ -138,7 +138,7 @@ def test_no_route_reads_outside_the_home(tmp_path, ui_home):
 
 def test_damaged_store_is_a_named_error_page(tmp_path):
     from pipeline.lineage.store import Lineage
-    from tests.support.mlmd import connect
+    from benchmarks.support.mlmd import connect
     damaged = tmp_path / "metadata.sqlite"
     damaged.write_bytes(b"this is not sqlite" * 100)
     app = create_app(lambda: Lineage(connect(str(damaged))), readable_folders(str(tmp_path)))

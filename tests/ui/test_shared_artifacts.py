@@ -3,7 +3,7 @@ artifact page say "produced by execution N, reused by K cached runs" with the fi
 in a bounded number of lines, and their store calls do not grow with the number of runs (the
 11.7 s and 10,018 lines at 10,000 runs). A page (`--page N`, `?page=N`) lists the Nth 50 of
 them, so every one can be listed; a page's store calls depend neither on the runs nor on which
-page. Store: tests/support/shared_store.py."""
+page. Store: benchmarks/support/shared_store.py."""
 
 import collections
 import re
@@ -14,8 +14,8 @@ from pipeline.lineage import queries, render
 from pipeline.lineage.store import Lineage
 from pipeline.lineage.web.app import create_app
 from runners import cli
-from tests.support import shared_store
-from tests.support.mlmd import connect
+from benchmarks.support import shared_store
+from benchmarks.support.mlmd import connect
 
 SHARED = ("Pusher", "Trainer", "TextExampleGen")  # the upstream chain of the pushed version
 

@@ -148,7 +148,8 @@ def run_fingerprint(exec_properties: dict, data, listed) -> str:
 def source_specs(data, listed) -> list[tuple[mixture.SourceSpec, list[tuple[str, str]]]]:
     """The mixture as the Beam stage takes it: (SourceSpec, files) per source, config order."""
     return [(mixture.SourceSpec(source.name, reader_config(data, source), source.weight,
-                                source.filters), files) for source, _, files in listed]
+                                source.filters, source.share), files)
+            for source, _, files in listed]
 
 
 def write_listing(path: str, listed) -> dict[str, dict]:
@@ -171,12 +172,14 @@ def write_listing(path: str, listed) -> dict[str, dict]:
 
 def sources_summary(listed, counters: dict[str, int], spans: dict[str, dict]) -> list[dict]:
     """Per source: its settings, listing (files, bytes, mtime span) and what the stage packed
-    (mixture.source_table: documents, bytes, tokens per split, epochs). The `sources` property."""
+    (mixture.source_table: documents, bytes, tokens per split, epochs, realized share) and the
+    share asked for (`share_asked`, None in a weight mixture). The `sources` property."""
     table = mixture.source_table(counters)
     return [dict({"name": source.name, "input": source.input, "root": root,
                   "format": source.format, "document": source.document,
-                  "weight": source.weight, "filters": None if source.filters is None
-                  else list(source.filters), "files": len(files)},
+                  "weight": source.weight, "share_asked": source.share,
+                  "filters": None if source.filters is None else list(source.filters),
+                  "files": len(files)},
                  **spans[source.name], **table.get(source.name, {}))
             for source, root, files in listed]
 

@@ -42,16 +42,19 @@ SIGMAS = 6
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> dict[str, str]:
-    """Two JSONL sources of short seeded records (the same bytes on every machine)."""
+    """Two JSONL sources of short seeded records (the same bytes on every machine); the small
+    one repeats the big one's first 40 records (exact dedup packs them once, in `big`)."""
     root, rng = str(tmp_path_factory.mktemp("shares")), random.Random(39)
-    out = {}
+    out, lines = {}, []
     for name, count in SIZES.items():
         out[name] = os.path.join(root, name)
         os.makedirs(out[name])
         with open(os.path.join(out[name], "part.jsonl"), "w", encoding="utf-8") as fh:
             for i in range(count):
                 text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 25)))
-                fh.write(json.dumps({"text": f"{name} {i} {text}"}) + "\n")
+                lines.append(json.dumps({"text": f"{name} {i} {text}"}) + "\n")
+                fh.write(lines[-1])
+            fh.write("".join(lines[:40]) if name == "small" else "")
     return out
 
 
@@ -119,21 +122,24 @@ def test_realized_shares_are_the_asked_ones_within_the_sampling_error(corpus, sh
     # The small source is repeated (2.7 epochs in expectation), the big one sampled (0.79).
     assert table["small"]["epochs"] > 2.0 and table["big"]["epochs"] < 1.0
     check_accounting(share_run, sum(len(f) for _, f in specs(corpus)), "manifest")
+    assert share_run["documents_skipped_duplicate"] == 40
 
 
 def test_share_weights_come_from_the_measured_train_tokens(corpus, share_run):
     """Exactly the weight rule at weights share * T / t_i, t_i counted here: the measuring pass
-    tallied the train documents the packing pass packs (not eval, not duplicates)."""
+    tallied the train documents the packing pass packs (not eval, not exact duplicates)."""
     sizes = train_documents(corpus)
     weights = mixture.share_weights([spec for spec, _ in specs(corpus)],
                                     {name: sum(n) for name, n in sizes.items()})
-    table = mixture.source_table(share_run)
+    table, seen = mixture.source_table(share_run), set()
     for name, directory in corpus.items():
         expected = 0
         for line in open(os.path.join(directory, "part.jsonl"), "rb"):
             text = json.loads(line)["text"].encode("utf-8")
-            if docs.split_for(docs.content_key(text), PARAMS["eval_fraction"]) == "train":
+            key = docs.content_key(text)
+            if key not in seen and docs.split_for(key, PARAMS["eval_fraction"]) == "train":
                 expected += len(text) * mixture.copies(text, name, weights[name], "train")
+            seen.add(key)
         assert table[name]["tokens"]["train"] == expected, name
     assert weights["big"] == pytest.approx(0.7 * sum(map(sum, sizes.values())) / sum(sizes["big"]))
 

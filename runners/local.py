@@ -38,6 +38,7 @@ class RunPlan:
     inputs_key: dict
     reasons: tuple[str, ...]
     until: str | None = None
+    verbose: bool = False  # -v: the report lists every data counter (zeros too)
 
 
 def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
@@ -118,9 +119,11 @@ def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
         print(f"note: removed what it left half-written (never read): {', '.join(pruned)}", flush=True)
 
 
-def _print_report(store, run_id: str, **kwargs) -> None:
+def _print_report(store, run_id: str, all_counters: bool = False, **kwargs) -> None:
+    """all_counters (-v): the data counters at 0 listed too, not folded into one line."""
     from pipeline.lineage import report as report_lib
-    print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs)), flush=True)
+    print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs),
+                                   all_counters=all_counters), flush=True)
 
 
 def _plan_places(config: Config) -> tuple[Config, LocalPaths]:
@@ -183,7 +186,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
                 print(f"bigtrain run: up to date (nothing the stages depend on changed since run "
                       f"{last.name}: config, input files, code); the pipeline was not started. "
                       f"The last report follows (--force runs it anyway).\n", flush=True)
-                _print_report(store, last.name)
+                _print_report(store, last.name, all_counters=verbose)
                 print("\nrun UP TO DATE")
                 return EXIT_OK
         elif store is None:
@@ -193,7 +196,7 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
         try:
             return _run_pipeline(config, paths, RunPlan(
                 run_id, run_dir, log_path, input_fingerprint=fingerprint, inputs_key=key,
-                reasons=tuple(reasons), until=until))
+                reasons=tuple(reasons), until=until, verbose=verbose))
         finally:
             remove_file_handlers(log_path)
 
@@ -311,4 +314,4 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None) -> N
             run.custom_properties["until"].string_value = plan.until
             print(f"partial run: stages up to {plan.until} (--until)")
         store.put_contexts([run])
-        _print_report(store, plan.run_id)
+        _print_report(store, plan.run_id, all_counters=plan.verbose)

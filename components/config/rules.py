@@ -10,6 +10,7 @@ import math
 import re
 
 from components.config import bounds, heldout
+from components.config.sources import SHARE_TOLERANCE
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
                                         NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
 from components.config.tree import (ARCHS, MAX_ROTARY_POSITION, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
@@ -183,6 +184,7 @@ def validate_data(config: Config) -> None:
     if d.format in ("jsonl", "parquet") and not d.text_field:
         raise ConfigError(f"data.text_field: must name the text field for data.format={d.format}")
     validate_sources(config)
+    validate_shares(config)
     validate_tokenizer(config)
     validate_cleaning(config)
 
@@ -257,6 +259,33 @@ def validate_sources(config: Config) -> None:
             if name not in QUALITY_FILTERS:
                 raise ConfigError(f"{key}.filters: unknown filter {name!r}; known: "
                                   f"{', '.join(QUALITY_FILTERS)}")
+
+
+def validate_shares(config: Config) -> None:
+    """data.sources[*].share: every source or none, no weight beside it, each in (0, 1], summing
+    to 1 within SHARE_TOLERANCE."""
+    sources = config.data.sources
+    shared = [s for s in sources if s.share is not None]
+    if not shared:
+        return
+    for i, source in enumerate(sources):
+        key = f"data.sources[{i}] ({source.name})"
+        if source.share is None:
+            raise ConfigError(
+                f"{key}.share: missing; a mixture gives every source a share (the part of the "
+                f"train tokens) or none (weights, epochs of each source): "
+                f"{', '.join(s.name for s in shared)} have one")
+        if source.weight != 1.0:
+            raise ConfigError(
+                f"{key}.weight: a mixture gives shares or weights, not both; remove the weight "
+                f"(share {source.share:g} decides its epochs) or every share")
+        if not 0.0 < source.share <= 1.0:
+            raise ConfigError(f"{key}.share: must be in (0, 1], got {source.share}")
+    total = sum(s.share for s in sources)
+    if abs(total - 1.0) > SHARE_TOLERANCE:
+        raise ConfigError(
+            f"data.sources[*].share: must sum to 1 (within {SHARE_TOLERANCE:g}), got {total:g} ("
+            + ", ".join(f"{s.name} {s.share:g}" for s in sources) + ")")
 
 
 def validate_tokenizer(config: Config) -> None:

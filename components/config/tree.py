@@ -107,7 +107,8 @@ class DataConfig:
     # UTF-8 bytes of train documents the tokenizer is trained on (the eval sample for its
     # bytes-per-token figure uses the same budget).
     tokenizer_sample_bytes: int = 8_000_000
-    # A mixture: named sources, each with its own input, reading settings and weight. Empty: one
+    # A mixture: named sources, each with its own input, reading settings and weight (epochs) or
+    # share (of the train tokens; one or the other per mixture, docs/data.md). Empty: one
     # source named `default` made of data.input, exclude, format, document, separator and
     # text_field with weight 1 (those six settings are not read when sources are given).
     sources: tuple[SourceConfig, ...] = ()

@@ -148,7 +148,8 @@ def run_fingerprint(exec_properties: dict, data, listed) -> str:
 def source_specs(data, listed) -> list[tuple[mixture.SourceSpec, list[tuple[str, str]]]]:
     """The mixture as the Beam stage takes it: (SourceSpec, files) per source, config order."""
     return [(mixture.SourceSpec(source.name, reader_config(data, source), source.weight,
-                                source.filters), files) for source, _, files in listed]
+                                source.filters, source.share), files)
+            for source, _, files in listed]
 
 
 def write_listing(path: str, listed) -> dict[str, dict]:
@@ -171,12 +172,14 @@ def write_listing(path: str, listed) -> dict[str, dict]:
 
 def sources_summary(listed, counters: dict[str, int], spans: dict[str, dict]) -> list[dict]:
     """Per source: its settings, listing (files, bytes, mtime span) and what the stage packed
-    (mixture.source_table: documents, bytes, tokens per split, epochs). The `sources` property."""
+    (mixture.source_table: documents, bytes, tokens per split, epochs, realized share) and the
+    share asked for (`share_asked`, None in a weight mixture). The `sources` property."""
     table = mixture.source_table(counters)
     return [dict({"name": source.name, "input": source.input, "root": root,
                   "format": source.format, "document": source.document,
-                  "weight": source.weight, "filters": None if source.filters is None
-                  else list(source.filters), "files": len(files)},
+                  "weight": source.weight, "share_asked": source.share,
+                  "filters": None if source.filters is None else list(source.filters),
+                  "files": len(files)},
                  **spans[source.name], **table.get(source.name, {}))
             for source, root, files in listed]
 
@@ -240,6 +243,32 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
             cleaning=cleaning_properties(data, screen)))
 
 
+# Skip reasons the console line names (the rest are counted in counters.json and the log).
+CONSOLE_REASONS = 3
+
+
+def console_line(counters: dict[str, int], files_listed: int) -> str:
+    """The data stage in one console line: files, documents packed, sequences, quarantined
+    (files and documents in the quarantine manifest: every skip but exact duplicates) and the
+    CONSOLE_REASONS commonest reasons a document or file was left out, e.g. `data: 12 files,
+    3,456 documents, 7,890 sequences, 3 quarantined; skipped: duplicate 40, empty 3`."""
+    skips = {reason: counters.get(f"{kind}_skipped_{reason}", 0)
+             for kind, reasons in (("files", documents.FILE_REASONS),
+                                   ("documents", documents.DOCUMENT_REASONS))
+             for reason in reasons}
+    skips["sampled_out"] = counters.get("documents_sampled_out", 0)
+    quarantined = sum(n for reason, n in skips.items()
+                      if reason not in (documents.DUPLICATE, "sampled_out"))
+    sequences = counters.get("sequences_train", 0) + counters.get("sequences_eval", 0)
+    line = (f"data: {files_listed:,} files, {counters.get('documents_packed', 0):,} documents, "
+            f"{sequences:,} sequences, {quarantined:,} quarantined")
+    top = sorted(((n, reason) for reason, n in skips.items() if n), key=lambda x: (-x[0], x[1]))
+    if top:
+        line += "; skipped: " + ", ".join(f"{reason} {n:,}" for n, reason in top[:CONSOLE_REASONS])
+        line += f", +{len(top) - CONSOLE_REASONS} more" if len(top) > CONSOLE_REASONS else ""
+    return line
+
+
 def record_outputs(examples, data, counters: dict[str, int], found: dict) -> None:
     """counters.json beside the shards, and every figure as an MLMD property of the Examples:
     each counter (per source too), the `sources` summary (JSON), where the listing and the
@@ -258,7 +287,11 @@ def record_outputs(examples, data, counters: dict[str, int], found: dict) -> Non
                  "sources": json.dumps(sources, sort_keys=True), **found["cleaning"]}
     fs.write_text(os.path.join(examples.uri, COUNTERS_FILE), json.dumps(
         dict(summary, **dict(described, sources=sources)), indent=2, sort_keys=True))
-    logging.getLogger("bigtrain.data").info("TextExampleGen counters: %s", json.dumps(summary, sort_keys=True))
+    # The console gets one short line; every counter goes to the run's log file (and to the
+    # console with -v: not a `bigtrain` logger) and counters.json.
+    logging.getLogger("bigtrain.data").info("%s", console_line(counters, found["files_listed"]))
+    logging.getLogger(__name__).info("TextExampleGen counters: %s",
+                                     json.dumps(summary, sort_keys=True))
 
     examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
     examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)

@@ -25,6 +25,14 @@ Counters per source and split (Beam counters, MLMD int properties of the Example
 copy) / its distinct train documents after exact dedup (packed or sampled out): ~ the weight. Its
 realized share: its train tokens (every copy) / all sources' train tokens. A weight is epochs of
 its own source, not a share: two sources of weight 1 have shares in the ratio of their sizes.
+
+Share rule. A mixture may instead give each source a `share`: the part of the train tokens it
+should be. One pass more (transforms.MeasureSources) counts t_i, the text tokens source i would
+put into the train split at weight 1 (after dedup and the screen); the source is then packed by
+the weight rule above with weight w_i = p_i * T / t_i, p_i its share over the sum of the shares
+and T = sum of t_j: the train split holds as many tokens as one epoch of every source, divided
+by the shares (`share_weights`). A fractional w_i is met by the same seeded per-document hash,
+so the realized share differs from the asked one by the sampling error only (docs/data.md).
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ class SourceSpec(NamedTuple):
     weight: float = 1.0
     # None: the data-level quality filter setting; a tuple: exactly these filter names.
     filters: tuple[str, ...] | None = None
+    # The asked share of the train tokens (share rule), or None: `weight` is the epochs.
+    share: float | None = None
 
 
 def reading_of(sources: dict[str, SourceSpec], piece: readers.Piece,
@@ -83,6 +93,19 @@ def copies(text: bytes, source: str, weight: float, split: str) -> int:
     count = whole + (1 if extra > 0 and _fraction(docs.content_key(text), source, whole) < extra
                      else 0)
     return min(count, 1) if split == "eval" else count
+
+
+def share_weights(sources: Iterable[SourceSpec], train_tokens: dict[str, int]
+                  ) -> dict[str, float]:
+    """{source: the weight that meets its share} (share rule, module docstring) from
+    {source: its train tokens at weight 1}; only the sources with a share. A source with no
+    train tokens gets weight 1 (nothing to repeat: its realized share is 0); the others divide
+    the train tokens in the ratio of their shares."""
+    shared = [spec for spec in sources if spec.share is not None]
+    asked = sum(spec.share for spec in shared if train_tokens.get(spec.name))
+    total = sum(train_tokens.get(spec.name, 0) for spec in shared)
+    return {spec.name: (spec.share / asked * total / train_tokens[spec.name]
+                        if train_tokens.get(spec.name) else 1.0) for spec in shared}
 
 
 def counter_name(source: str, measure: str, split: str) -> str:

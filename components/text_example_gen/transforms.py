@@ -32,7 +32,7 @@ from components.corpus import documents as docs
 from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
 from components.corpus.screen import EVAL_SET_COUNTER, DocumentScreen, Verdict
-from components.text_example_gen import cleaning, mixture, packing, shards
+from components.text_example_gen import cleaning, mixture, packing, shards, shares
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 
@@ -121,34 +121,19 @@ class ConvertUnitFn(beam.DoFn):
             self._specials = (loaded.pad_id, loaded.bos_id, loaded.eos_id)
             self._tokenizer_loaded = True
 
-    def process(self, unit: readers.Unit, duplicates=None, near_duplicates=None):
+    def process(self, unit: readers.Unit, duplicates=None, near_duplicates=None,
+                train_tokens=None):
         """duplicates: {unit index: ordinals of its later-copy documents} (FindDuplicates);
-        near_duplicates: {unit index: [(ordinal, representative id)]} (FindNearDuplicates)."""
+        near_duplicates: {unit index: [(ordinal, representative id)]} (FindNearDuplicates);
+        train_tokens: {source: its train tokens at weight 1} (shares.MeasureSources), the
+        weights of a share mixture (mixture.share_weights)."""
         self._load_tokenizer()
-        later_copies = frozenset((duplicates or {}).get(unit.index, ()))
-        near = dict((near_duplicates or {}).get(unit.index, ()))
-        ordinal = -1
+        weights = mixture.share_weights(self._sources.values(), train_tokens or {})
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
         packers: dict[tuple[str, int], packing.Packer] = {}  # (split, copy) -> its stream
-        for piece in unit.pieces:
-            out.counts["files_seen"] += piece.first
-            file_problem = False
-            source, reader, filters = mixture.reading_of(self._sources, piece, self._config,
-                                                         self._filters)
-            for event in readers.read_piece(piece, reader):
-                if isinstance(event, Document):
-                    ordinal += 1
-                    if self._keep(out, event, ordinal in later_copies, near.get(ordinal),
-                                  filters):
-                        self._pack(out, packers, event, source)
-                elif isinstance(event, Skipped):
-                    file_problem = out.quarantine(event) or file_problem
-                elif isinstance(event, Separator):
-                    out.counts["bytes_separators"] += event.bytes
-                else:  # ("consumed", bytes read from the input)
-                    out.counts["bytes_read"] += event[1]
-            out.counts["files_read"] += piece.first and not file_problem
+        for document, source in self.kept_documents(unit, out, duplicates, near_duplicates):
+            self._pack(out, packers, document, source, weights)
         for split, copy in sorted(packers):
             out.write(split, packers[(split, copy)].finish())
         for split in SPLITS:
@@ -161,13 +146,48 @@ class ConvertUnitFn(beam.DoFn):
         self._load_tokenizer()
         yield from out.close()
 
+    def kept_documents(self, unit: readers.Unit, out, duplicates=None, near_duplicates=None):
+        """(document, its source or None) of every document of the unit that passes dedup and
+        the screen, in reading order; files, bytes, separators and skips are counted in `out`
+        (a UnitWriter, or shares.Tally for the measuring pass). The one reading rule of both."""
+        later_copies = frozenset((duplicates or {}).get(unit.index, ()))
+        near = dict((near_duplicates or {}).get(unit.index, ()))
+        ordinal = -1
+        for piece in unit.pieces:
+            out.counts["files_seen"] += piece.first
+            file_problem = False
+            source, reader, filters = mixture.reading_of(self._sources, piece, self._config,
+                                                         self._filters)
+            for event in readers.read_piece(piece, reader):
+                if isinstance(event, Document):
+                    ordinal += 1
+                    if self._keep(out, event, ordinal in later_copies, near.get(ordinal),
+                                  filters):
+                        yield event, source
+                elif isinstance(event, Skipped):
+                    file_problem = out.quarantine(event) or file_problem
+                elif isinstance(event, Separator):
+                    out.counts["bytes_separators"] += event.bytes
+                else:  # ("consumed", bytes read from the input)
+                    out.counts["bytes_read"] += event[1]
+            out.counts["files_read"] += piece.first and not file_problem
+
+    def split_of(self, document: Document) -> str:
+        return docs.split_of(document, self._eval_fraction, self._salt)
+
+    def count_tokens(self, text: bytes) -> int:
+        """Text tokens of a document (no BOS/EOS), as the packer counts them."""
+        self._load_tokenizer()
+        return len(self._tokenize(text))
+
     def _pack(self, out: "UnitWriter", packers: dict, document: Document,
-              source: mixture.SourceSpec | None) -> None:
-        """Pack a document as often as its source's weight says (mixture.py), copy r into the
-        stream of copy r; count it under its source."""
-        split = docs.split_of(document, self._eval_fraction, self._salt)
-        copies = 1 if source is None else mixture.copies(document.text, source.name,
-                                                         source.weight, split)
+              source: mixture.SourceSpec | None, weights: dict[str, float]) -> None:
+        """Pack a document as often as its source's weight says (mixture.py; `weights`: those
+        that meet a share mixture's shares), copy r into the stream of copy r; count it under
+        its source."""
+        split = self.split_of(document)
+        copies = 1 if source is None else mixture.copies(
+            document.text, source.name, weights.get(source.name, source.weight), split)
         if copies == 0:
             out.counts["documents_sampled_out"] += 1
             out.counts["bytes_sampled_out"] += document.source_bytes
@@ -352,16 +372,19 @@ class FindDuplicates(beam.PTransform):
 class ConvertUnits(beam.PTransform):
     """PCollection[Unit] -> piece records, one per piece file written. duplicates: the output of
     FindDuplicates (data.dedup=exact or near), or None to pack every copy; near_duplicates: the
-    output of cleaning.FindNearDuplicates (data.dedup=near) or None."""
+    output of cleaning.FindNearDuplicates (data.dedup=near) or None; train_tokens: the output of
+    shares.MeasureSources (a share mixture) or None."""
 
-    def __init__(self, fn: ConvertUnitFn, duplicates=None, near_duplicates=None):
+    def __init__(self, fn: ConvertUnitFn, duplicates=None, near_duplicates=None,
+                 train_tokens=None):
         super().__init__()
         self._fn, self._duplicates, self._near = fn, duplicates, near_duplicates
+        self._train_tokens = train_tokens
 
     def expand(self, units):
         side = {name: beam.pvalue.AsDict(collection) for name, collection in
-                (("duplicates", self._duplicates), ("near_duplicates", self._near))
-                if collection is not None}
+                (("duplicates", self._duplicates), ("near_duplicates", self._near),
+                 ("train_tokens", self._train_tokens)) if collection is not None}
         return units | "Spread" >> beam.Reshuffle() | "ReadPackWrite" >> beam.ParDo(self._fn, **side)
 
 
@@ -422,6 +445,9 @@ class TextToTFRecordShards(beam.PTransform):
         near = (units | "FindNearDuplicates" >> cleaning.FindNearDuplicates(
             self._reader_config, self._near_dedup, duplicates, self._screen, self._filters,
             self._sources) if self._dedup == "near" else None)
+        train_tokens = (units | "MeasureSources" >> shares.MeasureSources(
+            self._convert, duplicates, near)
+            if any(spec.share is not None for spec in self._sources.values()) else None)
         return (units
-                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates, near)
+                | "ConvertUnits" >> ConvertUnits(self._convert, duplicates, near, train_tokens)
                 | "AssembleShards" >> self._assemble)

@@ -257,6 +257,20 @@ def _section(title: str, props: dict, names) -> list[str]:
     return lines
 
 
+def counters_section(title: str, props: dict, names, all_counters: bool = False) -> list[str]:
+    """_section for counters: the ones at 0 are folded into one line ("all other counters 0")
+    unless all_counters (`bigtrain run -v`); every non-zero one, and every figure that is not a
+    whole number, keeps its line."""
+    shown = [n for n in names if n in props and (all_counters or props[n] != 0
+                                                 or not isinstance(props[n], int))]
+    folded = sum(1 for n in names if n in props and n not in shown)
+    lines = _section(title, props, shown)
+    if folded:
+        lines.append(f"  all other counters 0 ({folded}; `bigtrain run -v` or counters.json lists "
+                     "every one)")
+    return lines
+
+
 def _json(examples: dict, name: str, default):
     try:
         return json.loads(examples.get(name) or "null") or default
@@ -332,8 +346,8 @@ def variants_section(evaluation: dict) -> list[str]:
 
 
 def sources_section(examples: dict) -> list[str]:
-    """Per source of the data stage (its `sources` property): weight, realized epochs, realized
-    share of the train tokens, and the documents, bytes and tokens it put into each split (every
+    """Per source of the data stage (its `sources` property): weight (or, in a share mixture, the
+    share asked for), realized epochs, realized share of the train tokens, and the documents, bytes and tokens it put into each split (every
     copy counted)."""
     try:
         sources = json.loads(examples.get("sources") or "[]")
@@ -342,19 +356,25 @@ def sources_section(examples: dict) -> list[str]:
     rows = [s for s in sources if isinstance(s.get("documents"), dict)]
     if not rows:
         return []
-    lines = ["  sources (train / eval; copies counted; weight = epochs asked for, share = the "
-             "source's part of the train tokens):",
-             f"    {'source':<12} {'weight':>6} {'epochs':>7} {'share':>7} {'documents':>17} "
-             f"{'bytes':>23} {'tokens':>23}"]
+    # A share mixture (share_asked): the asked share beside the realized one, not the weight.
+    asked = any(isinstance(s.get("share_asked"), (int, float)) for s in rows)
+    lines = ["  sources (train / eval; copies counted; "
+             + ("asked = the share of the train tokens asked for" if asked else
+                "weight = epochs asked for")
+             + ", share = the source's part of the train tokens):",
+             f"    {'source':<12} {'asked' if asked else 'weight':>6} {'epochs':>7} {'share':>7} "
+             f"{'documents':>17} {'bytes':>23} {'tokens':>23}"]
     for s in rows:
         pair = lambda m: f"{s[m]['train']} / {s[m]['eval']}"
         share = f"{s['share']:.1%}" if isinstance(s.get("share"), (int, float)) else "-"
-        lines.append(f"    {s['name']:<12} {s['weight']:>6g} {s['epochs']:>7.3f} {share:>7} "
+        wanted = f"{s['share_asked']:.1%}" if asked else f"{s['weight']:g}"
+        lines.append(f"    {s['name']:<12} {wanted:>6} {s['epochs']:>7.3f} {share:>7} "
                      f"{pair('documents'):>17} {pair('bytes'):>23} {pair('tokens'):>23}")
     return lines
 
 
-def format_report(report: RunReport) -> str:
+def format_report(report: RunReport, all_counters: bool = False) -> str:
+    """The run report; all_counters: list the data stage's counters at 0 too (else folded)."""
     width = max([len(s.node) for s in report.stages] + [5])
     lines = [f"run {report.run_id}" + (f" (ran because: {report.why_run})" if report.why_run else ""),
              f"  {'stage':<{width}}  {'state':<9} {'seconds':>8}  key outputs"]
@@ -366,7 +386,8 @@ def format_report(report: RunReport) -> str:
         lines += [f"  {node}: {why}" for node, why in reasons]
     examples = report.output("Examples")
     if "files_listed" in examples:
-        lines += _section(f"data: {examples.get('input')} -> {examples['uri']}", examples, DATA_COUNTERS)
+        lines += counters_section(f"data: {examples.get('input')} -> {examples['uri']}",
+                                  examples, DATA_COUNTERS, all_counters)
         lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
         lines += cleaning_lines(examples)
         lines += sources_section(examples)

@@ -8,6 +8,7 @@ from components.push import properties as push_props
 from components.text_example_gen import properties as examples_props
 from components.tokenizer import properties as tokenizer_props
 from components.tuner import properties as tuner_props
+from components.validation import properties as validation_props
 from components.common.errors import NotFoundError
 from pipeline.lineage import record
 from components.evaluation.documents import DOCUMENT_FIGURES
@@ -212,7 +213,7 @@ def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
             for validator in readers(stats_id):
                 for anomalies_id in lin.outputs(validator).get("anomalies", []):
                     rec = artifact_record(lin, anomalies_id)
-                    blessed = properties(lin.artifact(anomalies_id)).get(eval_props.BLESSED)
+                    blessed = properties(lin.artifact(anomalies_id)).get(validation_props.ANOMALIES_BLESSED)
                     rec["properties"]["anomalies_found"] = _anomalies_summary(rec["uri"], blessed)
                     if rec not in found:
                         found.append(rec)

@@ -20,7 +20,7 @@ from components.push import properties as push_props
 from components.text_example_gen import properties as examples_props
 from components.tokenizer import properties as tokenizer_props
 from components.tuner import properties as tuner_props
-from components.validation import properties as schema_props
+from components.validation import properties as validation_props
 from components.config import DEFAULT_SOURCE, QUALITY_FILTERS
 from components.corpus.screen import EVAL_SET_COUNTER
 from components.tuner import summary as tuning_summary
@@ -144,8 +144,8 @@ def summarize(stage: StageReport) -> str:
         return (f"{e[examples_props.FILES_READ]} files, {e[examples_props.DOCUMENTS_PACKED]} documents -> "
                 f"{e[examples_props.SEQUENCES_TRAIN]} train / {e[examples_props.SEQUENCES_EVAL]} eval sequences, {skipped} "
                 f"quarantined, {e[examples_props.REAL_TOKEN_FRACTION]:.2%} real tokens")
-    if "Schema" in o and schema_props.CURATED_SCHEMA in o["Schema"]:
-        return f"curated schema {o['Schema'][schema_props.CURATED_SCHEMA]} for seq_len {o['Schema'].get(schema_props.SEQ_LEN)}"
+    if "Schema" in o and validation_props.CURATED_SCHEMA in o["Schema"]:
+        return f"curated schema {o['Schema'][validation_props.CURATED_SCHEMA]} for seq_len {o['Schema'].get(validation_props.SEQ_LEN)}"
     if "ExampleStatistics" in o:
         splits = str(o["ExampleStatistics"].get("split_names", "")).strip("[]").replace('"', "")
         return f"statistics of the {splits} splits"

@@ -1,7 +1,7 @@
 """TokenizerGen: the TFX component (spec + thin executor) around stage.build_tokenizer.
 
-Output: a Tokenizer artifact (type `Tokenizer`): the tokenizer's directory (tokenizer.json, and
-for SentencePiece tokenizer.model + tokenizer.vocab) with its figures as MLMD properties, so
+Output: a Tokenizer artifact (type `Tokenizer`): the tokenizer's directory (its description file,
+and for SentencePiece its model and vocabulary: components/tokenizer/base.py names them) with its figures as MLMD properties, so
 `bigtrain lineage` and the run report read them from one place.
 
 Cache key: the tokenizer's settings (only the data settings that decide its output, so changing

@@ -8,7 +8,7 @@ Scans the product packages with `ast` for string literals in the places a proper
   `get_*_custom_property`, `set_figure` and `custom_properties[...]`: outside its owner, any
   literal there is reported (an owner's name or not);
 - read from a properties dict: `x.get("name")`, `x["name"]`, `"name" in x`, and the names listed
-  in an UPPER_CASE constant: a literal that is an owner's property name is reported outside its
+  in a tuple, list or set (the tables readers iterate over): a literal that is an owner's property name is reported outside its
   owner (import the constant), and one within two edits of an owner's name (but no owner's name
   itself) is reported as a misspelt property name.
 A word that is a property name but also another dictionary's key in a module is listed in
@@ -59,6 +59,9 @@ _SOURCE_RECORD = "a key of a source's record in the Examples' `sources` JSON, no
 OTHER_KEYS: dict[tuple[str, str], str] = {
     **{("components/serving/hf/card.py", word): _SOURCE_RECORD
        for word in ("input", "format", "document", "tokens", "documents")},
+    **{("components/serving/hf/card.py", word): "a train.* setting's name in the model's config"
+       for word in ("steps", "init_from")},
+    ("components/tuner/summary.py", "steps"): "a column of the trials table: a trial record's key",
 }
 
 SETTERS = re.compile(r"^(set|get)_(string|int|float|bool|proto|json_value)?_?custom_property$")
@@ -113,7 +116,7 @@ def _property_dict(node) -> bool:
 
 def name_nodes(tree: ast.AST) -> tuple[list, list]:
     """(api, lookups): the literal nodes naming a property through MLMD's API, and those looked
-    up in a properties dict or listed in an UPPER_CASE constant."""
+    up in a properties dict or listed in a tuple, list or set."""
     api, lookups = [], []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -134,13 +137,8 @@ def name_nodes(tree: ast.AST) -> tuple[list, list]:
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 \
                 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and _property_dict(node.comparators[0]):
             lookups.append(node.left)
-        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.lstrip("_").isupper()
-                                                  for t in node.targets):
-            if isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
-                lookups += node.value.elts
-            elif isinstance(node.value, ast.Dict):
-                lookups += [e for v in node.value.values if isinstance(v, (ast.Tuple, ast.List))
-                            for e in v.elts]
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            lookups += node.elts     # a table of names (a reader iterates over it to look them up)
     return ([n for n in api if _text(n) is not None],
             [n for n in lookups if isinstance(n, ast.Constant) and isinstance(n.value, str)])
 

@@ -23,12 +23,13 @@ KEY_PROPERTIES = {
     "ModelBlessing": (eval_props.BLESSED, eval_props.REASON, eval_props.CURRENT_MODEL_ID, eval_props.BASELINE_MODEL_ID, eval_props.SERVE_VARIANT),
     "Tokenizer": (tokenizer_props.KIND, tokenizer_props.MODEL_TYPE, tokenizer_props.VOCAB_SIZE, tokenizer_props.BYTES_PER_TOKEN, tokenizer_props.SAMPLE_BYTES,
                   tokenizer_props.SAMPLE_DOCUMENTS, tokenizer_props.MODEL_FILE),
-    "ModelEvaluation": ("loss", "bits_per_byte", "perplexity", "accuracy", "examples", "tokens",
-                        "baseline_loss", "baseline_bits_per_byte",
-                        "variants", "serve_variant") + tuple(
-        f"{variant}_{figure}" for variant in ("float", "int8", "tflite")
-        for figure in ("loss", "loss_delta", "loss_delta_se", "batches", "size_bytes", "latency_ms",
-                       "fit_to_serve", "reason")),
+    "ModelEvaluation": (eval_props.LOSS, eval_props.BITS_PER_BYTE, eval_props.PERPLEXITY,
+                        eval_props.ACCURACY, eval_props.EXAMPLES, eval_props.TOKENS,
+                        eval_props.BASELINE_LOSS, eval_props.BASELINE_BITS_PER_BYTE,
+                        eval_props.VARIANTS, eval_props.SERVE_VARIANT) + tuple(
+        eval_props.variant_property(variant, figure) for variant in ("float", "int8", "tflite")
+        for figure in eval_props.VARIANT_FIGURES + eval_props.VARIANT_COUNTS
+        + (eval_props.FIT_TO_SERVE, eval_props.VARIANT_REASON)),
     "Model": (model_props.STEPS, model_props.TOKENS_SEEN, model_props.FINAL_LOSS, model_props.EVAL_LOSS, model_props.EVAL_BITS_PER_BYTE,
               model_props.UNIGRAM_BASELINE_LOSS,
               model_props.PARAMETER_COUNT, model_props.TOKENS_PER_SECOND, model_props.PRECISION, model_props.NUM_REPLICAS,
@@ -356,17 +357,17 @@ def diff(lin: Lineage, ref_a: str, ref_b: str) -> dict:
         return None
 
     inputs = [{"name": n, "a": output(a, "Examples", n), "b": output(b, "Examples", n)}
-              for n in ("input", "input_fingerprint", "files_listed")]
+              for n in (examples_props.INPUT, examples_props.INPUT_FINGERPRINT, examples_props.FILES_LISTED)]
     code = [{"name": "code_digest", "a": output(a, "Model", "code_digest"),
              "b": output(b, "Model", "code_digest")}]
     metrics = [{"name": f"{t}.{n}", "a": output(a, t, n), "b": output(b, t, n)}
-               for t, names in (("ModelEvaluation", ("loss", "bits_per_byte", "perplexity", "accuracy",
+               for t, names in (("ModelEvaluation", (eval_props.LOSS, eval_props.BITS_PER_BYTE, eval_props.PERPLEXITY, eval_props.ACCURACY,
                                                      *DOCUMENT_FIGURES)),
-                                ("Model", ("final_loss", "eval_loss", "eval_bits_per_byte",
-                                           "tokens_per_second")),
-                                ("Tokenizer", ("kind", "vocab_size", "bytes_per_token")),
-                                ("ModelBlessing", ("blessed",)),
-                                ("PushedModel", ("pushed", "pushed_version")))
+                                ("Model", (model_props.FINAL_LOSS, model_props.EVAL_LOSS, model_props.EVAL_BITS_PER_BYTE,
+                                           model_props.TOKENS_PER_SECOND)),
+                                ("Tokenizer", (tokenizer_props.KIND, tokenizer_props.VOCAB_SIZE, tokenizer_props.BYTES_PER_TOKEN)),
+                                ("ModelBlessing", (eval_props.BLESSED,)),
+                                ("PushedModel", (push_props.PUSHED, push_props.PUSHED_VERSION)))
                for n in names]
     sets = sorted({n for side in (a, b) for node in side.values()
                    for n in set_names(node["outputs"].get("ModelEvaluation", {}))})

@@ -4,6 +4,7 @@ window-sample figures (what training optimises: 128-byte windows, shuffled, no f
 
 from __future__ import annotations
 
+from components.model import properties as model_props
 from components.evaluation import properties as eval_props
 from components.evaluation.documents import DOCUMENT_FIGURES
 from components.evaluation.held_out_sets import SETS_PROPERTY, property_name
@@ -21,8 +22,8 @@ def _versus(model_bpb: float, compressors) -> str:
 def compressor_standing(model: dict) -> str:
     """The Trainer's window-sample standing: "beats zlib-9 by 0.312; behind lzma-9 by 0.120
     bits/byte (same eval sample)". "" when a figure is missing (an older model artifact)."""
-    figures = [model.get(k) for k in ("eval_bits_per_byte", "zlib9_bits_per_byte",
-                                      "lzma9_bits_per_byte")]
+    figures = [model.get(k) for k in (model_props.EVAL_BITS_PER_BYTE, model_props.ZLIB9_BITS_PER_BYTE,
+                                      model_props.LZMA9_BITS_PER_BYTE)]
     if not all(isinstance(f, float) for f in figures):
         return ""
     return _versus(figures[0], (("zlib-9", figures[1]), ("lzma-9", figures[2]))) + \

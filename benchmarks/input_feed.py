@@ -25,6 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
+from components.common.checkpoints import CHECKPOINT_NAME  # noqa: E402
 
 OVERRIDES = ["runtime.strategy=mirrored", "runtime.cpu_replicas=2", "runtime.precision=float32",
              "runtime.xla=off", "train.shuffle_buffer=64", "data.seq_len=128", "model.n_layer=4",
@@ -55,7 +56,7 @@ def new_path(step_fn, feed, train):
             step = position["step"]
             if step % train.checkpoint_every == 0:
                 if step:
-                    feed.save(step, [f"ckpt-{step}"])
+                    feed.save(step, [f"{CHECKPOINT_NAME}-{step}"])
                 feed.release(train.checkpoint_every)
             pending.append(step_fn(feed.iterator))
             position["step"] = step + 1

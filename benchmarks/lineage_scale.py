@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import _machine  # noqa: E402
+from runners.home import default_sqlite_path  # noqa: E402
 
 
 def _best(fn, repeat: int = 3) -> tuple[float, float]:
@@ -112,7 +113,7 @@ def rerun(runs: int, work: str, preset: str) -> None:
     assert "run UP TO DATE" in out, out[-2000:]
     print(f"\nbigtrain run --preset {preset}: first run {first:.1f} s; identical re-run with 1 run "
           f"in the home {second:.2f} s")
-    store_path = os.path.join(home, "metadata.sqlite")
+    store_path = default_sqlite_path(home)
     grown = os.path.join(work, "grown.sqlite")
     started = time.perf_counter()
     grow(store_path, grown, runs, None)

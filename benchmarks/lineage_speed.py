@@ -22,6 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import _machine  # noqa: E402
+from runners.home import default_sqlite_path  # noqa: E402
 
 PROPERTY_TABLES = (("Execution", "ExecutionProperty", "execution_id"),
                    ("Artifact", "ArtifactProperty", "artifact_id"),
@@ -177,14 +178,14 @@ def main() -> int:
         from pipeline.lineage.store import Lineage
         from benchmarks.support.mlmd import connect
         oldest = [r for r in reversed(queries.list_runs(Lineage(connect(
-            os.path.join(home, "metadata.sqlite"))), limit=None)) if r["pushed_version"]][0]
-        pushed = explore.pushed_model(Lineage(connect(os.path.join(home, "metadata.sqlite"))),
+            default_sqlite_path(home))), limit=None)) if r["pushed_version"]][0]
+        pushed = explore.pushed_model(Lineage(connect(default_sqlite_path(home))),
                                       oldest["run_id"])
         destination, oldest_model = pushed["destination"], str(pushed["Model"]["id"])
         for total in (int(n) for n in args.runs.split(",")):
             grown = os.path.join(work, f"grown-{total}.sqlite")
             started = time.perf_counter()
-            made = grow(os.path.join(home, "metadata.sqlite"), grown, total, run_name)
+            made = grow(default_sqlite_path(home), grown, total, run_name)
             print(f"\n{total} runs in the store (grown in {time.perf_counter() - started:.1f} s)")
             try:
                 for name, seconds in measure(grown, home, destination, oldest_model).items():

@@ -21,6 +21,10 @@ import math
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from runners.home import PIPELINES_FOLDER  # noqa: E402
+
 
 SMOOTH = 5
 
@@ -29,7 +33,7 @@ def model_run_dir(path: str) -> str:
     """A Trainer model_run folder, or the newest one under a bigtrain home."""
     if os.path.isdir(os.path.join(path, "train")):
         return path
-    found = sorted(glob.glob(os.path.join(path, "pipelines", "*", "Trainer", "model_run", "*")),
+    found = sorted(glob.glob(os.path.join(path, PIPELINES_FOLDER, "*", "Trainer", "model_run", "*")),
                    key=lambda p: int(os.path.basename(p)) if os.path.basename(p).isdigit() else -1)
     if not found:
         sys.exit(f"{path}: neither a model_run folder nor a home with a Trainer run")

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks._shards import write_random_shard  # noqa: E402
+from components.common.checkpoints import INPUT_STATE_PREFIX  # noqa: E402
 
 
 def batches(shard: str, config, start_step: int = 0):
@@ -90,7 +91,7 @@ def main(argv=None) -> None:
         shard = os.path.join(workdir, "train-0.gz")
         write_random_shard(shard, records, data.seq_len, data.gzip_level)
         size = os.path.getsize(shard)
-        prefix = os.path.join(workdir, "state", f"state-{args.steps}")
+        prefix = os.path.join(workdir, "state", f"{INPUT_STATE_PREFIX}{args.steps}")
         state_bytes = save_state(shard, config, args.steps, prefix)
         skip = read = restore = float("inf")
         for _ in range(args.repeats):

@@ -134,6 +134,7 @@ def bigtrain_run(config, shard: str, workdir: str, steps: int, device: str) -> R
     """bigtrain's loop (loop.train) for WARMUP_STEPS + steps; steady-state rate. The loop calls
     on_step when it fetches a window's results (every log_every steps): log_every=WARMUP_STEPS
     makes the stamps of the last warm-up step and of the last step exact."""
+    from components.common import checkpoints
     from components.training import loop
     stamps = []
     peak_memory_reset(device)
@@ -141,7 +142,7 @@ def bigtrain_run(config, shard: str, workdir: str, steps: int, device: str) -> R
         config.train, train_steps=WARMUP_STEPS + steps, checkpoint_every=10**6,
         log_every=WARMUP_STEPS, warmup_steps=1))
     run_dir = tempfile.mkdtemp(dir=workdir)
-    loop.train(config, shard, os.path.join(run_dir, "run"), os.path.join(run_dir, "ckpt"),
+    loop.train(config, shard, os.path.join(run_dir, "run"), checkpoints.root(run_dir),
                on_step=lambda step, loss: stamps.append(clock()))
     return rates(stamps, steps, config.train.global_batch_size * config.data.seq_len,
                  peak_memory(device))

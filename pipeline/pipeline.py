@@ -15,6 +15,7 @@ from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
+from components.model import properties as model_props
 from components.validation.schema_gen import CuratedSchemaGen
 from components.evaluation.component import LanguageModelEvaluator
 from components.push.executor import AtomicPusherExecutor
@@ -61,7 +62,7 @@ def warm_start_parent(config: Config):
     if hf_source(init_from) is not None:
         check_init_from(config)    # every runner refuses a bad hf:DIR before any stage
         from components.serving.hf.directory import directory_digest
-        extra = {"custom_properties": {"hf_digest": directory_digest(uri)}}
+        extra = {"custom_properties": {model_props.HF_DIGEST: directory_digest(uri)}}
     node = Importer(source_uri=uri, artifact_type=standard_artifacts.Model,
                     **extra).with_id("base_model_importer")
     return node, node.outputs["result"]

@@ -311,7 +311,7 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None) -> N
     if run is not None:
         run.custom_properties[record.RUN_WHY].string_value = "; ".join(plan.reasons)
         if plan.until:  # a partial run says so in MLMD (and the report)
-            run.custom_properties["until"].string_value = plan.until
+            run.custom_properties[record.UNTIL].string_value = plan.until
             print(f"partial run: stages up to {plan.until} (--until)")
         store.put_contexts([run])
         _print_report(store, plan.run_id, all_counters=plan.verbose)

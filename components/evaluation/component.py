@@ -14,6 +14,7 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from components.evaluation import properties as eval_props
 from components import config as config_lib
 from components.common import fs
 from components.common.figures import set_figure
@@ -36,28 +37,31 @@ def evaluation_properties(evaluation, candidate: dict, baseline_metrics: dict | 
     """The ModelEvaluation's MLMD properties: the float model's figures, the baseline's, and per
     variant <variant>_loss, _loss_delta (vs float), _loss_delta_se, _batches (measured on),
     _size_bytes, _latency_ms, _fit_to_serve, _reason."""
-    for name in ("loss", "perplexity", "accuracy", "bits_per_byte", "loss_standard_error"):
+    for name in eval_props.FIGURES:
         set_figure(evaluation, name, float(candidate[name]), "Evaluator", hint=DIVERGED)
-    evaluation.set_int_custom_property("examples", candidate["examples"])
-    evaluation.set_int_custom_property("sample_sequences", candidate["sample_sequences"])
-    evaluation.set_int_custom_property("tokens", candidate["tokens"])
+    evaluation.set_int_custom_property(eval_props.EXAMPLES, candidate["examples"])
+    evaluation.set_int_custom_property(eval_props.SAMPLE_SEQUENCES, candidate["sample_sequences"])
+    evaluation.set_int_custom_property(eval_props.TOKENS, candidate["tokens"])
     if baseline_metrics is not None:
-        set_figure(evaluation, "baseline_loss", float(baseline_metrics["loss"]), "Evaluator")
+        set_figure(evaluation, eval_props.BASELINE_LOSS, float(baseline_metrics["loss"]), "Evaluator")
         if baseline_metrics.get("bits_per_byte") is not None:
-            set_figure(evaluation, "baseline_bits_per_byte",
+            set_figure(evaluation, eval_props.BASELINE_BITS_PER_BYTE,
                        float(baseline_metrics["bits_per_byte"]), "Evaluator")
-    evaluation.set_string_custom_property("variants", ",".join(variant_metrics))
-    evaluation.set_string_custom_property("serve_variant", serve)
+    evaluation.set_string_custom_property(eval_props.VARIANTS, ",".join(variant_metrics))
+    evaluation.set_string_custom_property(eval_props.SERVE_VARIANT, serve)
     for name, m in variant_metrics.items():
-        for figure in ("loss", "loss_delta", "loss_delta_se", "latency_ms"):
+        for figure in eval_props.VARIANT_FIGURES:
             if m.get(figure) is not None:
-                set_figure(evaluation, f"{name}_{figure}", float(m[figure]), "Evaluator",
-                           hint=f"the {name} variant's {figure}")
-        for figure in ("size_bytes", "batches"):
+                set_figure(evaluation, eval_props.variant_property(name, figure), float(m[figure]),
+                           "Evaluator", hint=f"the {name} variant's {figure}")
+        for figure in eval_props.VARIANT_COUNTS:
             if figure in m:
-                evaluation.set_int_custom_property(f"{name}_{figure}", int(m[figure]))
-        evaluation.set_int_custom_property(f"{name}_fit_to_serve", int(fitness[name].blessed))
-        evaluation.set_string_custom_property(f"{name}_reason", fitness[name].reason)
+                evaluation.set_int_custom_property(eval_props.variant_property(name, figure),
+                                                   int(m[figure]))
+        evaluation.set_int_custom_property(eval_props.variant_property(name, eval_props.FIT_TO_SERVE),
+                                           int(fitness[name].blessed))
+        evaluation.set_string_custom_property(
+            eval_props.variant_property(name, eval_props.VARIANT_REASON), fitness[name].reason)
 
 
 def log_documents(documents: dict) -> None:
@@ -81,7 +85,7 @@ def document_properties(evaluation, figures: dict) -> None:
         if name in figures:
             evaluation.set_int_custom_property(name, int(figures[name]))
     if "document_variant" in figures:
-        evaluation.set_string_custom_property("document_variant", figures["document_variant"])
+        evaluation.set_string_custom_property(eval_props.DOCUMENT_VARIANT, figures["document_variant"])
     sets = figures.get("sets") or {}
     evaluation.set_string_custom_property(held_out_sets.SETS_PROPERTY, ",".join(sets))
     for name, value in held_out_sets.flat_properties(sets).items():
@@ -97,7 +101,7 @@ def task_properties(evaluation, figures: dict) -> None:
         if name in figures:
             evaluation.set_int_custom_property(name, int(figures[name]))
     if "task_set" in figures:
-        evaluation.set_string_custom_property("task_set", figures["task_set"])
+        evaluation.set_string_custom_property(eval_props.TASK_SET, figures["task_set"])
 
 
 def with_set_gates(decision: Decision, documents: dict, baseline_documents: dict | None,
@@ -118,16 +122,16 @@ def write_blessing(blessing, decision: Decision, model, baseline, serve: str, ma
     plus the file TFMA's Evaluator writes."""
     fs.makedirs(blessing.uri)
     fs.write_bytes(os.path.join(blessing.uri, "BLESSED" if decision.blessed else "NOT_BLESSED"), b"")
-    blessing.set_int_custom_property("blessed", int(decision.blessed))
-    blessing.set_string_custom_property("current_model", model.uri)
-    blessing.set_int_custom_property("current_model_id", model.id)
-    blessing.set_string_custom_property("reason", decision.reason)
-    blessing.set_string_custom_property("serve_variant", serve)
+    blessing.set_int_custom_property(eval_props.BLESSED, int(decision.blessed))
+    blessing.set_string_custom_property(eval_props.CURRENT_MODEL, model.uri)
+    blessing.set_int_custom_property(eval_props.CURRENT_MODEL_ID, model.id)
+    blessing.set_string_custom_property(eval_props.REASON, decision.reason)
+    blessing.set_string_custom_property(eval_props.SERVE_VARIANT, serve)
     if serve in manifest:
-        blessing.set_string_custom_property("serve_path", manifest[serve]["path"])
+        blessing.set_string_custom_property(eval_props.SERVE_PATH, manifest[serve]["path"])
     if baseline is not None:
-        blessing.set_string_custom_property("baseline_model", baseline.uri)
-        blessing.set_int_custom_property("baseline_model_id", baseline.id)
+        blessing.set_string_custom_property(eval_props.BASELINE_MODEL, baseline.uri)
+        blessing.set_int_custom_property(eval_props.BASELINE_MODEL_ID, baseline.id)
 
 
 class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):

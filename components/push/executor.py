@@ -10,6 +10,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
+from components.serving import blessing as blessing_props
+from components.push import properties as push_props
 from components.push.push import LOGGER, format_writers, push_model
 
 
@@ -19,16 +21,16 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         blessing = (input_dict.get("model_blessing") or [None])[0]
         if not self.CheckBlessing(input_dict):
             self._MarkNotPushed(model_push)
-            reason = blessing.get_string_custom_property("reason") if blessing else ""
-            model_push.set_string_custom_property("reason", reason or "not blessed")
+            reason = blessing.get_string_custom_property(blessing_props.REASON) if blessing else ""
+            model_push.set_string_custom_property(push_props.REASON, reason or "not blessed")
             LOGGER.info("not pushed: %s", reason)
             return
         model = artifact_utils.get_single_instance(input_dict["model"])
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties["push_destination"], destination)
         # The variant the Evaluator blessed (export.serve): its folder inside the Model artifact.
-        variant = blessing.get_string_custom_property("serve_variant") if blessing else ""
-        serve_path = blessing.get_string_custom_property("serve_path") if blessing else ""
+        variant = blessing.get_string_custom_property(blessing_props.SERVE_VARIANT) if blessing else ""
+        serve_path = blessing.get_string_custom_property(blessing_props.SERVE_PATH) if blessing else ""
         source = os.path.join(model.uri, serve_path) if serve_path else self.GetModelPath(input_dict)
         custom = json.loads(exec_properties.get("custom_config") or "{}")
         run_id = getattr(self._context, "pipeline_run_id", None) if self._context else None
@@ -39,11 +41,11 @@ class AtomicPusherExecutor(pusher_executor.Executor):
                             extras=format_writers(custom.get("formats") or (), model.uri,
                                                   {"run_id": run_id, "model_name": os.path.basename(
                                                       destination.filesystem.base_directory.rstrip("/"))}))
-        model_push.set_string_custom_property("variant", variant or "float")
+        model_push.set_string_custom_property(push_props.VARIANT, variant or "float")
         if result.pushed:
             self._MarkPushed(model_push, pushed_destination=result.path,
                              pushed_version=str(result.version))
         else:
             self._MarkNotPushed(model_push)
-            model_push.set_string_custom_property("served_version", str(result.version))
-        model_push.set_string_custom_property("reason", result.reason)
+            model_push.set_string_custom_property(push_props.SERVED_VERSION, str(result.version))
+        model_push.set_string_custom_property(push_props.REASON, result.reason)

@@ -20,12 +20,12 @@ components/push/staging.py's. Through components.common.fs: local, s3:// or gs:/
 from __future__ import annotations
 
 import json
-import os
 
 from components.common import fs
+from components.serving.assets import extra_file
 
 GRAPH_FILE = "saved_model.pb"
-PUSH_RECORD = os.path.join("assets.extra", "bigtrain_push.json")
+PUSH_RECORD = extra_file("bigtrain_push.json")
 HF_DIR = "hf"
 MODELS_CONFIG = "models.config"
 BATCHING_FILE = "batching_parameters"

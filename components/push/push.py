@@ -31,6 +31,7 @@ from components.common import fs
 from components.common.errors import BigtrainError, DiskFullError
 from components.push import staging
 from components.push import deployment
+from components.serving.assets import is_extra
 from components.push.layout import GRAPH_FILE, HF_DIR, PUSH_RECORD, served_as, version_dir
 
 WAIT_FOR_OTHER_PUSH_S = float(os.environ.get("BIGTRAIN_PUSH_WAIT_S", 1800))
@@ -49,7 +50,7 @@ def model_digest(saved_model_dir: str) -> str:
     """sha256 over the graph and variables (not assets.extra, which holds run metadata)."""
     digest = hashlib.sha256()
     for relative in fs.walk_files(saved_model_dir):
-        if relative.split("/", 1)[0] == "assets.extra":
+        if is_extra(relative):
             continue
         digest.update(relative.encode() + b"\0")
         with fs.open_file(fs.join(saved_model_dir, relative), "rb") as fh:

@@ -48,10 +48,11 @@ import tensorflow as tf
 
 from components.model.gpt import build_model
 from components.serving import warmup
+from components.serving.assets import extra_file
 from components.serving.server import DEFAULT_MAX_NEW_TOKENS_LIMIT, LanguageModelServer
 
 SIGNATURES = ("serving_default", "generate", "sample", "score", "token_logits")
-MODEL_INFO = os.path.join("assets.extra", "bigtrain_model.json")
+MODEL_INFO = extra_file("bigtrain_model.json")
 # How a byte model names its tokenizer in MODEL_INFO: kept as exported so far, because the
 # Evaluator compares it with the baseline's (same_vocabulary) to decide whether it can compare.
 BYTE_TOKENIZER_INFO = "utf-8 bytes 0-255, pad 256, bos 257, eos 258"

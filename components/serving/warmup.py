@@ -15,9 +15,10 @@ import numpy as np
 import tensorflow as tf
 
 from components.common.errors import BigtrainError
+from components.serving.assets import extra_file
 from components.serving.batching import BATCHING
 
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+WARMUP_FILE = extra_file("tf_serving_warmup_requests")
 class WarmupFileError(BigtrainError):
     """The warm-up file is missing, truncated or does not hold PredictionLog records."""
 

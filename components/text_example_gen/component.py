@@ -7,6 +7,7 @@ with one int64 feature `input_ids` of length seq_len + 1), the quarantine manife
 
 from __future__ import annotations
 
+from components.text_example_gen import properties as examples_props
 from components.common import fs
 import json
 import logging
@@ -298,18 +299,18 @@ def record_outputs(examples, data, counters: dict[str, int], found: dict) -> Non
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     for name, value in counters.items():
         examples.set_int_custom_property(name, value)
-    examples.set_int_custom_property("files_listed", found["files_listed"])
-    set_figure(examples, "real_token_fraction", summary["real_token_fraction"], "TextExampleGen")
-    examples.set_int_custom_property("seq_len", data.seq_len)
+    examples.set_int_custom_property(examples_props.FILES_LISTED, found["files_listed"])
+    set_figure(examples, examples_props.REAL_TOKEN_FRACTION, summary["real_token_fraction"], "TextExampleGen")
+    examples.set_int_custom_property(examples_props.SEQ_LEN, data.seq_len)
     for name, value in described.items():
         examples.set_string_custom_property(name, value)
-    examples.set_string_custom_property("tokenizer", data.tokenizer)
+    examples.set_string_custom_property(examples_props.TOKENIZER, data.tokenizer)
     if found["tokenizer_dir"] is not None:
         loaded = found["loaded"]
-        examples.set_string_custom_property("tokenizer_dir", found["tokenizer_dir"])
-        examples.set_string_custom_property("tokenizer_kind", loaded.kind)
-        examples.set_int_custom_property("vocab_size", loaded.vocab_size)
-        examples.set_int_custom_property("pad_id", loaded.pad_id)
+        examples.set_string_custom_property(examples_props.TOKENIZER_DIR, found["tokenizer_dir"])
+        examples.set_string_custom_property(examples_props.TOKENIZER_KIND, loaded.kind)
+        examples.set_int_custom_property(examples_props.VOCAB_SIZE, loaded.vocab_size)
+        examples.set_int_custom_property(examples_props.PAD_ID, loaded.pad_id)
 
 
 # What decides the Examples: the data stage's import closure within this repository (the data

@@ -28,6 +28,7 @@ from apache_beam.metrics import Metrics
 
 from components.common import fs
 from components.config.cleaning import NearDedupConfig
+from components.text_example_gen import properties as examples_props
 from components.corpus import documents as docs
 from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
@@ -39,13 +40,7 @@ from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 NAMESPACE = "bigtrain.data"
 QUARANTINE_MANIFEST = "quarantine.jsonl"
 SPLITS = ("train", "eval")
-COUNTER_NAMES = (["files_seen", "files_read", "documents_packed", "bytes_read", "bytes_packed",
-                  "bytes_quarantined", "bytes_separators", "bytes_duplicate",
-                  "sequences_train", "sequences_eval",
-                  "tokens_real", "tokens_padding", "documents_repeated",
-                  "documents_sampled_out", "bytes_sampled_out", "documents_flagged_contaminated"]
-                 + [f"files_skipped_{r}" for r in docs.FILE_REASONS]
-                 + [f"documents_skipped_{r}" for r in docs.DOCUMENT_REASONS])
+COUNTER_NAMES = list(examples_props.COUNTERS)   # the Examples' counter properties
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ from components.common import fs
 import json
 import os
 
-from components.tokenizer.base import (DESCRIPTION_FILE, KINDS, MODEL_FILE, Tokenizer,
-                                       TokenizerFileError)
+from components.tokenizer.base import (DESCRIPTION_FILE, KINDS, LEGACY_DESCRIPTION_FILE, MODEL_FILE,
+                                       Tokenizer, TokenizerFileError)
 from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 
@@ -17,10 +17,11 @@ TOKENIZER_SUBDIR = "tokenizer"
 
 
 def load(directory: str) -> Tokenizer:
-    """The tokenizer saved under directory (a Tokenizer artifact's uri)."""
+    """The tokenizer saved under directory (a Tokenizer artifact's uri; one written before the
+    description's rename holds LEGACY_DESCRIPTION_FILE instead)."""
     path = os.path.join(directory, DESCRIPTION_FILE)
     try:
-        description = json.loads(fs.read_text(path))
+        description = json.loads(_read_description(directory))
     except FileNotFoundError:
         raise TokenizerFileError(f"tokenizer description {path} does not exist (is {directory} "
                                  "a Tokenizer artifact written by TokenizerGen?)") from None
@@ -32,6 +33,13 @@ def load(directory: str) -> Tokenizer:
     if kind == "sentencepiece":
         return SentencePieceTokenizer.from_file(os.path.join(directory, MODEL_FILE))
     raise TokenizerFileError(f"tokenizer description {path}: kind {kind!r} is not one of {KINDS}")
+
+
+def _read_description(directory: str) -> str:
+    try:
+        return fs.read_text(os.path.join(directory, DESCRIPTION_FILE))
+    except FileNotFoundError:
+        return fs.read_text(os.path.join(directory, LEGACY_DESCRIPTION_FILE))
 
 
 def examples_tokenizer_dir(examples_uri: str) -> str:

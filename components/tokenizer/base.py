@@ -5,10 +5,14 @@ and inside the TensorFlow graph (the exported SavedModel), with the same ids bot
 ids: `pad_id` fills the tail of a bucket and is never a training target, `bos_id` starts and
 `eos_id` ends every document.
 
-Directory layout (written by `save`, read by artifact.load):
-    tokenizer.json    kind, vocab_size, special ids, figures (always)
-    tokenizer.model   serialized SentencePiece ModelProto (sentencepiece only)
-    tokenizer.vocab   one `piece<TAB>score` line per id, for people (sentencepiece only)
+Directory layout (written by `save`, read by artifact.load), the one place that names it:
+    bigtrain_tokenizer.json   DESCRIPTION_FILE: kind, vocab_size, special ids, figures (always);
+                              artifacts written before it had this name hold LEGACY_DESCRIPTION_FILE,
+                              which readers fall back to (Hugging Face's tokenizer.json is
+                              another format: components/serving/hf)
+    tokenizer.model   MODEL_FILE: serialized SentencePiece ModelProto (sentencepiece only; the
+                      Hugging Face layout ships the same file under the same name)
+    tokenizer.vocab   VOCAB_FILE: one `piece<TAB>score` line per id, for people (sentencepiece only)
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-DESCRIPTION_FILE = "tokenizer.json"
+DESCRIPTION_FILE = "bigtrain_tokenizer.json"
+LEGACY_DESCRIPTION_FILE = "tokenizer.json"   # the description's name before bigtrain_tokenizer.json
 MODEL_FILE = "tokenizer.model"
 VOCAB_FILE = "tokenizer.vocab"
 KINDS = ("bytes", "sentencepiece")
@@ -65,7 +70,7 @@ class Tokenizer(abc.ABC):
 
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
-        """What the tokenizer is, as JSON-able values (written to tokenizer.json and MLMD)."""
+        """What the tokenizer is, as JSON-able values (written to DESCRIPTION_FILE and MLMD)."""
 
     def document_ids(self, data: str | bytes) -> np.ndarray:
         """One document as it enters the packed stream: [BOS] ids [EOS]."""

@@ -1,7 +1,7 @@
 """TokenizerGen: the TFX component (spec + thin executor) around stage.build_tokenizer.
 
-Output: a Tokenizer artifact (type `Tokenizer`): the tokenizer's directory (tokenizer.json, and
-for SentencePiece tokenizer.model + tokenizer.vocab) with its figures as MLMD properties, so
+Output: a Tokenizer artifact (type `Tokenizer`): the tokenizer's directory (its description file,
+and for SentencePiece its model and vocabulary: components/tokenizer/base.py names them) with its figures as MLMD properties, so
 `bigtrain lineage` and the run report read them from one place.
 
 Cache key: the tokenizer's settings (only the data settings that decide its output, so changing
@@ -21,6 +21,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from components.common.digest import code_digest as digest_of
 from components.common.figures import require_finite, set_figure
 from components.tokenizer import base as tokenizer_base
+from components.tokenizer import properties as names
 from components.tokenizer import stage
 from components import config as config_lib
 
@@ -37,18 +38,12 @@ _FLOAT = artifact.Property(type=artifact.PropertyType.FLOAT)
 class Tokenizer(artifact.Artifact):
     """A trained tokenizer: what the data stage tokenizes with and the export embeds."""
     TYPE_NAME = "Tokenizer"
-    PROPERTIES = {
-        "kind": _STRING,                 # bytes | sentencepiece
-        "model_type": _STRING,           # unigram | bpe | none (bytes)
-        "vocab_size": _INT,
-        "pad_id": _INT, "bos_id": _INT, "eos_id": _INT,
-        "model_file": _STRING,           # path of tokenizer.model ("" for bytes)
-        "vocab_file": _STRING,           # path of tokenizer.vocab ("" for bytes)
-        "model_sha256": _STRING,
-        "bytes_per_token": _FLOAT,       # on the eval sample, specials excluded
-        "sample_bytes": _INT,            # training sample
-        "sample_documents": _INT,
-        "code_digest": _STRING,
+    PROPERTIES = {   # components/tokenizer/properties.py owns the names (and says what they are)
+        names.KIND: _STRING, names.MODEL_TYPE: _STRING, names.VOCAB_SIZE: _INT,
+        names.PAD_ID: _INT, names.BOS_ID: _INT, names.EOS_ID: _INT,
+        names.MODEL_FILE: _STRING, names.VOCAB_FILE: _STRING, names.MODEL_SHA256: _STRING,
+        names.BYTES_PER_TOKEN: _FLOAT, names.SAMPLE_BYTES: _INT, names.SAMPLE_DOCUMENTS: _INT,
+        names.CODE_DIGEST: _STRING,
     }
 
 
@@ -58,9 +53,9 @@ SENTENCEPIECE_ONLY = ("vocab_size", "tokenizer_model_type")
 
 def tokenizer_settings_json(data: config_lib.DataConfig) -> str:
     values = config_lib.to_dict(data)
-    names = [k for k in TOKENIZER_SETTINGS
-             if data.tokenizer == "sentencepiece" or k not in SENTENCEPIECE_ONLY]
-    return json.dumps({k: values[k] for k in names}, sort_keys=True)
+    settings = [k for k in TOKENIZER_SETTINGS
+                if data.tokenizer == "sentencepiece" or k not in SENTENCEPIECE_ONLY]
+    return json.dumps({k: values[k] for k in settings}, sort_keys=True)
 
 
 def record(artifact_: Tokenizer, tokenizer, figures: dict, code_digest: str) -> None:
@@ -82,10 +77,10 @@ def record(artifact_: Tokenizer, tokenizer, figures: dict, code_digest: str) -> 
     artifact_.sample_bytes = int(figures["sample_bytes"])
     artifact_.sample_documents = int(figures["sample_documents"])
     artifact_.code_digest = code_digest
-    for name in ("eval_sample_bytes", "eval_sample_tokens", "eval_sample_documents",
-                 "train_documents_seen", "train_bytes_seen", "documents_skipped"):
+    for name in names.COUNTS:
         artifact_.set_int_custom_property(name, int(figures[name]))
-    set_figure(artifact_, "training_seconds", float(figures["training_seconds"]), "TokenizerGen")
+    set_figure(artifact_, names.TRAINING_SECONDS, float(figures[names.TRAINING_SECONDS]),
+               "TokenizerGen")
 
 
 class TokenizerGenExecutor(base_beam_executor.BaseBeamExecutor):

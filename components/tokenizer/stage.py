@@ -22,7 +22,7 @@ def build_tokenizer(data, output_dir: str, make_pipeline: Callable | None = None
 
     Both samples follow the same rule and budget (data.tokenizer_sample_bytes). make_pipeline:
     a new Beam pipeline for the sample read (the executor's, with its beam_pipeline_args; default
-    the DirectRunner). Returns the tokenizer and its figures (also in output_dir/tokenizer.json)."""
+    the DirectRunner). Returns the tokenizer and its figures (also in output_dir's description file, base.DESCRIPTION_FILE)."""
     if make_pipeline is None:
         import apache_beam as beam
         make_pipeline = beam.Pipeline

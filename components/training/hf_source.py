@@ -80,8 +80,10 @@ def check_hf_source(config, hf_dir: str, tokenizer) -> dict:
     from components.serving.hf import directory
     hf_config = check_hf_settings(config, hf_dir)
     directory.check_tokenizer(hf_dir, tokenizer)
-    return {"init_from_hf_dir": hf_dir, "init_from_hf_digest": directory.directory_digest(hf_dir),
-            "init_from_hf_class": hf_config["architectures"][0]}
+    from components.model import properties as model_props
+    return {model_props.INIT_FROM_HF_DIR: hf_dir,
+            model_props.INIT_FROM_HF_DIGEST: directory.directory_digest(hf_dir),
+            model_props.INIT_FROM_HF_CLASS: hf_config["architectures"][0]}
 
 
 def check_init_from(config) -> None:

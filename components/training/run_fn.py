@@ -10,6 +10,7 @@ import os
 from tfx.components.trainer.executor import GenericExecutor
 from tfx.types import artifact_utils
 
+from components.model import properties as model_props
 from components.common import checkpoints, figures, fs
 from components.common.digest import code_digest
 from components.config import hyperparameters as hyperparameters_lib
@@ -110,21 +111,21 @@ def compressor_figures(eval_files, seq_len: int, config, tokenizer) -> dict:
 
 def training_summary(config: config_lib.Config, result, metrics: dict, baseline: float) -> dict:
     """The training figures the Trainer executor records on the Model artifact."""
-    return {
-        "steps": result.steps, "resumed_from_step": result.resumed_from_step,
-        "skipped_steps": result.skipped_steps, "tokens_seen": result.tokens_seen,
-        "spike_rollbacks": result.rollbacks, "skipped_batches": result.skipped_batches,
-        "tokens_per_second": round(result.tokens_per_second, 1),
-        "final_loss": result.final_loss, "eval_loss": metrics["loss"],
-        "eval_accuracy": metrics["accuracy"], "unigram_baseline_loss": baseline,
-        "eval_bits_per_byte": metrics["bits_per_byte"],
-        "eval_sample_sequences": metrics["sample_sequences"],
-        "eval_loss_standard_error": metrics["loss_standard_error"],
-        "zlib9_bits_per_byte": metrics["zlib9_bits_per_byte"],
-        "lzma9_bits_per_byte": metrics["lzma9_bits_per_byte"],
-        "parameter_count": result.parameter_count, "flops_per_token": result.flops_per_token,
-        "num_replicas": result.num_replicas, "precision": config.runtime.precision,
-        "config_digest": config_lib.digest(config),
+    return {  # the names: components/model/properties.py
+        model_props.STEPS: result.steps, model_props.RESUMED_FROM_STEP: result.resumed_from_step,
+        model_props.SKIPPED_STEPS: result.skipped_steps, model_props.TOKENS_SEEN: result.tokens_seen,
+        model_props.SPIKE_ROLLBACKS: result.rollbacks, model_props.SKIPPED_BATCHES: result.skipped_batches,
+        model_props.TOKENS_PER_SECOND: round(result.tokens_per_second, 1),
+        model_props.FINAL_LOSS: result.final_loss, model_props.EVAL_LOSS: metrics["loss"],
+        model_props.EVAL_ACCURACY: metrics["accuracy"], model_props.UNIGRAM_BASELINE_LOSS: baseline,
+        model_props.EVAL_BITS_PER_BYTE: metrics["bits_per_byte"],
+        model_props.EVAL_SAMPLE_SEQUENCES: metrics["sample_sequences"],
+        model_props.EVAL_LOSS_STANDARD_ERROR: metrics["loss_standard_error"],
+        model_props.ZLIB9_BITS_PER_BYTE: metrics["zlib9_bits_per_byte"],
+        model_props.LZMA9_BITS_PER_BYTE: metrics["lzma9_bits_per_byte"],
+        model_props.PARAMETER_COUNT: result.parameter_count, model_props.FLOPS_PER_TOKEN: result.flops_per_token,
+        model_props.NUM_REPLICAS: result.num_replicas, model_props.PRECISION: config.runtime.precision,
+        model_props.CONFIG_DIGEST: config_lib.digest(config),
     }
 
 
@@ -157,21 +158,21 @@ def run_fn(fn_args) -> None:
     metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer)
     summary = training_summary(config, result, metrics, baseline)
     summary.update(result.validation)
-    summary.update(code_digest=custom["code_digest"], checkpoint_dir=checkpoint_dir)
+    summary.update({model_props.CODE_DIGEST: custom["code_digest"], model_props.CHECKPOINT_DIR: checkpoint_dir})
     # Tuning and warm start, when used (the run report and `bigtrain lineage` read these).
     if tuned:
-        summary["tuned_hyperparameters"] = json.dumps(tuned, sort_keys=True)
+        summary[model_props.TUNED_HYPERPARAMETERS] = json.dumps(tuned, sort_keys=True)
     if "loss" in first_loss:
-        summary["first_step_loss"] = first_loss["loss"]
+        summary[model_props.FIRST_STEP_LOSS] = first_loss["loss"]
     if config.train.init_from != "none":
-        summary.update(init_from=config.train.init_from, **warm)
+        summary.update({model_props.INIT_FROM: config.train.init_from, **warm})
     manifest = export_variants(result.model, config.model, config.data.seq_len,
                                os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
                                tokenizer=tokenizer, quantize=config.export.quantize,
                                max_new_tokens_limit=config.export.max_new_tokens,
                                metadata={"config": training_view(config), "training": summary,
                                          "data": json.loads(custom.get(DATA_FACTS) or "{}")})
-    summary["variants"] = ",".join(manifest)
+    summary[model_props.VARIANTS] = ",".join(manifest)
     fs.write_text(os.path.join(fn_args.model_run_dir, SUMMARY_FILE),
                   json.dumps(summary, indent=2, sort_keys=True))
 
@@ -213,6 +214,6 @@ class TrainerExecutor(GenericExecutor):
         summary = json.loads(fs.read_text(os.path.join(model_run.uri, SUMMARY_FILE)))
         parents = input_dict.get("base_model") or []
         if parents:  # the warm-start parent, an input of this execution (lineage: fine-tuned from)
-            model.set_int_custom_property("fine_tuned_from_model_id", parents[0].id)
+            model.set_int_custom_property(model_props.FINE_TUNED_FROM_MODEL_ID, parents[0].id)
         for name, value in summary.items():
             figures.set_figure(model, name, value, "Trainer", hint="training diverged")

@@ -23,6 +23,7 @@ import os
 
 import tensorflow as tf
 
+from components.model import properties as model_props
 from components.common.figures import require_finite
 
 LOGGER = logging.getLogger("bigtrain.train")
@@ -101,14 +102,15 @@ def summary_figures(validation: "Validation | None", state, kept_step: int | Non
     """The training summary's validation figures (MLMD properties of the Model)."""
     if validation is None:
         return {}
-    figures = {"validation_every": validation.every}
+    figures = {model_props.VALIDATION_EVERY: validation.every}
     if validation.history:
         step, loss, bpb = validation.history[-1]
-        figures.update(validation_loss=loss, validation_bits_per_byte=bpb, validation_step=step)
+        figures.update({model_props.VALIDATION_LOSS: loss, model_props.VALIDATION_BITS_PER_BYTE: bpb,
+                        model_props.VALIDATION_STEP: step})
     best = _value(state.best_validation_step)
     if best:
-        figures.update(best_validation_loss=_value(state.best_validation_loss),
-                       best_validation_step=best)
+        figures.update({model_props.BEST_VALIDATION_LOSS: _value(state.best_validation_loss),
+                        model_props.BEST_VALIDATION_STEP: best})
     if kept_step is not None:
-        figures["kept_best_step"] = kept_step
+        figures[model_props.KEPT_BEST_STEP] = kept_step
     return figures

@@ -23,6 +23,7 @@ import os
 import keras
 import tensorflow as tf
 
+from components.model import properties as model_props
 from components.model.weights import (ROOT, WEIGHTS_PREFIX, assign_weights, checkpoint_shapes,
                                        variable_paths)
 from components.serving.variants import DIRS
@@ -156,12 +157,12 @@ def preparer(prefix: str | None, freeze_items, report: dict):
     checkpoint prefix, or `hf:DIR` (checked beforehand by check_hf_source)."""
     def prepare(model):
         if prefix and hf_source(prefix) is not None:
-            report["warm_start_variables"] = load_hf(model, hf_source(prefix))
-            report["init_from_checkpoint"] = prefix
+            report[model_props.WARM_START_VARIABLES] = load_hf(model, hf_source(prefix))
+            report[model_props.INIT_FROM_CHECKPOINT] = prefix
         elif prefix:
-            report["warm_start_variables"] = load_weights(model, prefix)
-            report["init_from_checkpoint"] = prefix
-        report["frozen_parameters"] = freeze(model, freeze_items)
+            report[model_props.WARM_START_VARIABLES] = load_weights(model, prefix)
+            report[model_props.INIT_FROM_CHECKPOINT] = prefix
+        report[model_props.FROZEN_PARAMETERS] = freeze(model, freeze_items)
     return prepare
 
 

@@ -19,6 +19,7 @@ from components import config as config_lib
 from components.common.digest import code_digest
 from components.common.figures import set_figure
 from components.training.run_fn import TRAINING_CODE, training_view
+from components.tuner import properties as names
 from components.tuner import space as space_lib
 
 TRIALS_FILE = "trials.json"
@@ -56,21 +57,21 @@ def record_trials(best, results, records: list[dict], tune: dict) -> None:
     completed = [r for r in records if r[objective] is not None]
     winner = min(completed, key=lambda r: r[objective])
     for artifact in (best, results):
-        _set(artifact, "objective", objective)
-        _set(artifact, "algorithm", tune["algorithm"])
-        _set(artifact, "trials", len(records))
-        _set(artifact, "trials_completed", len(completed))
-        _set(artifact, "best_trial", winner["trial_id"])
-        _set(artifact, f"best_{objective}", winner[objective])
+        _set(artifact, names.OBJECTIVE, objective)
+        _set(artifact, names.ALGORITHM, tune["algorithm"])
+        _set(artifact, names.TRIALS, len(records))
+        _set(artifact, names.TRIALS_COMPLETED, len(completed))
+        _set(artifact, names.BEST_TRIAL, winner["trial_id"])
+        _set(artifact, names.best(objective), winner[objective])
     for key, value in winner["values"].items():
         _set(best, key, value, exact=True)
-    results.set_string_custom_property("trials_json", json.dumps(records, sort_keys=True))
+    results.set_string_custom_property(names.TRIALS_JSON, json.dumps(records, sort_keys=True))
     for record in records:
-        prefix = f"trial_{record['trial_id']}"
-        _set(results, f"{prefix}.status", record["status"])
-        _set(results, f"{prefix}.{objective}", record[objective])
+        trial = record["trial_id"]
+        _set(results, names.trial_property(trial, "status"), record["status"])
+        _set(results, names.trial_property(trial, objective), record[objective])
         for key, value in record["values"].items():
-            _set(results, f"{prefix}.{key}", value, exact=True)
+            _set(results, names.trial_property(trial, key), value, exact=True)
 
 
 # The search and training code (a change re-runs the Tuner, like the Trainer).

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from components.model import properties as model_props
+from components.tuner import properties as names
 from components.tuner.space import OBJECTIVE_NAME
 
 
@@ -16,20 +18,20 @@ def _fmt(value) -> str:
 
 def tuner_line(results: dict) -> str:
     """One line for the Tuner stage: trials, algorithm, best objective and trial."""
-    best = results.get(f"best_{OBJECTIVE_NAME}")
-    return (f"{results.get('trials_completed')}/{results.get('trials')} trials "
-            f"({results.get('algorithm')}), best {OBJECTIVE_NAME} {_fmt(best)} "
-            f"(trial {results.get('best_trial')})")
+    best = results.get(names.best(OBJECTIVE_NAME))
+    return (f"{results.get(names.TRIALS_COMPLETED)}/{results.get(names.TRIALS)} trials "
+            f"({results.get(names.ALGORITHM)}), best {OBJECTIVE_NAME} {_fmt(best)} "
+            f"(trial {results.get(names.BEST_TRIAL)})")
 
 
 def trials_table(results: dict) -> list[str]:
     """The trials table: one row per trial, its values, steps, seconds and objective."""
-    records = json.loads(results.get("trials_json") or "[]")
+    records = json.loads(results.get(names.TRIALS_JSON) or "[]")
     if not records:
         return []
     keys = sorted({k for r in records for k in r["values"]})
     header = ["trial", "status", *keys, "steps", "seconds", OBJECTIVE_NAME]
-    rows = [[r["trial_id"] + (" *" if r["trial_id"] == results.get("best_trial") else ""),
+    rows = [[r["trial_id"] + (" *" if r["trial_id"] == results.get(names.BEST_TRIAL) else ""),
              r["status"].lower(), *[_fmt(r["values"].get(k)) for k in keys],
              _fmt(r.get("steps")), _fmt(r.get("seconds")), _fmt(r.get(OBJECTIVE_NAME))]
             for r in records]
@@ -44,10 +46,10 @@ def trials_table(results: dict) -> list[str]:
 def model_lineage_note(model: dict) -> str:
     """', fine-tuned from Model #n' / ', tuned' for the Trainer's line."""
     notes = []
-    if "fine_tuned_from_model_id" in model:
-        notes.append(f"fine-tuned from Model #{model['fine_tuned_from_model_id']}")
-    elif model.get("init_from"):
-        notes.append(f"fine-tuned from {model.get('init_from')}")
-    if model.get("tuned_hyperparameters"):
-        notes.append(f"tuned {model['tuned_hyperparameters']}")
+    if model_props.FINE_TUNED_FROM_MODEL_ID in model:
+        notes.append(f"fine-tuned from Model #{model[model_props.FINE_TUNED_FROM_MODEL_ID]}")
+    elif model.get(model_props.INIT_FROM):
+        notes.append(f"fine-tuned from {model.get(model_props.INIT_FROM)}")
+    if model.get(model_props.TUNED_HYPERPARAMETERS):
+        notes.append(f"tuned {model[model_props.TUNED_HYPERPARAMETERS]}")
     return "; ".join(notes)

@@ -3,6 +3,7 @@ the configured sequence length at execution time (in whatever process or contain
 compiling the pipeline for Kubeflow or Airflow writes nothing anywhere. Output: a standard Schema
 artifact (schema.pbtxt), read by ExampleValidator and Trainer as usual."""
 
+from components.validation import properties as validation_props
 from components.common import fs
 import os
 
@@ -23,8 +24,8 @@ class CuratedSchemaGenExecutor(base_executor.BaseExecutor):
                                         exec_properties.get("vocab_size") or None)
         fs.makedirs(artifact.uri)
         fs.write_text(os.path.join(artifact.uri, "schema.pbtxt"), text_format.MessageToString(schema))
-        artifact.set_string_custom_property("curated_schema", exec_properties["schema_name"])
-        artifact.set_int_custom_property("seq_len", exec_properties["seq_len"])
+        artifact.set_string_custom_property(validation_props.CURATED_SCHEMA, exec_properties["schema_name"])
+        artifact.set_int_custom_property(validation_props.SEQ_LEN, exec_properties["seq_len"])
 
 
 class CuratedSchemaGenSpec(ComponentSpec):

@@ -4,6 +4,8 @@ the run's own executions and their outputs in MLMD."""
 
 from __future__ import annotations
 
+from components.push import properties as push_props
+from components.text_example_gen import properties as examples_props
 from components.common.errors import NotFoundError
 from components.serving.hf.card import EVAL_FIGURES, data_facts
 from pipeline.lineage.standing import document_standing
@@ -32,7 +34,7 @@ def card_facts(lin: Lineage, ref: str) -> dict:
     facts = {"run_id": run.name, "model_uri": None, "data_sources": [], "data_counts": {},
              "training": {}, "evaluation": {}, "pushed_version": None, "input_fingerprint": None}
     for node, kind, artifact, props in _outputs(lin, run):
-        if kind == "Examples" and "input" in props:
+        if kind == "Examples" and examples_props.INPUT in props:
             data = data_facts(props)
             facts["data_sources"] += data["data_sources"]
             facts["data_counts"].update(data["data_counts"])
@@ -46,8 +48,8 @@ def card_facts(lin: Lineage, ref: str) -> dict:
             facts["evaluation"].update({f"evaluator_{k}": v for k, v in props.items()
                                         if isinstance(v, (int, float))})
             facts["standing"] = [line.strip() for line in document_standing(props)]
-        elif kind == "PushedModel" and props.get("pushed") == 1:
-            facts["pushed_version"] = props.get("pushed_version")
+        elif kind == "PushedModel" and props.get(push_props.PUSHED) == 1:
+            facts["pushed_version"] = props.get(push_props.PUSHED_VERSION)
     return facts
 
 

@@ -14,21 +14,24 @@ from __future__ import annotations
 import json
 import os
 
+from components.push import properties as push_props
+from components.text_example_gen import properties as examples_props
+from components.tokenizer import properties as tokenizer_props
 from components.common import fs
 from components.common.errors import NotFoundError
 from components.common.listing import is_remote, read_listing, same_file
 from pipeline.lineage.store import Lineage, properties
 
 # Counters that remove documents or files, by prefix: each is one step of the summary.
-STEP_PREFIXES = ("files_skipped_", "documents_skipped_")
+STEP_PREFIXES = (examples_props.FILES_SKIPPED, examples_props.DOCUMENTS_SKIPPED)
 # Mixture sampling: documents the weights left out or packed more than once (mixture.py).
-SAMPLING_COUNTERS = ("documents_sampled_out", "documents_repeated")
+SAMPLING_COUNTERS = (examples_props.DOCUMENTS_SAMPLED_OUT, examples_props.DOCUMENTS_REPEATED)
 # Where a decontamination stage records what it checked (any property named so is shown).
-DECONTAMINATION_PREFIXES = ("decontaminat", "contaminat", "documents_contaminated_eval_set_")
+DECONTAMINATION_PREFIXES = ("decontaminat", "contaminat", examples_props.EVAL_SET_COUNTER)
 # The data stage's cleaning settings (JSON strings on the Examples), shown beside the counts.
-CLEANING_SETTINGS = ("dedup", "near_dedup", "quality_filters", "quality_filters_by_source")
-TOTALS = ("files_listed", "files_read", "bytes_read", "documents_packed", "bytes_packed",
-          "tokens_real", "sequences_train", "sequences_eval")
+CLEANING_SETTINGS = (examples_props.DEDUP, examples_props.NEAR_DEDUP, examples_props.QUALITY_FILTERS, examples_props.QUALITY_FILTERS_BY_SOURCE)
+TOTALS = (examples_props.FILES_LISTED, examples_props.FILES_READ, examples_props.BYTES_READ, examples_props.DOCUMENTS_PACKED, examples_props.BYTES_PACKED,
+          examples_props.TOKENS_REAL, examples_props.SEQUENCES_TRAIN, examples_props.SEQUENCES_EVAL)
 
 
 def find_pushed(lin: Lineage, target: str):
@@ -37,8 +40,8 @@ def find_pushed(lin: Lineage, target: str):
     local = not is_remote(target) and fs.exists(target)
     if not local:
         pushes = [a for a in lin.store.get_artifacts_by_type("PushedModel")
-                  if properties(a).get("pushed") == 1
-                  and str(properties(a).get("pushed_version")) == target]
+                  if properties(a).get(push_props.PUSHED) == 1
+                  and str(properties(a).get(push_props.PUSHED_VERSION)) == target]
         if pushes:
             return max(pushes, key=lambda a: a.id)
     return lin.find_artifact(target)
@@ -63,12 +66,12 @@ def summary(lin: Lineage, target: str) -> dict:
     if examples_id is None:
         raise NotFoundError(f"Model #{model_id} has no Examples input recorded in this store")
     examples = properties(lin.artifact(examples_id))
-    result = {"target": target, "pushed_version": push.get("pushed_version"),
-              "destination": push.get("pushed_destination"), "model_id": model_id,
+    result = {"target": target, "pushed_version": push.get(push_props.PUSHED_VERSION),
+              "destination": push.get(push_props.PUSHED_DESTINATION), "model_id": model_id,
               "run_id": (lin.runs_of_execution(trainer) or [None])[0] if trainer else None,
               "fine_tuned_from": _single_input(lin, model_id, "base_model"),
               "examples_id": examples_id, "examples_uri": lin.artifact(examples_id).uri,
-              "input_listing": examples.get("input_listing")}
+              "input_listing": examples.get(examples_props.INPUT_LISTING)}
     result.update(data_content(examples, _data_settings(lin, examples_id)))
     result["tokenizer"] = tokenizer_of(lin, model_id, examples)
     return result
@@ -87,14 +90,14 @@ def data_content(examples: dict, settings: dict) -> dict:
     """Sources, formats, totals, the removal steps with their counts and the decontamination
     record, from the Examples' properties (and the data section it was made with)."""
     try:
-        sources = json.loads(examples.get("sources") or "[]")
+        sources = json.loads(examples.get(examples_props.SOURCES) or "[]")
     except ValueError:
         sources = []
     if not sources:  # made before mixtures: one source from the data-level properties
-        sources = [{"name": "default", "input": examples.get("input"),
-                    "root": examples.get("input_root"), "format": examples.get("format"),
-                    "document": examples.get("document"), "files": examples.get("files_listed"),
-                    "bytes_listed": examples.get("bytes_read"), "weight": 1.0}]
+        sources = [{"name": "default", "input": examples.get(examples_props.INPUT),
+                    "root": examples.get(examples_props.INPUT_ROOT), "format": examples.get(examples_props.FORMAT),
+                    "document": examples.get(examples_props.DOCUMENT), "files": examples.get(examples_props.FILES_LISTED),
+                    "bytes_listed": examples.get(examples_props.BYTES_READ), "weight": 1.0}]
     steps = [{"step": name, "count": value, "dedup": settings.get("dedup")
               if name == "documents_skipped_duplicate" else None}
              for name, value in sorted(examples.items())
@@ -125,14 +128,14 @@ def data_content(examples: dict, settings: dict) -> dict:
 def tokenizer_of(lin: Lineage, model_id: int, examples: dict) -> dict:
     """The tokenizer the Examples were encoded with (their properties), else the Trainer's
     Tokenizer input, else the data section's setting (bytes)."""
-    if examples.get("tokenizer_kind"):
-        return {"kind": examples["tokenizer_kind"], "vocab_size": examples.get("vocab_size")}
+    if examples.get(examples_props.TOKENIZER_KIND):
+        return {"kind": examples[examples_props.TOKENIZER_KIND], "vocab_size": examples.get(examples_props.VOCAB_SIZE)}
     tokenizer_id = _single_input(lin, model_id, "tokenizer")
     if tokenizer_id is not None:
         props = properties(lin.artifact(tokenizer_id))
-        return {"kind": props.get("kind"), "vocab_size": props.get("vocab_size"),
-                "model_type": props.get("model_type")}
-    return {"kind": examples.get("tokenizer", "bytes"), "vocab_size": None}
+        return {"kind": props.get(tokenizer_props.KIND), "vocab_size": props.get(tokenizer_props.VOCAB_SIZE),
+                "model_type": props.get(tokenizer_props.MODEL_TYPE)}
+    return {"kind": examples.get(examples_props.TOKENIZER, "bytes"), "vocab_size": None}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -143,10 +146,10 @@ def _could_hold(examples: dict, path: str) -> bool:
     """Whether the file can be in this Examples' listing at all (under one of its sources'
     roots), so only those listings are read."""
     try:
-        roots = [s.get("root") for s in json.loads(examples.get("sources") or "[]")]
+        roots = [s.get("root") for s in json.loads(examples.get(examples_props.SOURCES) or "[]")]
     except ValueError:
         roots = []
-    roots = [r for r in roots if r] or [examples.get("input_root") or ""]
+    roots = [r for r in roots if r] or [examples.get(examples_props.INPUT_ROOT) or ""]
     if is_remote(path):
         return any(path.startswith(r.rstrip("/") + "/") for r in roots)
     return any(fs.absolute(path).startswith(fs.absolute(r) + os.sep)
@@ -158,7 +161,7 @@ def examples_with_file(lin: Lineage, path: str) -> list[dict]:
     found = []
     for artifact in lin.store.get_artifacts_by_type("Examples"):
         props = properties(artifact)
-        listing = props.get("input_listing")
+        listing = props.get(examples_props.INPUT_LISTING)
         if not listing or not _could_hold(props, path):
             continue
         try:
@@ -185,10 +188,10 @@ def pushed_below(lin: Lineage, artifact_id: int) -> list[dict]:
         seen.add(current)
         artifact = lin.artifact(current)
         props = properties(artifact)
-        if lin.artifact_type(artifact) == "PushedModel" and props.get("pushed") == 1:
+        if lin.artifact_type(artifact) == "PushedModel" and props.get(push_props.PUSHED) == 1:
             producer = lin.producer(current)
-            found.append({"pushed_version": props.get("pushed_version"),
-                          "destination": props.get("pushed_destination"),
+            found.append({"pushed_version": props.get(push_props.PUSHED_VERSION),
+                          "destination": props.get(push_props.PUSHED_DESTINATION),
                           "pushed_model_id": current,
                           "model_id": _single_input(lin, current, "model"),
                           "run_id": (lin.runs_of_execution(producer) or [None])[0]

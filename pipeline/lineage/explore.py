@@ -3,6 +3,7 @@ one artifact, one step downstream, and what a run pushed. Plain data, like queri
 
 from __future__ import annotations
 
+from components.push import properties as push_props
 from pipeline.lineage.queries import execution_record, fine_tuning, paged
 from pipeline.lineage.store import Lineage, properties
 
@@ -117,6 +118,6 @@ def pushed_model(lin: Lineage, ref: str) -> dict:
                 if kind in ("PushedModel", "Model", "ModelBlessing", "ModelEvaluation"):
                     found[kind] = dict(properties(artifact), id=artifact_id, uri=artifact.uri)
     pushed = found.get("PushedModel", {})
-    found["version"] = pushed.get("pushed_version") if pushed.get("pushed") == 1 else None
-    found["destination"] = pushed.get("pushed_destination")
+    found["version"] = pushed.get(push_props.PUSHED_VERSION) if pushed.get(push_props.PUSHED) == 1 else None
+    found["destination"] = pushed.get(push_props.PUSHED_DESTINATION)
     return found

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from components.evaluation import properties as eval_props
+from components.model import properties as model_props
+from components.push import properties as push_props
+from components.text_example_gen import properties as examples_props
+from components.tokenizer import properties as tokenizer_props
+from components.tuner import properties as tuner_props
+from components.validation import properties as validation_props
 from components.common.errors import NotFoundError
 from pipeline.lineage import record
 from components.evaluation.documents import DOCUMENT_FIGURES
@@ -12,24 +19,25 @@ from pipeline.lineage.store import Lineage, properties
 
 # Properties worth showing per artifact type in a trace (others stay in --json).
 KEY_PROPERTIES = {
-    "PushedModel": ("pushed", "pushed_version", "pushed_destination", "reason", "variant"),
-    "ModelBlessing": ("blessed", "reason", "current_model_id", "baseline_model_id", "serve_variant"),
-    "Tokenizer": ("kind", "model_type", "vocab_size", "bytes_per_token", "sample_bytes",
-                  "sample_documents", "model_file"),
-    "ModelEvaluation": ("loss", "bits_per_byte", "perplexity", "accuracy", "examples", "tokens",
-                        "baseline_loss", "baseline_bits_per_byte",
-                        "variants", "serve_variant") + tuple(
-        f"{variant}_{figure}" for variant in ("float", "int8", "tflite")
-        for figure in ("loss", "loss_delta", "loss_delta_se", "batches", "size_bytes", "latency_ms",
-                       "fit_to_serve", "reason")),
-    "Model": ("steps", "tokens_seen", "final_loss", "eval_loss", "eval_bits_per_byte",
-              "unigram_baseline_loss",
-              "parameter_count", "tokens_per_second", "precision", "num_replicas",
-              "config_digest", "code_digest", "fine_tuned_from_model_id", "tuned_hyperparameters"),
-    "HyperParameters": ("objective", "best_trial", "trials_completed"),
+    "PushedModel": (push_props.PUSHED, push_props.PUSHED_VERSION, push_props.PUSHED_DESTINATION, push_props.REASON, push_props.VARIANT),
+    "ModelBlessing": (eval_props.BLESSED, eval_props.REASON, eval_props.CURRENT_MODEL_ID, eval_props.BASELINE_MODEL_ID, eval_props.SERVE_VARIANT),
+    "Tokenizer": (tokenizer_props.KIND, tokenizer_props.MODEL_TYPE, tokenizer_props.VOCAB_SIZE, tokenizer_props.BYTES_PER_TOKEN, tokenizer_props.SAMPLE_BYTES,
+                  tokenizer_props.SAMPLE_DOCUMENTS, tokenizer_props.MODEL_FILE),
+    "ModelEvaluation": (eval_props.LOSS, eval_props.BITS_PER_BYTE, eval_props.PERPLEXITY,
+                        eval_props.ACCURACY, eval_props.EXAMPLES, eval_props.TOKENS,
+                        eval_props.BASELINE_LOSS, eval_props.BASELINE_BITS_PER_BYTE,
+                        eval_props.VARIANTS, eval_props.SERVE_VARIANT) + tuple(
+        eval_props.variant_property(variant, figure) for variant in ("float", "int8", "tflite")
+        for figure in eval_props.VARIANT_FIGURES + eval_props.VARIANT_COUNTS
+        + (eval_props.FIT_TO_SERVE, eval_props.VARIANT_REASON)),
+    "Model": (model_props.STEPS, model_props.TOKENS_SEEN, model_props.FINAL_LOSS, model_props.EVAL_LOSS, model_props.EVAL_BITS_PER_BYTE,
+              model_props.UNIGRAM_BASELINE_LOSS,
+              model_props.PARAMETER_COUNT, model_props.TOKENS_PER_SECOND, model_props.PRECISION, model_props.NUM_REPLICAS,
+              model_props.CONFIG_DIGEST, model_props.CODE_DIGEST, model_props.FINE_TUNED_FROM_MODEL_ID, model_props.TUNED_HYPERPARAMETERS),
+    "HyperParameters": (tuner_props.OBJECTIVE, tuner_props.BEST_TRIAL, tuner_props.TRIALS_COMPLETED),
     "ModelRun": (),
-    "Examples": ("files_listed", "files_read", "documents_packed", "sequences_train", "sequences_eval",
-                 "tokens_real", "bytes_quarantined", "quarantine_manifest"),
+    "Examples": (examples_props.FILES_LISTED, examples_props.FILES_READ, examples_props.DOCUMENTS_PACKED, examples_props.SEQUENCES_TRAIN, examples_props.SEQUENCES_EVAL,
+                 examples_props.TOKENS_REAL, examples_props.BYTES_QUARANTINED, examples_props.QUARANTINE_MANIFEST),
     "Schema": (),
     "ExampleStatistics": (),
     "ExampleAnomalies": (),
@@ -68,15 +76,15 @@ def run_summary(lin: Lineage, run) -> dict:
             for artifact_id in ids:
                 artifact = lin.artifact(artifact_id)
                 kind, props = lin.artifact_type(artifact), properties(artifact)
-                if kind == "PushedModel" and props.get("pushed") == 1 \
+                if kind == "PushedModel" and props.get(push_props.PUSHED) == 1 \
                         and lin.state(execution) == "complete":
-                    pushed = props.get("pushed_version")
+                    pushed = props.get(push_props.PUSHED_VERSION)
                 elif kind == "ModelEvaluation":
-                    figures.update(eval_loss=props.get("loss"),
-                                   bits_per_byte=props.get("bits_per_byte"))
-                elif kind == "Model" and "eval_loss" in props:
-                    figures.setdefault("eval_loss", props.get("eval_loss"))
-                    figures.setdefault("bits_per_byte", props.get("eval_bits_per_byte"))
+                    figures.update(eval_loss=props.get(eval_props.LOSS),
+                                   bits_per_byte=props.get(eval_props.BITS_PER_BYTE))
+                elif kind == "Model" and model_props.EVAL_LOSS in props:
+                    figures.setdefault("eval_loss", props.get(model_props.EVAL_LOSS))
+                    figures.setdefault("bits_per_byte", props.get(model_props.EVAL_BITS_PER_BYTE))
     start = min((e.create_time_since_epoch for e in executions), default=run.create_time_since_epoch)
     run_props = properties(run)
     return {"run_id": run.name, "start_ms": start, "duration_s": _duration_s(executions),
@@ -148,13 +156,13 @@ def execution_record(lin: Lineage, execution_id: int) -> dict:
 def raw_input(lin: Lineage, examples_id: int) -> dict:
     """The raw data behind an Examples artifact: path/glob, file count, content fingerprint."""
     props = properties(lin.artifact(examples_id))
-    if "input_fingerprint" in props:  # TextExampleGen
-        return {"input": props.get("input"), "root": props.get("input_root"),
-                "files": props.get("files_listed"), "fingerprint": props.get("input_fingerprint")}
+    if examples_props.INPUT_FINGERPRINT in props:  # TextExampleGen
+        return {"input": props.get(examples_props.INPUT), "root": props.get(examples_props.INPUT_ROOT),
+                "files": props.get(examples_props.FILES_LISTED), "fingerprint": props.get(examples_props.INPUT_FINGERPRINT)}
     producer = lin.producer(examples_id)  # TFX's file-based ExampleGens keep it on the execution
     exec_props = properties(lin.execution(producer)) if producer else {}
     return {"input": exec_props.get("input_base"), "root": exec_props.get("input_base"),
-            "files": None, "fingerprint": exec_props.get("input_fingerprint")}
+            "files": None, "fingerprint": exec_props.get(examples_props.INPUT_FINGERPRINT)}
 
 
 # A list of executions sharing one artifact (a history of cached runs, a sweep over fixed data)
@@ -206,7 +214,7 @@ def anomalies_for(lin: Lineage, examples_id: int) -> list[dict]:
             for validator in readers(stats_id):
                 for anomalies_id in lin.outputs(validator).get("anomalies", []):
                     rec = artifact_record(lin, anomalies_id)
-                    blessed = properties(lin.artifact(anomalies_id)).get("blessed")
+                    blessed = properties(lin.artifact(anomalies_id)).get(validation_props.ANOMALIES_BLESSED)
                     rec["properties"]["anomalies_found"] = _anomalies_summary(rec["uri"], blessed)
                     if rec not in found:
                         found.append(rec)
@@ -349,17 +357,17 @@ def diff(lin: Lineage, ref_a: str, ref_b: str) -> dict:
         return None
 
     inputs = [{"name": n, "a": output(a, "Examples", n), "b": output(b, "Examples", n)}
-              for n in ("input", "input_fingerprint", "files_listed")]
+              for n in (examples_props.INPUT, examples_props.INPUT_FINGERPRINT, examples_props.FILES_LISTED)]
     code = [{"name": "code_digest", "a": output(a, "Model", "code_digest"),
              "b": output(b, "Model", "code_digest")}]
     metrics = [{"name": f"{t}.{n}", "a": output(a, t, n), "b": output(b, t, n)}
-               for t, names in (("ModelEvaluation", ("loss", "bits_per_byte", "perplexity", "accuracy",
+               for t, names in (("ModelEvaluation", (eval_props.LOSS, eval_props.BITS_PER_BYTE, eval_props.PERPLEXITY, eval_props.ACCURACY,
                                                      *DOCUMENT_FIGURES)),
-                                ("Model", ("final_loss", "eval_loss", "eval_bits_per_byte",
-                                           "tokens_per_second")),
-                                ("Tokenizer", ("kind", "vocab_size", "bytes_per_token")),
-                                ("ModelBlessing", ("blessed",)),
-                                ("PushedModel", ("pushed", "pushed_version")))
+                                ("Model", (model_props.FINAL_LOSS, model_props.EVAL_LOSS, model_props.EVAL_BITS_PER_BYTE,
+                                           model_props.TOKENS_PER_SECOND)),
+                                ("Tokenizer", (tokenizer_props.KIND, tokenizer_props.VOCAB_SIZE, tokenizer_props.BYTES_PER_TOKEN)),
+                                ("ModelBlessing", (eval_props.BLESSED,)),
+                                ("PushedModel", (push_props.PUSHED, push_props.PUSHED_VERSION)))
                for n in names]
     sets = sorted({n for side in (a, b) for node in side.values()
                    for n in set_names(node["outputs"].get("ModelEvaluation", {}))})

@@ -26,6 +26,11 @@ SWEPT_THROUGH = "bigtrain_swept_through_execution"
 INPUTS_KEY = "bigtrain_inputs"
 # On a run: why it ran at all (what changed since the last complete run, or --force).
 RUN_WHY = "bigtrain_why"
+# On a partial run (--until): the last stage it ran.
+UNTIL = "until"
+# The MLMD property names of the run and pipeline contexts and of executions, owned here.
+PROPERTIES = frozenset((RUN_DIR, RUN_LOG, CONFIG_DIGEST, ERROR, ERROR_TYPE, TRACEBACK, ABANDONED_BY,
+                        PREEMPTED, SWEPT_THROUGH, INPUTS_KEY, RUN_WHY, UNTIL))
 # What record_run writes on a failed execution: information about the run, not its parameters.
 EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY, PREEMPTED)
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")

@@ -14,6 +14,13 @@ from dataclasses import dataclass, field
 
 from ml_metadata.proto import metadata_store_pb2
 
+from components.evaluation import properties as eval_props
+from components.model import properties as model_props
+from components.push import properties as push_props
+from components.text_example_gen import properties as examples_props
+from components.tokenizer import properties as tokenizer_props
+from components.tuner import properties as tuner_props
+from components.validation import properties as validation_props
 from components.config import DEFAULT_SOURCE, QUALITY_FILTERS
 from components.corpus.screen import EVAL_SET_COUNTER
 from components.tuner import summary as tuning_summary
@@ -63,7 +70,7 @@ def _baseline_id(lin: Lineage, execution_id: int):
         for artifact_id in ids:
             artifact = lin.artifact(artifact_id)
             if "baseline_model_id" in artifact.custom_properties:
-                return artifact.custom_properties["baseline_model_id"].int_value
+                return artifact.custom_properties[eval_props.BASELINE_MODEL_ID].int_value
     return None
 
 
@@ -130,15 +137,15 @@ def summarize(stage: StageReport) -> str:
     o = stage.outputs
     if reemits(stage.node):
         return ", ".join(f"{kind} #{props['id']}" for kind, props in sorted(o.items())) or "nothing resolved"
-    if "Examples" in o and "files_listed" in o["Examples"]:
+    if "Examples" in o and examples_props.FILES_LISTED in o["Examples"]:
         e = o["Examples"]
-        skipped = e["files_listed"] - e["files_read"] + sum(
+        skipped = e[examples_props.FILES_LISTED] - e[examples_props.FILES_READ] + sum(
             v for k, v in e.items() if k.startswith("documents_skipped_"))
-        return (f"{e['files_read']} files, {e['documents_packed']} documents -> "
-                f"{e['sequences_train']} train / {e['sequences_eval']} eval sequences, {skipped} "
-                f"quarantined, {e['real_token_fraction']:.2%} real tokens")
-    if "Schema" in o and "curated_schema" in o["Schema"]:
-        return f"curated schema {o['Schema']['curated_schema']} for seq_len {o['Schema'].get('seq_len')}"
+        return (f"{e[examples_props.FILES_READ]} files, {e[examples_props.DOCUMENTS_PACKED]} documents -> "
+                f"{e[examples_props.SEQUENCES_TRAIN]} train / {e[examples_props.SEQUENCES_EVAL]} eval sequences, {skipped} "
+                f"quarantined, {e[examples_props.REAL_TOKEN_FRACTION]:.2%} real tokens")
+    if "Schema" in o and validation_props.CURATED_SCHEMA in o["Schema"]:
+        return f"curated schema {o['Schema'][validation_props.CURATED_SCHEMA]} for seq_len {o['Schema'].get(validation_props.SEQ_LEN)}"
     if "ExampleStatistics" in o:
         splits = str(o["ExampleStatistics"].get("split_names", "")).strip("[]").replace('"', "")
         return f"statistics of the {splits} splits"
@@ -155,58 +162,54 @@ def summarize(stage: StageReport) -> str:
         if "Model" not in o:
             return f"no blessed model yet (no {role})"
         return f"{role}: model #{o['Model']['id']} ({o['Model']['uri']})"
-    if "Model" in o and "steps" in o["Model"]:
+    if "Model" in o and model_props.STEPS in o["Model"]:
         m = o["Model"]
         note = tuning_summary.model_lineage_note(m)
-        bpb = (f", {_fmt(m['eval_bits_per_byte'])} bits/byte" if "eval_bits_per_byte" in m else "")
-        return (f"{m['steps']} steps, eval loss {_fmt(m['eval_loss'])}{bpb} (unigram "
-                f"{_fmt(m['unigram_baseline_loss'])}), {_fmt(m['tokens_per_second'], '.0f')} tokens/s"
-                + (f", {m['spike_rollbacks']} spike rollback(s) skipping {m['skipped_batches']} "
-                   f"batches" if m.get("spike_rollbacks") else "")
+        bpb = (f", {_fmt(m[model_props.EVAL_BITS_PER_BYTE])} bits/byte" if model_props.EVAL_BITS_PER_BYTE in m else "")
+        return (f"{m[model_props.STEPS]} steps, eval loss {_fmt(m[model_props.EVAL_LOSS])}{bpb} (unigram "
+                f"{_fmt(m[model_props.UNIGRAM_BASELINE_LOSS])}), {_fmt(m[model_props.TOKENS_PER_SECOND], '.0f')} tokens/s"
+                + (f", {m[model_props.SPIKE_ROLLBACKS]} spike rollback(s) skipping {m[model_props.SKIPPED_BATCHES]} "
+                   f"batches" if m.get(model_props.SPIKE_ROLLBACKS) else "")
                 + (f"; {note}" if note else ""))
-    if "Tokenizer" in o and "kind" in o["Tokenizer"]:
+    if "Tokenizer" in o and tokenizer_props.KIND in o["Tokenizer"]:
         t = o["Tokenizer"]
-        return (f"{t['kind']} {t.get('model_type', '')}, vocab {t.get('vocab_size')}, "
-                f"{_fmt(t.get('bytes_per_token'))} bytes/token on the eval sample")
-    if "TunerResults" in o and "trials" in o["TunerResults"]:
+        return (f"{t[tokenizer_props.KIND]} {t.get(tokenizer_props.MODEL_TYPE, '')}, vocab {t.get(tokenizer_props.VOCAB_SIZE)}, "
+                f"{_fmt(t.get(tokenizer_props.BYTES_PER_TOKEN))} bytes/token on the eval sample")
+    if "TunerResults" in o and tuner_props.TRIALS in o["TunerResults"]:
         return tuning_summary.tuner_line(o["TunerResults"])
     if "ModelBlessing" in o:
-        return o["ModelBlessing"].get("reason", "")
+        return o["ModelBlessing"].get(eval_props.REASON, "")
     if "PushedModel" in o:
         p = o["PushedModel"]
-        if p.get("pushed") == 1:
-            return f"pushed version {p.get('pushed_version')} -> {p.get('pushed_destination')}"
-        return f"not pushed: {p.get('reason', '')}"
+        if p.get(push_props.PUSHED) == 1:
+            return f"pushed version {p.get(push_props.PUSHED_VERSION)} -> {p.get(push_props.PUSHED_DESTINATION)}"
+        return f"not pushed: {p.get(push_props.REASON, '')}"
     if "Model" in o:
         return f"baseline: model {o['Model']['id']}"
     return ""
 
 
-DATA_COUNTERS = ("files_listed", "files_read", "files_skipped_not_regular_file",
-                 "files_skipped_unreadable", "documents_packed", "documents_skipped_empty",
-                 "documents_skipped_binary", "documents_skipped_not_utf8",
-                 "documents_skipped_too_large", "documents_skipped_invalid_json",
-                 "documents_skipped_missing_field", "documents_skipped_not_string",
-                 "documents_skipped_truncated_input", "documents_skipped_duplicate",
-                 "documents_skipped_near_duplicate", "documents_skipped_contaminated",
-                 "documents_flagged_contaminated", "bytes_read",
-                 "bytes_packed", "bytes_quarantined", "bytes_separators", "bytes_duplicate",
-                 "documents_sampled_out", "bytes_sampled_out", "documents_repeated",
-                 "sequences_train", "sequences_eval",
-                 "tokens_real", "tokens_padding", "real_token_fraction")
-TRAINING_FIGURES = ("parameter_count", "flops_per_token", "num_replicas", "precision", "steps",
-                    "resumed_from_step", "skipped_steps", "spike_rollbacks", "skipped_batches",
-                    "tokens_seen", "tokens_per_second",
-                    "final_loss", "eval_loss", "eval_loss_standard_error",
-                    "eval_sample_sequences", "eval_bits_per_byte", "zlib9_bits_per_byte",
-                    "lzma9_bits_per_byte", "unigram_baseline_loss", "eval_accuracy",
-                    "first_step_loss", "validation_loss", "validation_bits_per_byte",
-                    "validation_step", "best_validation_loss", "best_validation_step",
-                    "kept_best_step", "init_from", "fine_tuned_from_model_id", "frozen_parameters",
-                    "tuned_hyperparameters")
-EVAL_FIGURES = ("loss", "loss_standard_error", "sample_sequences", "bits_per_byte",
-                "perplexity", "accuracy", "examples", "tokens",
-                "baseline_loss", "baseline_bits_per_byte")
+DATA_COUNTERS = (examples_props.FILES_LISTED, examples_props.FILES_READ,
+                 *examples_props.FILES_SKIPPED_COUNTERS, examples_props.DOCUMENTS_PACKED,
+                 *examples_props.DOCUMENTS_SKIPPED_COUNTERS,
+                 examples_props.DOCUMENTS_FLAGGED_CONTAMINATED, examples_props.BYTES_READ,
+                 examples_props.BYTES_PACKED, examples_props.BYTES_QUARANTINED, examples_props.BYTES_SEPARATORS, examples_props.BYTES_DUPLICATE,
+                 examples_props.DOCUMENTS_SAMPLED_OUT, examples_props.BYTES_SAMPLED_OUT, examples_props.DOCUMENTS_REPEATED,
+                 examples_props.SEQUENCES_TRAIN, examples_props.SEQUENCES_EVAL,
+                 examples_props.TOKENS_REAL, examples_props.TOKENS_PADDING, examples_props.REAL_TOKEN_FRACTION)
+TRAINING_FIGURES = (model_props.PARAMETER_COUNT, model_props.FLOPS_PER_TOKEN, model_props.NUM_REPLICAS, model_props.PRECISION, model_props.STEPS,
+                    model_props.RESUMED_FROM_STEP, model_props.SKIPPED_STEPS, model_props.SPIKE_ROLLBACKS, model_props.SKIPPED_BATCHES,
+                    model_props.TOKENS_SEEN, model_props.TOKENS_PER_SECOND,
+                    model_props.FINAL_LOSS, model_props.EVAL_LOSS, model_props.EVAL_LOSS_STANDARD_ERROR,
+                    model_props.EVAL_SAMPLE_SEQUENCES, model_props.EVAL_BITS_PER_BYTE, model_props.ZLIB9_BITS_PER_BYTE,
+                    model_props.LZMA9_BITS_PER_BYTE, model_props.UNIGRAM_BASELINE_LOSS, model_props.EVAL_ACCURACY,
+                    model_props.FIRST_STEP_LOSS, model_props.VALIDATION_LOSS, model_props.VALIDATION_BITS_PER_BYTE,
+                    model_props.VALIDATION_STEP, model_props.BEST_VALIDATION_LOSS, model_props.BEST_VALIDATION_STEP,
+                    model_props.KEPT_BEST_STEP, model_props.INIT_FROM, model_props.FINE_TUNED_FROM_MODEL_ID, model_props.FROZEN_PARAMETERS,
+                    model_props.TUNED_HYPERPARAMETERS)
+EVAL_FIGURES = (eval_props.LOSS, eval_props.LOSS_STANDARD_ERROR, eval_props.SAMPLE_SEQUENCES, eval_props.BITS_PER_BYTE,
+                eval_props.PERPLEXITY, eval_props.ACCURACY, eval_props.EXAMPLES, eval_props.TOKENS,
+                eval_props.BASELINE_LOSS, eval_props.BASELINE_BITS_PER_BYTE)
 
 
 # The Trainer's and the Evaluator's eval loss agree within this (nats/token) when they measure
@@ -221,12 +224,12 @@ def eval_agreement(model: dict, evaluation: dict, evaluated_model_id=None) -> st
     (evaluated_model_id: the blessing's current_model_id), or neither (then the export does not
     reproduce the trained model; under mixed precision the policy is named as the suspect).
     "" when either figure is missing."""
-    trainer, evaluator = model.get("eval_loss"), evaluation.get("loss")
+    trainer, evaluator = model.get(model_props.EVAL_LOSS), evaluation.get(eval_props.LOSS)
     if not isinstance(trainer, float) or not isinstance(evaluator, float):
         return ""
     delta, tolerance = evaluator - trainer, AGREEMENT_TOLERANCE_NATS
     figures = f"Trainer {trainer:.4f}, Evaluator {evaluator:.4f} nats/token"
-    sizes = model.get("eval_sample_sequences"), evaluation.get("sample_sequences")
+    sizes = model.get(model_props.EVAL_SAMPLE_SEQUENCES), evaluation.get(eval_props.SAMPLE_SEQUENCES)
     if sizes[0] != sizes[1]:
         return (f"differ by {delta:+.4f} ({figures}): not the same sample (Trainer {sizes[0]}, "
                 f"Evaluator {sizes[1]} sequences: eval.batch_size x eval.max_batches differed)")
@@ -237,7 +240,7 @@ def eval_agreement(model: dict, evaluation: dict, evaluated_model_id=None) -> st
     if abs(delta) <= tolerance:
         return (f"agree ({figures}): the same sample of {sizes[0]} sequences and the same "
                 f"weights, |difference| {abs(delta):.1e} <= {tolerance:g}")
-    precision = model.get("precision", "float32")
+    precision = model.get(model_props.PRECISION, "float32")
     suspect = (f"runtime.precision={precision}: the Trainer measured the model under that "
                f"policy, the Evaluator its export" if precision != "float32"
                else "the exported SavedModel does not reproduce the trained model")
@@ -301,9 +304,9 @@ def cleaning_lines(examples: dict) -> list[str]:
     parameters), each quality filter (filter_lines), each evaluation set checked for
     contamination, and the evaluation texts too short to check."""
     lines = []
-    if examples.get("dedup"):
-        lines.append(f"  {'dedup':<26} {examples['dedup']}" + (
-            f" {examples['near_dedup']}" if examples.get("near_dedup") else ""))
+    if examples.get(examples_props.DEDUP):
+        lines.append(f"  {'dedup':<26} {examples[examples_props.DEDUP]}" + (
+            f" {examples[examples_props.NEAR_DEDUP]}" if examples.get(examples_props.NEAR_DEDUP) else ""))
     lines += filter_lines(examples)
     eval_sets = _json(examples, "decontamination_eval_sets", [])
     for i, entry in enumerate(eval_sets):
@@ -323,10 +326,10 @@ def variants_section(evaluation: dict) -> list[str]:
     """Exported variants measured on the same eval sequences: loss, delta vs float (paired
     batch by batch, with its standard error and the batches it was measured on), size,
     token_logits latency on one eval batch, fit to serve (and which one is served)."""
-    names = [n for n in str(evaluation.get("variants", "")).split(",") if n]
+    names = [n for n in str(evaluation.get(eval_props.VARIANTS, "")).split(",") if n]
     if not names:
         return []
-    serve = evaluation.get("serve_variant")
+    serve = evaluation.get(eval_props.SERVE_VARIANT)
     lines = ["  variants (same eval sequences; delta paired with float, +- its standard error; "
              "latency = token_logits on one eval batch):",
              f"    {'variant':<8} {'loss':>8} {'delta':>8} {'+-':>7} {'batches':>7} {'size':>10} "
@@ -350,7 +353,7 @@ def sources_section(examples: dict) -> list[str]:
     share asked for), realized epochs, realized share of the train tokens, and the documents, bytes and tokens it put into each split (every
     copy counted)."""
     try:
-        sources = json.loads(examples.get("sources") or "[]")
+        sources = json.loads(examples.get(examples_props.SOURCES) or "[]")
     except ValueError:
         return []
     rows = [s for s in sources if isinstance(s.get("documents"), dict)]
@@ -385,10 +388,10 @@ def format_report(report: RunReport, all_counters: bool = False) -> str:
         lines.append("why stages ran (instead of being cached):")
         lines += [f"  {node}: {why}" for node, why in reasons]
     examples = report.output("Examples")
-    if "files_listed" in examples:
-        lines += counters_section(f"data: {examples.get('input')} -> {examples['uri']}",
+    if examples_props.FILES_LISTED in examples:
+        lines += counters_section(f"data: {examples.get(examples_props.INPUT)} -> {examples['uri']}",
                                   examples, DATA_COUNTERS, all_counters)
-        lines.append(f"  {'quarantine manifest':<26} {examples.get('quarantine_manifest')}")
+        lines.append(f"  {'quarantine manifest':<26} {examples.get(examples_props.QUARANTINE_MANIFEST)}")
         lines += cleaning_lines(examples)
         lines += sources_section(examples)
     lines += tuning_summary.trials_table(report.output("TunerResults"))
@@ -407,12 +410,12 @@ def format_report(report: RunReport, all_counters: bool = False) -> str:
         # The Evaluator's blessing (the resolver before it outputs the baseline's blessing).
         blessing = next((s.outputs.get("ModelBlessing", {}) for s in report.stages
                          if "ModelEvaluation" in s.outputs), {})
-        agreement = eval_agreement(model, evaluation, blessing.get("current_model_id"))
+        agreement = eval_agreement(model, evaluation, blessing.get(eval_props.CURRENT_MODEL_ID))
         if agreement:
             lines.append(f"  {'trainer vs evaluator loss':<26} {agreement}")
-        lines.append(f"  {'decision':<26} {blessing.get('reason', '')}")
+        lines.append(f"  {'decision':<26} {blessing.get(eval_props.REASON, '')}")
     pushed = report.output("PushedModel")
     if pushed:
-        lines.append("push: " + (f"version {pushed.get('pushed_version')} at {pushed.get('pushed_destination')}"
-                                 if pushed.get("pushed") == 1 else f"nothing pushed ({pushed.get('reason', '')})"))
+        lines.append("push: " + (f"version {pushed.get(push_props.PUSHED_VERSION)} at {pushed.get(push_props.PUSHED_DESTINATION)}"
+                                 if pushed.get(push_props.PUSHED) == 1 else f"nothing pushed ({pushed.get(push_props.REASON, '')})"))
     return "\n".join(lines)

@@ -4,6 +4,8 @@ window-sample figures (what training optimises: 128-byte windows, shuffled, no f
 
 from __future__ import annotations
 
+from components.model import properties as model_props
+from components.evaluation import properties as eval_props
 from components.evaluation.documents import DOCUMENT_FIGURES
 from components.evaluation.held_out_sets import SETS_PROPERTY, property_name
 
@@ -20,8 +22,8 @@ def _versus(model_bpb: float, compressors) -> str:
 def compressor_standing(model: dict) -> str:
     """The Trainer's window-sample standing: "beats zlib-9 by 0.312; behind lzma-9 by 0.120
     bits/byte (same eval sample)". "" when a figure is missing (an older model artifact)."""
-    figures = [model.get(k) for k in ("eval_bits_per_byte", "zlib9_bits_per_byte",
-                                      "lzma9_bits_per_byte")]
+    figures = [model.get(k) for k in (model_props.EVAL_BITS_PER_BYTE, model_props.ZLIB9_BITS_PER_BYTE,
+                                      model_props.LZMA9_BITS_PER_BYTE)]
     if not all(isinstance(f, float) for f in figures):
         return ""
     return _versus(figures[0], (("zlib-9", figures[1]), ("lzma-9", figures[2]))) + \
@@ -35,7 +37,7 @@ def _standing_lines(figures: dict, label: str, what: str) -> list[str]:
         return []
     versus = _versus(model_bpb, (("zlib-9", zlib_doc), ("lzma-9", lzma_doc)))
     lines = [f"  {label:<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
-             f"{figures.get('document_count')} {what}, {figures.get('document_bytes')} "
+             f"{figures.get(eval_props.DOCUMENT_COUNT)} {what}, {figures.get(eval_props.DOCUMENT_BYTES)} "
              f"bytes: {versus} (each document compressed alone: zlib-9 {zlib_doc:.4f}, lzma-9 "
              f"{lzma_doc:.4f})"]
     if isinstance(zlib_cat, float) and isinstance(lzma_cat, float):
@@ -55,18 +57,18 @@ def document_standing(evaluation: dict) -> list[str]:
     lines = _standing_lines(evaluation, "whole documents", "eval documents")
     for name in set_names(evaluation):
         prefixed = {k: evaluation.get(property_name(name, k)) for k in
-                    DOCUMENT_FIGURES + ("document_count", "document_bytes")}
+                    DOCUMENT_FIGURES + (eval_props.DOCUMENT_COUNT, eval_props.DOCUMENT_BYTES)}
         lines += _standing_lines(prefixed, f"held-out {name}", "documents")
     return lines + task_lines(evaluation)
 
 
 def task_lines(evaluation: dict) -> list[str]:
     """The code tasks' line (components/evaluation/tasks.py); [] when none ran."""
-    if not isinstance(evaluation.get("task_choice_accuracy"), float):
+    if not isinstance(evaluation.get(eval_props.TASK_CHOICE_ACCURACY), float):
         return []
-    return [f"  {'code tasks':<26} {evaluation.get('task_items')} lines of held-out "
-            f"{evaluation.get('task_set')}: next-line completion exact match "
-            f"{evaluation['task_completion_exact_match']:.3f}, edit similarity "
-            f"{evaluation['task_completion_edit_similarity']:.3f}; 4-way choice accuracy "
-            f"{evaluation['task_choice_accuracy']:.3f} (centred "
-            f"{evaluation['task_choice_centred_accuracy']:+.3f}, 0 = chance)"]
+    return [f"  {'code tasks':<26} {evaluation.get(eval_props.TASK_ITEMS)} lines of held-out "
+            f"{evaluation.get(eval_props.TASK_SET)}: next-line completion exact match "
+            f"{evaluation[eval_props.TASK_COMPLETION_EXACT_MATCH]:.3f}, edit similarity "
+            f"{evaluation[eval_props.TASK_COMPLETION_EDIT_SIMILARITY]:.3f}; 4-way choice accuracy "
+            f"{evaluation[eval_props.TASK_CHOICE_ACCURACY]:.3f} (centred "
+            f"{evaluation[eval_props.TASK_CHOICE_CENTRED_ACCURACY]:+.3f}, 0 = chance)"]

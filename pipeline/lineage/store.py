@@ -11,6 +11,7 @@ from ml_metadata import metadata_store
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
+from components.push import properties as push_props
 from components.common.errors import NotFoundError
 from components.push.layout import read_push_record
 from pipeline.lineage import event_table, record
@@ -339,7 +340,7 @@ class Lineage:
             for ids in self.outputs(execution_id).values():
                 for artifact_id in ids:
                     artifact = self.artifact(artifact_id)
-                    destination = properties(artifact).get("pushed_destination", "")
+                    destination = properties(artifact).get(push_props.PUSHED_DESTINATION, "")
                     if destination and _same_location(destination, version_dir):
                         return artifact
         return None
@@ -359,7 +360,7 @@ class Lineage:
         if by_record is not None:
             return by_record
         for pushed in self.store.get_artifacts_by_type("PushedModel"):  # no push record: a scan
-            destination = properties(pushed).get("pushed_destination", "")
+            destination = properties(pushed).get(push_props.PUSHED_DESTINATION, "")
             if destination and _same_location(destination, path):
                 return pushed
         raise NotFoundError(f"{target!r} is not an artifact id, an artifact URI or a pushed model "

@@ -253,6 +253,21 @@ def test_save_and_load(sp, tmp_path):
     assert isinstance(artifact.load(str(tmp_path / "bytes")), ByteTokenizer)
 
 
+def test_a_tokenizer_saved_before_the_rename_still_loads(sp, tmp_path):
+    """Artifacts written before the description was renamed hold it as LEGACY_DESCRIPTION_FILE
+    (the name Hugging Face gives its own tokenizer file): load reads it; a new save writes only
+    DESCRIPTION_FILE, so the two formats never share a name in one folder."""
+    assert base.DESCRIPTION_FILE != base.LEGACY_DESCRIPTION_FILE
+    sp.save(str(tmp_path / "sp"))
+    assert not (tmp_path / "sp" / base.LEGACY_DESCRIPTION_FILE).exists()
+    os.rename(tmp_path / "sp" / base.DESCRIPTION_FILE, tmp_path / "sp" / base.LEGACY_DESCRIPTION_FILE)
+    loaded = artifact.load(str(tmp_path / "sp"))
+    assert isinstance(loaded, SentencePieceTokenizer) and loaded.model_proto == sp.model_proto
+    ByteTokenizer().save(str(tmp_path / "bytes"))
+    os.rename(tmp_path / "bytes" / base.DESCRIPTION_FILE, tmp_path / "bytes" / base.LEGACY_DESCRIPTION_FILE)
+    assert isinstance(artifact.load(str(tmp_path / "bytes")), ByteTokenizer)
+
+
 def test_missing_and_corrupt_files_name_the_file(sp, tmp_path):
     model = tmp_path / "tokenizer.model"
     with pytest.raises(TokenizerFileError, match=f"{model} does not exist"):

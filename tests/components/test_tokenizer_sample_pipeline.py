@@ -12,6 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from components.tokenizer import base
 from components.common.listing import list_input_files
 from components.config import DataConfig
 from components.corpus.documents import content_key
@@ -102,7 +103,7 @@ def test_model_bytes_are_equal_on_every_runner(sample_input, tmp_path):
         tokenizer, figures = stage.build_tokenizer(
             data, out, lambda: beam.Pipeline(options=PipelineOptions(args)))
         runs[name] = (tokenizer.model_proto, figures)
-        assert sorted(os.listdir(out)) == ["tokenizer.json", "tokenizer.model", "tokenizer.vocab"]
+        assert sorted(os.listdir(out)) == sorted([base.DESCRIPTION_FILE, base.MODEL_FILE, base.VOCAB_FILE])
 
     build("in_memory", BEAM_ARGS)
     build("two_workers", TWO_WORKERS)

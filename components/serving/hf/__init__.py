@@ -17,13 +17,14 @@ and its named errors).
 """
 
 from components.common.errors import BigtrainError
+from components.tokenizer.base import MODEL_FILE
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 GENERATION_FILE = "generation_config.json"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SPM_FILE = "tokenizer.model"
+SPM_FILE = MODEL_FILE   # the SentencePiece model, under the name both layouts give it
 CARD_FILE = "README.md"
 LAYOUT_FILES = (CONFIG_FILE, WEIGHTS_FILE, GENERATION_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
                 SPM_FILE, CARD_FILE)

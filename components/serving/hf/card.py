@@ -18,15 +18,17 @@ the evaluator's figures and the pushed version.
 
 from __future__ import annotations
 
+from components.model import properties as model_props
+from components.text_example_gen import properties as examples_props
 import json
 
-EVAL_FIGURES = ("eval_loss", "eval_bits_per_byte", "zlib9_bits_per_byte", "lzma9_bits_per_byte",
-                "unigram_baseline_loss", "eval_accuracy", "eval_loss_standard_error",
-                "eval_sample_sequences")
+EVAL_FIGURES = (model_props.EVAL_LOSS, model_props.EVAL_BITS_PER_BYTE, model_props.ZLIB9_BITS_PER_BYTE, model_props.LZMA9_BITS_PER_BYTE,
+                model_props.UNIGRAM_BASELINE_LOSS, model_props.EVAL_ACCURACY, model_props.EVAL_LOSS_STANDARD_ERROR,
+                model_props.EVAL_SAMPLE_SEQUENCES)
 # The card's words that say bigtrain wrote the folder (`export hf --force` replaces only such).
 CARD_MARKER = "exported by bigtrain (`bigtrain export hf`)"
-TRAINING_FIGURES = ("steps", "tokens_seen", "final_loss", "parameter_count", "precision",
-                    "num_replicas", "init_from", "config_digest", "code_digest")
+TRAINING_FIGURES = (model_props.STEPS, model_props.TOKENS_SEEN, model_props.FINAL_LOSS, model_props.PARAMETER_COUNT, model_props.PRECISION,
+                    model_props.NUM_REPLICAS, model_props.INIT_FROM, model_props.CONFIG_DIGEST, model_props.CODE_DIGEST)
 
 
 # A raw source's row: its settings (the `sources` JSON TextExampleGen records on its Examples)
@@ -34,7 +36,7 @@ TRAINING_FIGURES = ("steps", "tokens_seen", "final_loss", "parameter_count", "pr
 # properties of the same names.
 SOURCE_KEYS = ("name", "input", "format", "document", "weight", "files")
 SOURCE_MEASURES = ("documents", "bytes", "tokens")
-FLAT_SOURCE_KEYS = ("input", "format", "document", "files_listed")
+FLAT_SOURCE_KEYS = (examples_props.INPUT, examples_props.FORMAT, examples_props.DOCUMENT, examples_props.FILES_LISTED)
 
 
 def _source_row(source: dict) -> dict:
@@ -53,16 +55,16 @@ def data_facts(examples: dict) -> dict:
     on its Examples (components/text_example_gen/component.py: record_outputs): one row per raw
     source; the counts: every integer property but the per-source counters (in the rows)."""
     try:
-        sources = json.loads(examples.get("sources") or "[]")
+        sources = json.loads(examples.get(examples_props.SOURCES) or "[]")
     except (TypeError, ValueError):
         sources = []
     rows = [_source_row(s) for s in sources if isinstance(s, dict)]
-    if not rows and "input" in examples:
+    if not rows and examples_props.INPUT in examples:
         rows = [{k: examples[k] for k in FLAT_SOURCE_KEYS if k in examples}]
     counts = {k: v for k, v in sorted(examples.items())
               if isinstance(v, int) and not isinstance(v, bool) and not k.startswith("source_")}
     return {"data_sources": rows, "data_counts": counts,
-            "input_fingerprint": examples.get("input_fingerprint")}
+            "input_fingerprint": examples.get(examples_props.INPUT_FINGERPRINT)}
 
 
 def facts_from_model_info(info: dict) -> dict:
@@ -103,7 +105,7 @@ def _sources(sources: list[dict]) -> list[str]:
 
 def compressor_line(evaluation: dict) -> str:
     """The model's bits per byte against the general-purpose compressors on the same text."""
-    model = evaluation.get("eval_bits_per_byte")
+    model = evaluation.get(model_props.EVAL_BITS_PER_BYTE)
     baselines = {name: evaluation[f"{name}9_bits_per_byte"] for name in ("zlib", "lzma")
                  if f"{name}9_bits_per_byte" in evaluation}
     if model is None or not baselines:

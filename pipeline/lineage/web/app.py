@@ -14,6 +14,7 @@ from typing import Callable, Collection
 import flask
 from werkzeug.exceptions import HTTPException, NotFound
 
+from components.evaluation import properties as eval_props
 from components.common.errors import MetadataStoreError, NotFoundError
 from pipeline.lineage import explore, queries, record, report
 from pipeline.lineage.store import Lineage, properties
@@ -21,7 +22,9 @@ from pipeline.lineage.web import curves, layout
 
 STATES = ("complete", "failed", "abandoned", "preempted", "running")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-VARIANT_FIGURES = ("loss", "loss_delta", "size_bytes", "latency_ms", "fit_to_serve", "reason")
+# the variants table: each variant's <variant>_<figure> properties (components/evaluation/properties.py)
+VARIANT_FIGURES = (eval_props.VARIANT_FIGURES + eval_props.VARIANT_COUNTS
+                   + (eval_props.FIT_TO_SERVE, eval_props.VARIANT_REASON))
 
 
 def allowed_hosts(host: str, port: int, extra: Collection[str] = ()) -> list[str]:
@@ -261,6 +264,7 @@ def serve(open_lineage: Callable[[], Lineage], file_roots: list[str], host: str,
 
 def _variants(props: dict) -> list[dict]:
     """The exported variants of a ModelEvaluation's properties: one row per variant."""
-    names = [n for n in str(props.get("variants", "")).split(",") if n]
-    return [dict(name=n, serve=n == props.get("serve_variant"),
-                 **{f: props.get(f"{n}_{f}") for f in VARIANT_FIGURES}) for n in names]
+    names = [n for n in str(props.get(eval_props.VARIANTS, "")).split(",") if n]
+    return [dict(name=n, serve=n == props.get(eval_props.SERVE_VARIANT),
+                 **{f: props.get(eval_props.variant_property(n, f)) for f in VARIANT_FIGURES})
+            for n in names]

@@ -5,7 +5,8 @@ the run's own executions and their outputs in MLMD."""
 from __future__ import annotations
 
 from components.common.errors import NotFoundError
-from components.serving.hf.card import EVAL_FIGURES, data_facts
+from components.serving.data_facts import data_facts
+from components.serving.hf.card import EVAL_FIGURES
 from pipeline.lineage.standing import document_standing
 from pipeline.lineage.store import Lineage, properties
 

@@ -18,7 +18,7 @@ from tfx.types import Channel, standard_artifacts
 from components.model import properties as model_props
 from components.validation.schema_gen import CuratedSchemaGen
 from components.evaluation.component import LanguageModelEvaluator
-from components.push.executor import AtomicPusherExecutor
+from components.push.executor import AtomicPusherExecutor, pusher_sections
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
 from components.tuner.component import make_tuner
@@ -26,6 +26,7 @@ from components.tokenizer.component import TokenizerGen
 from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
 from components.common import checkpoints
+from components import config as config_lib
 from components.config import Config
 
 
@@ -170,9 +171,7 @@ def release_stages(config: Config, examples, trainer, serving_dir: str):
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_dir, config.model.name))),
-        custom_config={"deploy": {"keep_versions": config.push.keep_versions,
-                                  "policy": config.push.version_policy},
-                       "formats": list(config.push.formats)}).with_id("Pusher")
+        custom_config=config_lib.sections_json(pusher_sections(config))).with_id("Pusher")
     return latest_blessed, evaluator, pusher
 
 

@@ -52,12 +52,13 @@ READERS = (
     "pipeline/lineage/queries.py", "pipeline/lineage/report.py", "pipeline/lineage/content.py",
     "pipeline/lineage/card_facts.py", "pipeline/lineage/standing.py", "pipeline/lineage/explore.py",
     "pipeline/lineage/store.py", "pipeline/lineage/web/app.py", "components/serving/hf/card.py",
+    "components/serving/data_facts.py",
     "components/push/executor.py", "components/tuner/summary.py",
 )
 # (module, word): what the word means in that module where it is not an MLMD property
 _SOURCE_RECORD = "a key of a source's record in the Examples' `sources` JSON, not a property"
 OTHER_KEYS: dict[tuple[str, str], str] = {
-    **{("components/serving/hf/card.py", word): _SOURCE_RECORD
+    **{("components/serving/data_facts.py", word): _SOURCE_RECORD
        for word in ("input", "format", "document", "tokens", "documents")},
     **{("components/serving/hf/card.py", word): "a train.* setting's name in the model's config"
        for word in ("steps", "init_from")},

@@ -17,7 +17,10 @@ import os
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
+from components.config.tree import SQLITE_FILE
+from components.push.layout import PUSH_RECORD
 from pipeline.lineage import record
+from runners.home import PIPELINES_FOLDER, RUN_LOG, RUNS_FOLDER, SERVING_FOLDER
 
 PIPELINE = "bigtrain"
 Execution, Event = pb.Execution, pb.Event
@@ -56,7 +59,7 @@ class Builder:
 
     def artifact(self, type_name: str, name: str, props: dict, run: str) -> pb.Artifact:
         type_id = self.store.put_artifact_type(pb.ArtifactType(name=type_name))
-        uri = os.path.join(self.root, "pipelines", run, name)
+        uri = os.path.join(self.root, PIPELINES_FOLDER, run, name)
         os.makedirs(uri, exist_ok=True)
         artifact = pb.Artifact(type_id=type_id, uri=uri, state=pb.Artifact.LIVE)
         for key, value in props.items():
@@ -115,7 +118,7 @@ def build(home: str, hostile: str = "") -> str:
     """A store at <home>/metadata.sqlite with runs run-a, run-b, run-c; returns its path.
     hostile: a string (e.g. '<script>') put into a run name and an artifact property."""
     os.makedirs(home, exist_ok=True)
-    path = os.path.join(home, "metadata.sqlite")
+    path = os.path.join(home, SQLITE_FILE)
     config = pb.ConnectionConfig()
     config.sqlite.filename_uri = path
     config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
@@ -130,11 +133,11 @@ def build(home: str, hostile: str = "") -> str:
 def _one_run(b: Builder, run_id: str, version, base_model, tuner=False, fail=False, hostile=""):
     home = b.root
     run_ctx = _context(b.store, b.types, "pipeline_run", run_id, {
-        record.RUN_DIR: os.path.join(home, "runs", run_id),
-        record.RUN_LOG: os.path.join(home, "runs", run_id, "run.log"),
+        record.RUN_DIR: os.path.join(home, RUNS_FOLDER, run_id),
+        record.RUN_LOG: os.path.join(home, RUNS_FOLDER, run_id, RUN_LOG),
         record.RUN_WHY: "first run" if run_id == "run-a" else "config changed: train.train_steps"})
-    os.makedirs(os.path.join(home, "runs", run_id), exist_ok=True)
-    with open(os.path.join(home, "runs", run_id, "run.log"), "w", encoding="utf-8") as fh:
+    os.makedirs(os.path.join(home, RUNS_FOLDER, run_id), exist_ok=True)
+    with open(os.path.join(home, RUNS_FOLDER, run_id, RUN_LOG), "w", encoding="utf-8") as fh:
         fh.write(f"log of {run_id}\n")
     done = Execution.COMPLETE
     ex = b.execution(run_ctx, "TextExampleGen", done, {}, {"examples": b.artifact("Examples", "examples", {
@@ -189,9 +192,9 @@ def _one_run(b: Builder, run_id: str, version, base_model, tuner=False, fail=Fal
             "int8_loss": 2.31, "int8_loss_delta": 0.01, "int8_size_bytes": 1_000_000,
             "int8_latency_ms": 9.0, "int8_fit_to_serve": 1}, run_id),
         "blessing": b.artifact("ModelBlessing", "blessing", {"blessed": 1, "reason": "loss ok"}, run_id)})
-    dest = os.path.join(home, "serving", "gpt", str(version))
-    os.makedirs(os.path.join(dest, "assets.extra"), exist_ok=True)
-    with open(os.path.join(dest, "assets.extra", "bigtrain_push.json"), "w", encoding="utf-8") as fh:
+    dest = os.path.join(home, SERVING_FOLDER, "gpt", str(version))
+    os.makedirs(os.path.dirname(os.path.join(dest, PUSH_RECORD)), exist_ok=True)
+    with open(os.path.join(dest, PUSH_RECORD), "w", encoding="utf-8") as fh:
         json.dump({"model_id": trained["model"], "version": version}, fh)  # as push.py writes it
     b.execution(run_ctx, "Pusher", done, {"model": [trained["model"]],
                                           "model_blessing": [evaluation["blessing"]]}, {

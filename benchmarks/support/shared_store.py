@@ -12,6 +12,9 @@ import os
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
+from components.config.tree import SQLITE_FILE
+from runners.home import PIPELINES_FOLDER, SERVING_FOLDER
+
 PIPELINE = "bigtrain"
 Execution, Event = pb.Execution, pb.Event
 # node -> (input key and the node whose output it reads, output key and artifact type)
@@ -37,7 +40,7 @@ def build(home: str, runs: int) -> str:
     the pushed version's folder is <home>/serving/gpt/1. Returns the store's path."""
     os.makedirs(home, exist_ok=True)
     config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = os.path.join(home, "metadata.sqlite")
+    config.sqlite.filename_uri = os.path.join(home, SQLITE_FILE)
     config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
     store = metadata_store.MetadataStore(config)
     ctx_types = {n: store.put_context_type(pb.ContextType(name=n))
@@ -76,7 +79,7 @@ def _outputs(store, home: str) -> dict[str, int]:
     for node, (_, (key, type_name)) in NODES.items():
         type_id = store.put_artifact_type(pb.ArtifactType(name=type_name))
         artifact = pb.Artifact(type_id=type_id, state=pb.Artifact.LIVE,
-                               uri=os.path.join(home, "pipelines", node, key))
+                               uri=os.path.join(home, PIPELINES_FOLDER, node, key))
         if type_name == "PushedModel":
             artifact.custom_properties["pushed"].int_value = 1
             artifact.custom_properties["pushed_version"].string_value = "1"
@@ -86,4 +89,4 @@ def _outputs(store, home: str) -> dict[str, int]:
 
 
 def version_dir(home: str) -> str:
-    return os.path.join(home, "serving", "gpt", "1")
+    return os.path.join(home, SERVING_FOLDER, "gpt", "1")

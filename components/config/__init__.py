@@ -6,8 +6,9 @@ cross-field rules (rules.py), tuned values (hyperparameters.py).
 inside import each other directly (never this package), so the import graph has no cycle.
 """
 
-from components.config.loading import (build_config, digest, from_dict, load_yaml, merge,
-                                        parse_override, save_config, section_json, to_dict)
+from components.config.loading import (build_config, digest, from_dict, from_sections, load_yaml,
+                                        merge, parse_override, save_config, section_json,
+                                        section_part, section_without, sections_json, to_dict)
 from components.config.presets import PRESETS, base, large, small, tiny
 from components.config.rules import expected_replicas, validate
 from components.config.tree import (
@@ -22,7 +23,8 @@ from components.config.tree import (
 
 __all__ = [
     "build_config", "digest", "from_dict", "load_yaml", "merge", "parse_override",
-    "save_config", "section_json", "to_dict", "PRESETS", "base", "large", "small", "tiny",
+    "save_config", "section_json", "sections_json", "from_sections", "section_part",
+    "section_without", "to_dict", "PRESETS", "base", "large", "small", "tiny",
     "expected_replicas", "validate", "STRATEGIES", "PRECISIONS", "DATA_FORMATS",
     "DOCUMENT_MODES", "REMAT_MODES", "XLA_MODES", "ON_OFF_KEYS", "ARCHS", "LR_SCHEDULES", "TOKENIZERS",
     "TOKENIZER_MODEL_TYPES", "MIN_SENTENCEPIECE_VOCAB", "ConfigError", "DataConfig", "SourceConfig", "DEFAULT_SOURCE",

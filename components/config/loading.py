@@ -284,6 +284,31 @@ def section_json(section: Any) -> str:
     return json.dumps(to_dict(section), sort_keys=True)
 
 
+def section_part(section: Any, *names: str) -> Any:
+    """The part of a section a stage reads: the named fields as set, every other at its default
+    (so a change to those cannot touch that stage's cache key)."""
+    default = type(section)()
+    return replace(default, **{name: getattr(section, name) for name in names})
+
+
+def section_without(section: Any, *names: str) -> Any:
+    """The section with the named fields at their defaults (what a stage must not key on)."""
+    default = type(section)()
+    return replace(section, **{name: getattr(default, name) for name in names})
+
+
+def sections_json(sections: Mapping[str, Any]) -> dict[str, str]:
+    """A stage's hand-off: {section name: section_json} of the typed sections it gets (one exec
+    property, or custom_config key, per section: its cache key)."""
+    return {name: section_json(section) for name, section in sections.items()}
+
+
+def from_sections(payload: Mapping[str, str], names: tuple[str, ...]) -> Config:
+    """The inverse of sections_json: the Config a stage works with, its named sections read back
+    with from_dict (strict), every other section at its defaults."""
+    return from_dict(Config, {name: json.loads(payload[name]) for name in names})
+
+
 def digest(config: Any) -> str:
     return hashlib.sha256(json.dumps(to_dict(config), sort_keys=True).encode()).hexdigest()[:16]
 

@@ -10,9 +10,18 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
+from components import config as config_lib
 from components.serving import blessing as blessing_props
 from components.push import properties as push_props
-from components.push.push import LOGGER, format_writers, push_model
+from components.push.push import LOGGER, deploy_settings, format_writers, push_model
+
+# The sections the Pusher gets, one custom_config key each (config_lib.sections_json).
+PUSHER_SECTIONS = ("push",)
+
+
+def pusher_sections(config: config_lib.Config) -> dict:
+    """The typed sections the Pusher gets (its cache key): push (deployment files, formats)."""
+    return {name: getattr(config, name) for name in PUSHER_SECTIONS}
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
@@ -32,13 +41,14 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         variant = blessing.get_string_custom_property(blessing_props.SERVE_VARIANT) if blessing else ""
         serve_path = blessing.get_string_custom_property(blessing_props.SERVE_PATH) if blessing else ""
         source = os.path.join(model.uri, serve_path) if serve_path else self.GetModelPath(input_dict)
-        custom = json.loads(exec_properties.get("custom_config") or "{}")
+        push = config_lib.from_sections(json.loads(exec_properties["custom_config"]),
+                                        PUSHER_SECTIONS).push
         run_id = getattr(self._context, "pipeline_run_id", None) if self._context else None
         result = push_model(source, destination.filesystem.base_directory,
                             record={"model_id": model.id, "model_uri": model.uri,
                                     "variant": variant or "float"},
-                            deploy=custom.get("deploy"),
-                            extras=format_writers(custom.get("formats") or (), model.uri,
+                            deploy=deploy_settings(push),
+                            extras=format_writers(push.formats, model.uri,
                                                   {"run_id": run_id, "model_name": os.path.basename(
                                                       destination.filesystem.base_directory.rstrip("/"))}))
         model_push.set_string_custom_property(push_props.VARIANT, variant or "float")

@@ -176,6 +176,11 @@ def hf_writer(model_dir: str, facts: dict | None = None):
     return write
 
 
+def deploy_settings(push) -> dict:
+    """push_model's deploy argument from the typed push section (components/config PushConfig)."""
+    return {"keep_versions": push.keep_versions, "policy": push.version_policy}
+
+
 def format_writers(formats, model_dir: str, facts: dict | None = None) -> dict:
     """{folder in the version: writer} for push.formats."""
     return {HF_DIR: hf_writer(model_dir, facts)} if "hf" in formats else {}

@@ -24,8 +24,9 @@ DIVERGED = ("training diverged ({steps} steps, {skipped} skipped as non-finite):
 
 
 def training_view(config: config_lib.Config) -> dict:
-    """The part of the config that decides the trained model: Trainer's cache key and the config
-    run_fn rebuilds. Paths and Beam options are left out so they cannot trigger a retrain."""
+    """The part of the config that decides the trained model: the checkpoint key
+    (checkpoint_dir_for) and the config in the model's MODEL_INFO. Paths and Beam options are left
+    out so they cannot trigger a retrain."""
     runtime = config_lib.to_dict(config.runtime)
     runtime.pop("beam_args")
     data = {"seq_len": config.data.seq_len}
@@ -35,44 +36,74 @@ def training_view(config: config_lib.Config) -> dict:
             "train": config_lib.to_dict(config.train), "runtime": runtime}
 
 
-# The code that decides the trained model: an edit to it re-runs the Trainer (cache key).
+# The code that decides the trained model: an edit to it re-runs the Trainer (cache key). The
+# Hugging Face layout (the card, tokenizer files, the directory writer) is not the Trainer's code,
+# except the reader a train.init_from=hf:DIR warm start runs (training_code).
 TRAINING_CODE = ("components.model", "components.serving", "components.training")
+HF_CODE = "components.serving.hf"
+
+
+def training_code(config: config_lib.Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(modules, sub-packages left out) of the code the Trainer runs for this config."""
+    from components.training.hf_source import hf_source
+    return TRAINING_CODE, (() if hf_source(config.train.init_from) else (HF_CODE,))
+
+
+def training_code_digest(config: config_lib.Config, root: str | None = None) -> str:
+    """code_digest of training_code (root: a copy of the source tree, see module_path)."""
+    modules, exclude = training_code(config)
+    return code_digest(*modules, exclude=exclude, root=root)
+
+
+# The sections the Trainer gets, one custom_config key each (section_json of the typed section:
+# its cache key): those that decide the model (training_sections), and the parts of eval and
+# export that decide what it measures and writes after training.
+TRAINER_SECTIONS = ("data", "model", "train", "runtime", "eval", "export")
+TRAINING_DATA = ("seq_len", "tokenizer", "vocab_size")
+
+
+def training_sections(config: config_lib.Config) -> dict:
+    """The typed sections that decide a trained model (the Trainer's and a Tuner trial's): data
+    (only seq_len and the tokenizer: the examples carry the rest), model, train, and runtime
+    without the Beam arguments (they cannot trigger a retrain)."""
+    return {"data": config_lib.section_part(config.data, *TRAINING_DATA),
+            "model": config.model, "train": config.train,
+            "runtime": config_lib.section_without(config.runtime, "beam_args")}
+
+
+def trainer_sections(config: config_lib.Config) -> dict:
+    """TRAINER_SECTIONS, typed. eval (batch_size, max_batches: the Trainer measures its model on
+    the Evaluator's sample) and export (quantize, max_new_tokens: the variants it writes): a
+    change re-runs the Trainer, which resumes from the last checkpoint instead of training again.
+    export.serve and the eval gates are not the Trainer's: they go to the Evaluator only."""
+    return dict(training_sections(config),
+                eval=config_lib.section_part(config.eval, "batch_size", "max_batches"),
+                export=config_lib.section_part(config.export, "quantize", "max_new_tokens"))
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
-    """The Trainer's custom_config, TFX's cache key for it. "bigtrain" (the training view) is also
-    the checkpoint key. "eval" and "export" decide what the Trainer measures and writes after
-    training: a change re-runs the Trainer (its reported eval figure or its variants change), which
-    resumes from the last checkpoint instead of training again. export.serve and the eval gates
-    are not the Trainer's: they go to the Evaluator and Pusher only."""
-    evaluation = {"batch_size": config.eval.batch_size}
-    export = {"quantize": list(config.export.quantize), "max_new_tokens": config.export.max_new_tokens}
-    return {"bigtrain": json.dumps(training_view(config), sort_keys=True),
-            "eval": json.dumps(evaluation, sort_keys=True),
-            "checkpoint_root": checkpoint_root, "code_digest": code_digest(*TRAINING_CODE),
-            "export": json.dumps(export, sort_keys=True)}
+    """The Trainer's custom_config, TFX's cache key for it: one key per section
+    (config_lib.sections_json of trainer_sections), the checkpoint root and the code digest."""
+    return dict(config_lib.sections_json(trainer_sections(config)),
+                checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
 
 
 def trainer_config(custom_config: dict, hyperparameters: dict | None
                    ) -> tuple[config_lib.Config, dict]:
-    """The typed config run_fn works with, rebuilt from trainer_custom_config's sections, with
-    the Tuner's best values (its HyperParameters artifact) applied. Returns (config, tuned)."""
-    settings = json.loads(custom_config["bigtrain"])
-    settings["eval"] = json.loads(custom_config.get("eval", "{}"))
-    settings["export"] = json.loads(custom_config.get("export", "{}"))
-    config = config_lib.from_dict(config_lib.Config, settings)
+    """The typed config run_fn works with, rebuilt from the Trainer's sections (from_sections),
+    with the Tuner's best values (its HyperParameters artifact) applied. Returns (config, tuned)."""
+    config = config_lib.from_sections(custom_config, TRAINER_SECTIONS)
     tuned = hyperparameters_lib.config_values((hyperparameters or {}).get("values", {}))
     if tuned:
         config = hyperparameters_lib.apply_hyperparameters(config, tuned)
     return config, tuned
 
 
-def checkpoint_dir_for(config: config_lib.Config, checkpoint_root: str, base_model,
-                       train_files) -> str:
+def checkpoint_dir_for(view: dict, checkpoint_root: str, base_model, train_files) -> str:
     """This training's checkpoint folder: keyed by its training view (after tuning), the parent
     model and the examples (components/common/checkpoints.py keyed_dir)."""
-    return checkpoints.keyed_dir(checkpoint_root, json.dumps(training_view(config), sort_keys=True),
-                                 base_model, train_files)
+    return checkpoints.keyed_dir(checkpoint_root, json.dumps(view, sort_keys=True), base_model,
+                                 train_files)
 
 
 def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer) -> tuple[dict, float]:
@@ -147,7 +178,8 @@ def run_fn(fn_args) -> None:
         warm.update(warm_start.check_hf_source(config, hf_dir, tokenizer))
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
                                   config.train.freeze, warm)
-    checkpoint_dir = checkpoint_dir_for(config, custom["checkpoint_root"], fn_args.base_model,
+    view = training_view(config)   # after tuning: the checkpoint key and MODEL_INFO's config
+    checkpoint_dir = checkpoint_dir_for(view, custom["checkpoint_root"], fn_args.base_model,
                                         fn_args.train_files)
     first_loss = {}
     result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
@@ -170,7 +202,7 @@ def run_fn(fn_args) -> None:
                                os.path.dirname(fn_args.serving_model_dir.rstrip("/")),
                                tokenizer=tokenizer, quantize=config.export.quantize,
                                max_new_tokens_limit=config.export.max_new_tokens,
-                               metadata={"config": training_view(config), "training": summary,
+                               metadata={"config": view, "training": summary,
                                          "data": json.loads(custom.get(DATA_FACTS) or "{}")})
     summary[model_props.VARIANTS] = ",".join(manifest)
     fs.write_text(os.path.join(fn_args.model_run_dir, SUMMARY_FILE),
@@ -190,8 +222,8 @@ DATA_FACTS = "data_facts"   # custom_config key the executor adds (not part of T
 
 def examples_facts(examples: list) -> dict:
     """The card's data facts of the Examples artifact the Trainer reads (TextExampleGen's MLMD
-    properties, components/serving/hf/card.py data_facts); {} without one."""
-    from components.serving.hf.card import data_facts
+    properties, components/serving/data_facts.py); {} without one."""
+    from components.serving.data_facts import data_facts
     if not examples:
         return {}
     artifact = examples[0]

@@ -18,7 +18,7 @@ from tfx.types import artifact_utils
 from components import config as config_lib
 from components.common.digest import code_digest
 from components.common.figures import set_figure
-from components.training.run_fn import TRAINING_CODE, training_view
+from components.training.run_fn import HF_CODE, TRAINING_CODE, training_sections
 from components.tuner import properties as names
 from components.tuner import space as space_lib
 
@@ -74,8 +74,11 @@ def record_trials(best, results, records: list[dict], tune: dict) -> None:
             _set(results, names.trial_property(trial, key), value, exact=True)
 
 
-# The search and training code (a change re-runs the Tuner, like the Trainer).
+# The search and training code (a change re-runs the Tuner, like the Trainer); trials never start
+# from a Hugging Face directory, so its layout is left out.
 TUNER_CODE = TRAINING_CODE + ("components.tuner",)
+# The sections the Tuner gets, one custom_config key each (section_json of the typed section).
+TUNER_SECTIONS = ("data", "model", "train", "runtime", "tune")
 
 
 class BigtrainTuner(Tuner):
@@ -84,16 +87,16 @@ class BigtrainTuner(Tuner):
 
 
 def make_tuner(config: config_lib.Config, examples, schema):
-    """The Tuner node for a config. Its cache key: the training view of the config (what a trial
-    trains), the tune section (space, algorithm, budget), the code and the examples."""
-    view = training_view(config)
+    """The Tuner node for a config. Its cache key: the training sections of the config (what a
+    trial trains), the tune section (space, algorithm, budget), the code and the examples."""
+    sections = training_sections(config)
     # Trials start from random weights: the warm-start keys are the Trainer's, not the Tuner's.
-    view["train"].pop("init_from")
-    view["train"].pop("freeze")
+    sections["train"] = config_lib.section_without(config.train, "init_from", "freeze")
+    sections["tune"] = config.tune
     return BigtrainTuner(
         tuner_fn="components.tuner.search.tuner_fn", examples=examples, schema=schema,
         train_args=trainer_pb2.TrainArgs(num_steps=config.tune.steps_per_trial),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.tune.eval_batches),
-        custom_config={"bigtrain": json.dumps(view, sort_keys=True),
-                       "tune": config_lib.section_json(config.tune),
-                       "code_digest": code_digest(*TUNER_CODE)}).with_id("Tuner")
+        custom_config=dict(config_lib.sections_json(sections),
+                           code_digest=code_digest(*TUNER_CODE, exclude=(HF_CODE,)))
+    ).with_id("Tuner")

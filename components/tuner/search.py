@@ -151,13 +151,14 @@ def write_hparams(run_dir: str, trial_id: str, values: dict, objective: float, s
 
 
 def tuner_fn(fn_args):
-    """What TFX's Tuner executor calls: custom_config carries the training view of the config
-    (as the Trainer's does) and the tune section; TFX's fn_args give the example files."""
+    """What TFX's Tuner executor calls: custom_config carries the Tuner's sections
+    (components/tuner/component.py TUNER_SECTIONS); TFX's fn_args give the example files."""
     from tfx.components.tuner.component import TunerFnResult
 
     custom = fn_args.custom_config
-    config = config_lib.from_dict(config_lib.Config, json.loads(custom["bigtrain"]))
-    tune = config_lib.from_dict(config_lib.TuneConfig, json.loads(custom["tune"]))
+    from components.tuner.component import TUNER_SECTIONS
+    config = config_lib.from_sections(custom, TUNER_SECTIONS)
+    tune = config.tune
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
     if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))

@@ -7,7 +7,8 @@ from __future__ import annotations
 from components.push import properties as push_props
 from components.text_example_gen import properties as examples_props
 from components.common.errors import NotFoundError
-from components.serving.hf.card import EVAL_FIGURES, data_facts
+from components.serving.data_facts import data_facts
+from components.serving.hf.card import EVAL_FIGURES
 from pipeline.lineage.standing import document_standing
 from pipeline.lineage.store import Lineage, properties
 

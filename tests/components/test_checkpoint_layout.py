@@ -31,13 +31,17 @@ STATE_PREFIX = "/ck/key/input-58dd2f3ef13e1fcc/state-40"
 def test_keys_and_prefixes_are_the_ones_existing_checkpoints_have():
     import json
     from components import config as config_lib
-    from components.training.run_fn import checkpoint_dir_for, training_view
+    from components.training.run_fn import (checkpoint_dir_for, trainer_config,
+                                           trainer_custom_config, training_view)
     config = config_lib.build_config("tiny")
     train_files = ["/e/Split-train/*"]
     view = json.dumps(training_view(config), sort_keys=True)
-    assert checkpoint_dir_for(config, "/root/checkpoints", None, train_files) == \
+    # The view run_fn keys on is the one rebuilt from the Trainer's sections (its custom_config).
+    rebuilt = training_view(trainer_config(trainer_custom_config(config, "/root"), None)[0])
+    assert rebuilt == training_view(config)
+    assert checkpoint_dir_for(rebuilt, "/root/checkpoints", None, train_files) == \
         f"/root/checkpoints/{old_rule_key(view, None, train_files)}"
-    assert checkpoint_dir_for(config, "/root/checkpoints", "parent-uri", train_files) == \
+    assert checkpoint_dir_for(rebuilt, "/root/checkpoints", "parent-uri", train_files) == \
         f"/root/checkpoints/{old_rule_key(view, 'parent-uri', train_files)}"
     assert checkpoints.keyed_dir("/r", view, None, ["/e/Split-train/*", "/f"]) != \
         checkpoints.keyed_dir("/r", view, None, train_files)      # the examples are in the key

@@ -62,12 +62,12 @@ def _examples_id(run):
 def test_diff_names_the_changed_hyper_parameter(changed_lr_run, data_run, failed_run, capsys):
     result = lineage_json(capsys, failed_run.home, "diff", data_run.run_id, changed_lr_run.run_id)
     changed = {(c["node"], c["key"]): (c["a"], c["b"]) for c in result["config"]}
-    assert changed[("Trainer", "custom_config.bigtrain.train.learning_rate")] == (0.003, 0.002)
+    assert changed[("Trainer", "custom_config.train.learning_rate")] == (0.003, 0.002)
     assert not result["data_changed"] and not result["code_changed"]
     stages = {s["node"]: (s["a"], s["b"]) for s in result["stages"]}
     assert stages["TextExampleGen"] == ("complete", "cached") and stages["Trainer"] == ("complete", "complete")
     text = lineage_text(capsys, failed_run.home, "diff", data_run.run_id, changed_lr_run.run_id)
-    assert "custom_config.bigtrain.train.learning_rate" in text and "data changed: no" in text
+    assert "custom_config.train.learning_rate" in text and "data changed: no" in text
 
 
 def test_graph_writes_dot_mermaid_svg_png(failed_run, data_run, capsys, tmp_path):

@@ -87,7 +87,7 @@ def test_changed_hyper_parameter_reruns_only_trainer_and_after(changed_lr_run):
     assert states["Trainer"] == "complete" and states["LanguageModelEvaluator"] == "complete"
     why = changed_lr_run.report().stage("Trainer").why
     assert "train.learning_rate: 0.003 -> 0.002" in why
-    assert "Trainer: custom_config.bigtrain.train.learning_rate" in changed_lr_run.stdout
+    assert "Trainer: custom_config.train.learning_rate" in changed_lr_run.stdout
 
 
 def test_impossible_threshold_blocks_push_and_leaves_serving_untouched(impossible_threshold_run,

@@ -6,7 +6,8 @@ same run id, sources, counts and figures as one written from the run id."""
 import json
 import os
 
-from components.serving.hf.card import data_facts, facts_from_model_info, render_card
+from components.serving.data_facts import data_facts
+from components.serving.hf.card import facts_from_model_info, render_card
 from pipeline.lineage.card_facts import card_facts, model_facts
 from pipeline.lineage.store import Lineage
 from benchmarks.support import lineage_store
@@ -98,7 +99,7 @@ def test_the_trainer_hands_its_examples_facts_to_run_fn(tmp_path, monkeypatch):
     (tmp_path / "model_run").mkdir()
     (tmp_path / "model_run" / run_fn.SUMMARY_FILE).write_text(json.dumps({"steps": 20}))
     run_fn.TrainerExecutor().Do({"examples": [examples]}, {"model": [model], "model_run": [model_run]},
-                                {"custom_config": json.dumps({"bigtrain": "{}"})})
+                                {"custom_config": json.dumps({"model": "{}"})})
     custom = json.loads(seen["custom_config"])
     assert json.loads(custom[run_fn.DATA_FACTS]) == data_facts(EXAMPLES)
-    assert custom["bigtrain"] == "{}"
+    assert custom["model"] == "{}"

@@ -40,7 +40,8 @@ def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
     props = _properties(base)
     assert props["CuratedSchemaGen"]["vocab_size"] == 2000
     assert len(props["TextExampleGen"]["code_digest"]) == 64     # data + tokenizer code
-    assert json.loads(props["Trainer"]["custom_config"])["bigtrain"]
+    trainer_data = json.loads(json.loads(props["Trainer"]["custom_config"])["data"])
+    assert (trainer_data["tokenizer"], trainer_data["vocab_size"]) == ("sentencepiece", 2000)
 
     vocab = _properties(build("data.tokenizer=sentencepiece", "data.vocab_size=3000"))
     training = _properties(build(*sp, "train.learning_rate=0.001"))

@@ -61,7 +61,7 @@ def test_parameters_carry_the_config(compiled):
     assert parameter("CuratedSchemaGen", "seq_len") == 256
     assert spec.schema_version == "2.1.0"
     custom = json.loads(parameter("Trainer", "custom_config"))
-    assert json.loads(custom["bigtrain"])["train"]["learning_rate"] == 5e-4
+    assert json.loads(custom["train"])["learning_rate"] == 5e-4
     assert json.loads(parameter("LanguageModelEvaluator", "eval_config")) == config_lib.to_dict(config.eval)
     assert "/mnt/bigtrain/serving/gpt" in parameter("Pusher", "push_destination")
 

@@ -103,3 +103,43 @@ def test_eval_batch_size_is_in_the_trainers_cache_key_not_its_checkpoint_key(tmp
     root = str(tmp_path)
     assert run_fn_lib.trainer_custom_config(base, root) != run_fn_lib.trainer_custom_config(other, root)
     assert run_fn_lib.training_view(base) == run_fn_lib.training_view(other)
+
+
+def test_eval_max_batches_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
+    """The Trainer measures its model on the Evaluator's sample (eval.batch_size x
+    eval.max_batches). Fails before issue 39: its eval payload held batch_size only, so run_fn
+    measured on the default max_batches whatever the config said."""
+    config = config_lib.build_config("tiny", None, ["eval.max_batches=3"])
+    calls = _stub_heavy_parts(monkeypatch, _result())
+    run_fn_lib.run_fn(_fake_fn_args(tmp_path, _custom(config, tmp_path)))
+    assert calls["max_batches"] == 3
+
+
+def test_the_trainers_payload_is_one_section_json_per_section(tmp_path):
+    """One hand-off for every stage: the Trainer's custom_config holds section_json of each of its
+    typed sections under the section's name, and run_fn reads them back with from_sections."""
+    config = config_lib.build_config("tiny", None, ["train.learning_rate=0.002"])
+    custom = _custom(config, tmp_path)
+    assert set(custom) == set(run_fn_lib.TRAINER_SECTIONS) | {"checkpoint_root", "code_digest"}
+    assert custom["model"] == config_lib.section_json(config.model)
+    assert custom["train"] == config_lib.section_json(config.train)
+    rebuilt, tuned = run_fn_lib.trainer_config(custom, None)
+    assert tuned == {} and rebuilt.train.learning_rate == 0.002
+    assert (rebuilt.model, rebuilt.train) == (config.model, config.train)
+    assert run_fn_lib.training_view(rebuilt) == run_fn_lib.training_view(config)
+
+
+@pytest.mark.parametrize("override", [
+    "runtime.beam_args=[--direct_num_workers=2]",   # how Beam runs, not what is trained
+    "eval.max_loss=9.0",                            # an Evaluator gate
+    "export.serve=int8",                            # the Evaluator's choice of variant
+    "eval.variant_batches=3",
+    "push.keep_versions=2",                         # the Pusher's
+    "data.train_shards=8",                          # the data stage's (the examples carry it)
+])
+def test_settings_the_trainer_does_not_read_are_not_its_cache_key(tmp_path, override):
+    variants = ["export.quantize=[int8]"]
+    base = config_lib.build_config("tiny", None, variants)
+    other = config_lib.build_config("tiny", None, [*variants, override])
+    root = str(tmp_path)
+    assert run_fn_lib.trainer_custom_config(base, root) == run_fn_lib.trainer_custom_config(other, root)

@@ -11,7 +11,8 @@ lineage package, the Pusher its own execution; both sit above this module):
   standing       [line]                         the whole-document standing (lineage only)
   input_fingerprint                             the data stage's fingerprint of its input
 `facts_from_model_info` fills what the exported SavedModel itself records (its MODEL_INFO: the
-config, the training summary and, from the Examples it was trained on, `data_facts`), so a card
+config, the training summary and, from the Examples it was trained on,
+components/serving/data_facts.py `data_facts`), so a card
 has the data sources and counts even where no metadata store is at hand; lineage adds the run id,
 the evaluator's figures and the pushed version.
 """
@@ -19,8 +20,6 @@ the evaluator's figures and the pushed version.
 from __future__ import annotations
 
 from components.model import properties as model_props
-from components.text_example_gen import properties as examples_props
-import json
 
 EVAL_FIGURES = (model_props.EVAL_LOSS, model_props.EVAL_BITS_PER_BYTE, model_props.ZLIB9_BITS_PER_BYTE, model_props.LZMA9_BITS_PER_BYTE,
                 model_props.UNIGRAM_BASELINE_LOSS, model_props.EVAL_ACCURACY, model_props.EVAL_LOSS_STANDARD_ERROR,
@@ -29,42 +28,6 @@ EVAL_FIGURES = (model_props.EVAL_LOSS, model_props.EVAL_BITS_PER_BYTE, model_pro
 CARD_MARKER = "exported by bigtrain (`bigtrain export hf`)"
 TRAINING_FIGURES = (model_props.STEPS, model_props.TOKENS_SEEN, model_props.FINAL_LOSS, model_props.PARAMETER_COUNT, model_props.PRECISION,
                     model_props.NUM_REPLICAS, model_props.INIT_FROM, model_props.CONFIG_DIGEST, model_props.CODE_DIGEST)
-
-
-# A raw source's row: its settings (the `sources` JSON TextExampleGen records on its Examples)
-# and what was packed from it per split; without that JSON (one source, older records) the flat
-# properties of the same names.
-SOURCE_KEYS = ("name", "input", "format", "document", "weight", "files")
-SOURCE_MEASURES = ("documents", "bytes", "tokens")
-FLAT_SOURCE_KEYS = (examples_props.INPUT, examples_props.FORMAT, examples_props.DOCUMENT, examples_props.FILES_LISTED)
-
-
-def _source_row(source: dict) -> dict:
-    row = {k: source[k] for k in SOURCE_KEYS if k in source}
-    for measure in SOURCE_MEASURES:
-        per_split = source.get(measure)
-        if isinstance(per_split, dict):
-            row.update({f"{measure}_{split}": n for split, n in per_split.items()})
-    if "epochs" in source:
-        row["epochs"] = source["epochs"]
-    return row
-
-
-def data_facts(examples: dict) -> dict:
-    """data_sources, data_counts and input_fingerprint from the properties TextExampleGen records
-    on its Examples (components/text_example_gen/component.py: record_outputs): one row per raw
-    source; the counts: every integer property but the per-source counters (in the rows)."""
-    try:
-        sources = json.loads(examples.get(examples_props.SOURCES) or "[]")
-    except (TypeError, ValueError):
-        sources = []
-    rows = [_source_row(s) for s in sources if isinstance(s, dict)]
-    if not rows and examples_props.INPUT in examples:
-        rows = [{k: examples[k] for k in FLAT_SOURCE_KEYS if k in examples}]
-    counts = {k: v for k, v in sorted(examples.items())
-              if isinstance(v, int) and not isinstance(v, bool) and not k.startswith("source_")}
-    return {"data_sources": rows, "data_counts": counts,
-            "input_fingerprint": examples.get(examples_props.INPUT_FINGERPRINT)}
 
 
 def facts_from_model_info(info: dict) -> dict:

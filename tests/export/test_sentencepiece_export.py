@@ -129,7 +129,7 @@ def test_missing_or_corrupt_tokenizer_at_export_names_the_file(sp, tmp_path):
                                              f"data.vocab_size={sp.vocab_size}"])
     examples = tmp_path / "examples"
     train_files = [str(examples / "Split-train" / "*")]
-    with pytest.raises(TokenizerFileError, match=r"tokenizer/tokenizer\.json does not exist"):
+    with pytest.raises(TokenizerFileError, match=r"tokenizer/bigtrain_tokenizer\.json does not exist"):
         examples_tokenizer(train_files, config)
     sp.save(str(examples / "tokenizer"))
     assert examples_tokenizer(train_files, config).vocab_size == sp.vocab_size

@@ -45,7 +45,9 @@ def make_strategy(runtime) -> tf.distribute.Strategy:
         gpus = tf.config.list_logical_devices("GPU")
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
     if name == "mirrored":
-        gpus = tf.config.list_logical_devices("GPU")
+        # Physical, not logical: listing logical devices initializes TensorFlow, and the CPU
+        # could no longer be split (a fresh train-worker process trained on 1 replica of 2).
+        gpus = tf.config.list_physical_devices("GPU")
         if gpus:
             return tf.distribute.MirroredStrategy()
         ensure_cpu_replicas(runtime.cpu_replicas)

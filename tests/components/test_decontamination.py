@@ -41,6 +41,18 @@ def test_normalization_is_stated_one():
     assert contamination.normalized(b"Don't  STOP!\n\tNow...caf\xc3\xa9") == b"don t stop now caf\xc3\xa9"
 
 
+def test_digits_are_words_and_a_text_differing_only_in_digits_does_not_match():
+    """Digits stay in the normalized text (module docstring): "Apollo 11, 1969" keeps 11 and
+    1969; a training document whose 13 words differ from an evaluation n-gram only in a number
+    is not that n-gram, the same words with the same numbers are."""
+    assert contamination.normalized(b"Apollo 11 landed in July, 1969 (UTC+0)") == (
+        b"apollo 11 landed in july 1969 utc 0")
+    item = "In 1969 the crew of Apollo 11 landed on the moon at 20 17 UTC on July 20"
+    index = contamination.index_texts({"quiz": [item.encode()]}, 13)
+    assert index.matches(item.encode()) == ("quiz",)
+    assert index.matches(item.replace("1969", "1972").replace("11", "17").encode()) == ()
+
+
 def test_each_evaluation_set_is_indexed_on_its_own(tmp_path):
     """A .jsonl set (every string value of each record, nested too; never across records) and a
     plain text set; a pattern matching nothing is a named error."""

@@ -274,6 +274,32 @@ def test_stage_skips_near_duplicates_as_the_reference_does(tmp_path, shingle):
     assert plain["documents_packed"] == counters["documents_packed"] + len(expected)
 
 
+def test_a_screened_document_never_represents_a_clean_near_copy(tmp_path):
+    """The screen comes first: a document the decontamination screen drops takes no part in
+    near dedup. a.txt (read first) is b.txt with a 13-word evaluation question inside: near
+    copies (5-gram Jaccard 0.90, sharing a band), only a.txt contaminated. The plain rule (drop
+    the screened, then cluster the rest) keeps b.txt: 1 document packed. Signing a.txt too made
+    it b.txt's representative, and both were dropped (0 packed)."""
+    rng = random.Random(5)
+    base = [f"w{rng.randrange(20_000)}" for _ in range(200)]
+    question = [f"q{i}" for i in range(13)]
+    clean, contaminated = " ".join(base).encode(), " ".join(base[:100] + question + base[100:]).encode()
+    assert true_jaccard(shingle_set(clean), shingle_set(contaminated)) > 0.89
+    signer = minhash.Signer(minhash.params_of(NearDedupConfig(threshold=0.8)))
+    assert set(signer.band_keys(clean)) & set(signer.band_keys(contaminated))  # one cluster, unscreened
+    os.makedirs(tmp_path / "in")
+    files = []
+    for name, text in (("a.txt", contaminated), ("b.txt", clean)):
+        (tmp_path / "in" / name).write_bytes(text)
+        files.append((name, str(tmp_path / "in" / name)))
+    (tmp_path / "eval.txt").write_text(" ".join(question))
+    screen = DocumentScreen(QualityFilterConfig(), (("eval", (str(tmp_path / "eval.txt"),)),), 13)
+    counters = run_stage(files, str(tmp_path / "out"), dedup="near", screen=screen,
+                         near_dedup=minhash.params_of(NearDedupConfig(threshold=0.8)))
+    assert (counters["documents_skipped_contaminated"], counters["documents_skipped_near_duplicate"],
+            counters["documents_packed"]) == (1, 0, 1)
+
+
 def run_cleaning(files, out_dir, eval_file, beam_args):
     """Near-dedup, two quality filters and decontamination together."""
     screen = DocumentScreen(QualityFilterConfig(min_words=20), (("eval", (eval_file,)),), 13)

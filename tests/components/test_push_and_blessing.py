@@ -148,6 +148,11 @@ STEP = 2.0**-20   # exact in binary: the step past a threshold is not lost to ro
      dict(max_bits_per_byte_regression=0.25), False, "bits_per_byte", STEP),
     ({"loss": 2.0, "accuracy": 0.5, "bits_per_byte": 1.5}, None, dict(max_bits_per_byte=1.5),
      True, "bits_per_byte", STEP),
+    # a regression allowance of exactly 0 is a gate (no worse than the baseline), not "off"
+    ({"loss": 2.0, "accuracy": 0.5, "bits_per_byte": 1.25}, {"loss": 2.0, "bits_per_byte": 1.25},
+     dict(max_bits_per_byte_regression=0.0), False, "bits_per_byte", STEP),
+    ({"loss": 2.0, "accuracy": 0.5, "bits_per_byte": 1.25}, {"loss": 2.0, "bits_per_byte": 1.25},
+     dict(max_bits_per_byte_regression=0.0), True, "bits_per_byte", STEP),
 ])
 def test_a_model_exactly_at_a_threshold_is_blessed(candidate, baseline, eval_config, per_token,
                                                    gate, step):

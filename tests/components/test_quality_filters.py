@@ -155,3 +155,11 @@ def test_a_source_filter_list_filters_without_data_level_filters(tmp_path):
     manifest = [json.loads(line) for line in open(tmp_path / "out" / transforms.QUARANTINE_MANIFEST)]
     assert [m["reason"] for m in manifest] == [docs.filter_reason("word_count")] * 2
     assert all(m["path"].startswith("docs.jsonl") for m in manifest)
+
+
+@pytest.mark.parametrize("words, fails", [(2, True), (3, False), (5, False), (6, True)])
+def test_the_word_count_bounds_are_inclusive(words, fails):
+    """min_words 3, max_words 5: a document of exactly 3 or 5 words passes, 2 or 6 fails."""
+    thresholds = QualityFilterConfig(min_words=3, max_words=5)
+    text = " ".join(["word"] * words)
+    assert quality.fails_word_count(quality.Text(text), thresholds) is fails

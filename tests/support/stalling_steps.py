@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-SLOW_S = 0.5           # per element of the slow step
+SLOW_S = 1.0           # per element of the slow step
 
 
 def stuck(x):

@@ -74,3 +74,11 @@ def test_compressor_bits_per_byte_of_the_sample_text():
     assert 7.9 < zlib_bpb < 8.1 and 2.6 < lzma_bpb < 2.9      # 8/3 plus the container
     sample = np.array([[257, 104, 105, 258, 256], [257, 33, 256, 256, 256]])
     assert metrics.sample_text_bytes(sample) == b"hi!"
+
+
+def test_the_compressor_text_is_the_targets_not_the_first_column():
+    """Each row is seq_len + 1 ids: the first is context only, never a target. A row cut from the
+    middle of a document starts with a byte (not BOS): that byte is not in the text the
+    compressors see (written out by hand: the targets of [h i !  EOS] are "i!")."""
+    mid_document = np.array([[104, 105, 33, 258], [120, 121, 122, 122]])
+    assert metrics.sample_text_bytes(mid_document) == b"i!" + b"yzz"

@@ -10,7 +10,6 @@ a state exists (its log), states of pruned checkpoints left behind."""
 
 import logging
 import os
-import time
 
 import pytest
 
@@ -39,7 +38,10 @@ def reference(files, steps):
 
 def take(strategy, feed, count):
     """Release and take `count` steps: each step's rows in replica order, and the devices the
-    shares sit on. Then wait until the puller could have run ahead (if it were not gated)."""
+    shares sit on. Then the gate, without a clock: every ticket released was taken (each pull
+    takes one, so the puller read exactly the steps released and waits for the next ticket; a
+    puller that did not take tickets would leave them queued). The old check slept 0.2 s for an
+    ungated puller to run ahead, which a loaded VM could outlast."""
     feed.release(count)
     steps, devices = [], set()
     for _ in range(count):
@@ -47,7 +49,7 @@ def take(strategy, feed, count):
         shares = strategy.experimental_local_results(inputs)
         devices |= {x.device for x in shares}
         steps.append(sum((rows(x.numpy()) for x in shares), []))
-    time.sleep(0.2)
+    assert int(feed.tickets.size()) == 0
     return steps, devices
 
 

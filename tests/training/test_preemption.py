@@ -79,13 +79,20 @@ def worker_args(tmp_path, examples, index: int, *overrides) -> list[str]:
 
 
 def start_worker(tmp_path, examples, index: int, hold_step: int, env=None, *overrides):
-    """A train-worker process (held after hold_step when > 0: tests/training/preempt_child.py)."""
+    """A train-worker process (held after hold_step when > 0: tests/training/preempt_child.py).
+    Its stdout (the HOLD line and the JSON summary: print only) is a pipe of its own; its stderr
+    (logging, bigtrain's messages, TensorFlow's C++ log) goes to a file, so no log line can land
+    after or inside the summary (the flake of 2026-11-27: `JSONDecodeError: Extra data`)."""
     args = worker_args(tmp_path, examples, index, *overrides)
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.training.preempt_child", str(hold_step),
-         str(tmp_path / "go"), *args],
-        env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+    log_path = tmp_path / f"w{index}.hold{hold_step}.stderr"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.training.preempt_child", str(hold_step),
+             str(tmp_path / "go"), *args],
+            env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=subprocess.PIPE,
+            stderr=log, text=True)
+    proc.log_path = log_path
+    return proc
 
 
 def wait_for_hold(proc) -> list[str]:
@@ -94,35 +101,54 @@ def wait_for_hold(proc) -> list[str]:
         lines.append(line)
         if line.startswith("HOLD "):
             return lines
-    raise AssertionError("the worker ended before its hold:\n" + "".join(lines[-40:]))
+    proc.wait()
+    raise AssertionError("the worker ended before its hold:\n" + "".join(lines[-40:])
+                         + proc.log_path.read_text()[-4000:])
 
 
 def summary_line(out: str) -> dict:
-    """The worker's JSON summary: the last line that starts with "{". Not simply the last line:
-    stderr is merged into stdout, and TensorFlow's C++ log may write after the summary (seen:
-    `... BaseCollectiveExecutor ... CoordinationServiceError` as one worker shut down before the
-    other, read as JSON: `Extra data`)."""
-    return json.loads(next(line for line in reversed(out.splitlines()) if line.startswith("{")))
+    """The worker's JSON summary from its stdout (start_worker keeps stderr apart; stdout holds
+    only Python's writes: prints and bigtrain's log lines, which start with a time): the one line
+    that starts with "{"."""
+    found = [line for line in out.splitlines() if line.startswith("{")]
+    assert len(found) == 1, out[-3000:]
+    return json.loads(found[0])
 
 
-def test_the_summary_is_found_before_a_late_log_line():
-    """The flake of 2026-11-27: a C++ log line after the summary (the old last-line read raised
-    JSONDecodeError: Extra data)."""
-    out = ('bigtrain: done\n{"resumed_from_step": 3, "steps": 8}\n'
-           '2026-11-27 16:58:03.1: E tensorflow/core/common_runtime/base_collective_executor.cc:249]'
-           ' BaseCollectiveExecutor::StartAbort CoordinationServiceError\n')
+def test_the_summary_is_read_from_stdout_alone(tmp_path):
+    """The flake of 2026-11-27: TensorFlow's C++ log wrote a line after the summary into the merged
+    output (the old last-line read raised JSONDecodeError: Extra data). A child that writes to
+    stderr after (and while) printing its summary: the summary still reads back whole."""
+    child = ("import json, sys\n"
+             "sys.stderr.write('E base_collective_executor.cc:249] {partial')\n"
+             "print(json.dumps({'resumed_from_step': 3, 'steps': 8}), flush=True)\n"
+             "sys.stderr.write(' CoordinationServiceError\\n{not json}\\n')\n")
+    script = tmp_path / "child.py"
+    script.write_text(child)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    merged, _ = proc.communicate()
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(merged.splitlines()[-1])        # the old read of the merged output
+    with open(tmp_path / "log", "w") as log:
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                                stderr=log, text=True)
+    proc.log_path = tmp_path / "log"
+    code, out, err = finish(proc)
+    assert code == 0 and "CoordinationServiceError" in err
     assert summary_line(out) == {"resumed_from_step": 3, "steps": 8}
 
 
-def finish(proc, timeout=WORKER_TIMEOUT_S) -> tuple[int, str]:
-    """The process's exit status and output; timeout: a guard against a hung collective only
-    (test_multi_worker.WORKER_TIMEOUT_S), not a speed check."""
+def finish(proc, timeout=WORKER_TIMEOUT_S) -> tuple[int, str, str]:
+    """The process's exit status, stdout and stderr (the file start_worker opened); timeout: a
+    guard against a hung collective only (test_multi_worker.WORKER_TIMEOUT_S), not a speed
+    check."""
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
-    return proc.returncode, out
+    return proc.returncode, out, proc.log_path.read_text()
 
 
 @pytest.mark.slow   # a process importing TensorFlow
@@ -135,9 +161,10 @@ def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, s
     proc = start_worker(tmp_path, examples, 0, 2)
     wait_for_hold(proc)
     os.kill(proc.pid, signal.SIGTERM)
-    code, out = finish(proc)
-    assert code == EXIT_PREEMPTED, out[-3000:]
-    assert "bigtrain: training preempted at step 3 of 8" in out and "SIGTERM" in out
+    code, out, err = finish(proc)
+    text = out + err                           # bigtrain's log is on stdout, its errors on stderr
+    assert code == EXIT_PREEMPTED, text[-3000:]
+    assert "bigtrain: training preempted at step 3 of 8" in text and "SIGTERM" in text
     capsys.readouterr()
     code = cli.main(["plumbing", *worker_args(tmp_path, examples, 0)])
     captured = capsys.readouterr()
@@ -170,14 +197,15 @@ def test_sigterm_to_one_of_two_workers_stops_both_and_they_resume_exactly(uninte
     os.kill(procs[1].pid, signal.SIGTERM)
     (tmp_path / "go").write_text("")           # worker 0 goes on without a signal
     results = [finish(proc) for proc in procs]
-    assert [code for code, _ in results] == [EXIT_PREEMPTED] * 2, results[0][1][-3000:]
-    assert "SIGTERM" in results[1][1] and "a signal to another worker" in results[0][1]
+    texts = [out + err for _, out, err in results]
+    assert [code for code, _, _ in results] == [EXIT_PREEMPTED] * 2, texts[0][-3000:]
+    assert "SIGTERM" in texts[1] and "a signal to another worker" in texts[0]
     os.remove(tmp_path / "go")
     ports[:] = [portpicker.pick_unused_port() for _ in range(2)]
     cluster["worker"] = [f"localhost:{p}" for p in ports]
     results = [finish(proc) for proc in job(0)]
-    assert [code for code, _ in results] == [0, 0], results[0][1][-3000:]
-    for _, out in results:
+    assert [code for code, _, _ in results] == [0, 0], (results[0][1] + results[0][2])[-3000:]
+    for _, out, _ in results:
         assert summary_line(out)["resumed_from_step"] == 3
         assert "input: restored the iterator saved at step 3" in out
     for index in range(2):

@@ -33,6 +33,18 @@ def test_wsd_warms_up_holds_the_peak_then_decays_to_the_floor():
     assert [float(again(s)) for s in (0, 50, 85, 99)] == [lr[s] for s in (0, 50, 85, 99)]
 
 
+def test_wsd_decay_starts_at_the_rounded_fraction_written_out():
+    """9 steps, decay_fraction 0.3: 2.7 steps round to the last 3 (steps 6, 7, 8), not 2 (int).
+    Written out by hand: warmup 1 step (step 0 at the peak), the peak through step 6, then
+    1 - sqrt(progress) with progress 0, 1/2, 1 over steps 6-8."""
+    config = build_config("tiny", overrides=[
+        "train.lr_schedule=wsd", "train.learning_rate=1.0", "train.min_learning_rate=0.1",
+        "train.warmup_steps=1", "train.train_steps=9", "train.decay_fraction=0.3"])
+    schedule = make_schedule(config.train)
+    expected = [1.0] * 7 + [0.1 + 0.9 * (1 - math.sqrt(0.5)), 0.1]
+    assert [float(schedule(s)) for s in range(9)] == pytest.approx(expected, abs=1e-6)
+
+
 def test_cosine_stays_the_config_default_and_the_tiny_recipe_is_wsd():
     """TrainConfig's default schedule is cosine (old configs keep theirs); the tiny preset (the
     default run) uses the measured recipe's wsd (docs/benchmarks.md, "Recipe")."""

@@ -26,18 +26,19 @@ ROLLBACK = ("train.train_steps=16", "train.checkpoint_every=4", "train.log_every
 TOLERANCE_NATS = 0.05
 
 
-def poisoning(monkeypatch, at_call: int | None, factor: float = 8.0):
-    """loop.make_train_step whose step number `at_call` (of this process) first multiplies every
-    weight by `factor` (8: a finite loss many times the median, and weights a few steps cannot
-    repair; NaN: every later step non-finite)."""
+def poisoning(monkeypatch, at_call: int | tuple[int, ...] | None, factor: float = 8.0):
+    """loop.make_train_step whose step number `at_call` (of this process; or each of several)
+    first multiplies every weight by `factor` (8: a finite loss many times the median, and
+    weights a few steps cannot repair; NaN: every later step non-finite)."""
     real_make = loop.make_train_step
+    at_calls = at_call if isinstance(at_call, tuple) else (at_call,)
 
     def make(model, *args, **kwargs):
         step_fn, calls = real_make(model, *args, **kwargs), [0]
 
         def poisoned(iterator):
             calls[0] += 1
-            if calls[0] == at_call:
+            if calls[0] in at_calls:
                 for variable in model.trainable_variables:
                     variable.assign(variable * factor)
             return step_fn(iterator)
@@ -121,6 +122,22 @@ def test_non_finite_steps_up_to_the_limit_roll_back_instead_of_ending_the_run(sh
     poisoning(monkeypatch, 6, factor=float("nan"))
     with pytest.raises(loop.TrainingDiverged, match="steps 6-7: 2 steps in a row"):
         run(tmp_path, shards, "nan_off", *limit, "train.spike_rollback=false")
+
+
+def test_the_third_rollback_to_one_checkpoint_ends_the_run(shards, tmp_path, monkeypatch,
+                                                            caplog):
+    """NaN weights before step call 6 and before each retry of step 5 (calls 8 and 10): each
+    time two steps in a row are non-finite (the limit, 2) and the loop rolls back to the
+    checkpoint of step 4. Rollbacks 1 and 2 are taken; the third to the same checkpoint is
+    TrainingDiverged (3, counted by hand: calls 6-7, 8-9, 10-11), not a fourth try."""
+    poisoning(monkeypatch, (6, 8, 10), factor=float("nan"))
+    with caplog.at_level(logging.WARNING, logger="bigtrain.train"), pytest.raises(
+            loop.TrainingDiverged, match="rolled back to the checkpoint of step 4 3 times"):
+        run(tmp_path, shards, "diverging", "train.train_steps=10",
+            "train.max_consecutive_skipped=2")
+    rollbacks = [r.getMessage() for r in caplog.records if "spike rollback" in r.getMessage()]
+    assert [m.split(":")[-1].split(";")[0].strip() for m in rollbacks] == [
+        "spike rollback 1 to the checkpoint of step 4", "spike rollback 2 to the checkpoint of step 4"]
 
 
 @pytest.mark.slow   # two trainings per case (the uninterrupted one is the module's `rolled`)

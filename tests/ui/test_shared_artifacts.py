@@ -59,6 +59,19 @@ def _check_trace(text: str, runs: int) -> None:
     assert "validated: ExampleAnomalies #3: anomalies" in text  # run 0's validation, found once
 
 
+def test_trace_names_the_execution_that_made_each_artifact_as_its_producer(homes):
+    """The producer is run 0's execution of each shared step, never one of the cached runs that
+    re-emitted the artifact (the reference: run-00000's executions by type, read from the store
+    directly)."""
+    store = connect(str(homes[50] / "metadata.sqlite"))
+    [first_run] = [c for c in store.get_contexts() if c.name == "run-00000"]
+    node = {t.id: t.name.rsplit(".", 1)[-1] for t in store.get_execution_types()}
+    made = {node[e.type_id]: e.id for e in store.get_executions_by_context(first_run.id)}
+    text, _ = _trace_text(homes[50])
+    produced = [int(n) for n in re.findall(r"produced by execution (\d+), reused by", text)]
+    assert produced == [made[name] for name in SHARED], text
+
+
 @pytest.mark.parametrize("runs", [50, 500])
 def test_trace_collapses_reuse(homes, runs):
     text, _ = _trace_text(homes[runs])

@@ -75,7 +75,7 @@ def test_every_stage_sends_schema_valid_start_and_complete(lineage_run, session_
     trainer = next(e for e in stages if e["job"]["name"] == "bigtrain.Trainer"
                    and e["eventType"] == "COMPLETE")
     facet = trainer["run"]["facets"]["bigtrain"]
-    assert "loss" in facet["figures"] and len(facet["configDigest"]) == 16, facet
+    assert "eval_loss" in facet["figures"] and len(facet["configDigest"]) == 16, facet
     examples = next(e for e in stages if e["job"]["name"] == "bigtrain.TextExampleGen"
                     and e["eventType"] == "COMPLETE")["outputs"][0]
     assert examples["outputFacets"]["outputStatistics"]["rowCount"] > 0

@@ -30,6 +30,7 @@ def build_dag(config: config_lib.Config):
     from components.common.listing import fingerprint_input
     from pipeline.lineage.connection import connection_config
     from pipeline.pipeline import create_pipeline
+    from runners.openlineage_emit import airflow_callbacks
 
     orchestrator = config.orchestrator
     os.makedirs(os.path.dirname(os.path.abspath(orchestrator.metadata_path)), exist_ok=True)
@@ -40,9 +41,12 @@ def build_dag(config: config_lib.Config):
         beam_pipeline_args=list(config.runtime.beam_args))
     start = datetime.datetime.combine(datetime.date.fromisoformat(orchestrator.start_date),
                                       datetime.time(), tzinfo=datetime.timezone.utc)
+    # Every task sends its OpenLineage events (runners/openlineage_emit.py; nothing when the
+    # client has no transport configured).
+    lineage = airflow_callbacks(config.paths.pipeline_name, orchestrator.metadata_path)
     return AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config={
         "schedule": orchestrator.schedule, "start_date": start, "catchup": False,
-        "default_args": {"retries": orchestrator.retries}})).run(pipeline)
+        "default_args": {"retries": orchestrator.retries, **lineage}})).run(pipeline)
 
 
 def write_dag_file(config: config_lib.Config, out_file: str) -> str:

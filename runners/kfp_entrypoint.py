@@ -9,6 +9,9 @@ that entrypoint's `main` with the same arguments:
   until `import tensorflow_io`);
 - ends the process through fs.exit_process, so tensorflow-io's S3 client cannot turn a finished
   step into exit status 134 at interpreter exit (tensorflow/io#2039).
+
+Around it, the step sends its OpenLineage START and COMPLETE / FAIL (runners/openlineage_emit.py,
+from its ExecutorInput and ExecutorOutput; nothing when no transport is configured).
 """
 
 from __future__ import annotations
@@ -25,16 +28,54 @@ def main(argv: list[str]) -> None:
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
     fs.prepare(*re.findall(r"s3://[^\"\s,]+", " ".join(argv[1:])))
+    lineage = StepLineage(argv)
     try:
         app.run(tfx_entrypoint.main, argv=argv, flags_parser=tfx_entrypoint._parse_flags)
     except SystemExit as done:  # absl's app.run always ends with sys.exit
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        lineage.end(None if code == 0 else f"SystemExit: exit status {code}")
         fs.exit_process(code)
         raise
-    except BaseException:
+    except BaseException as err:
         traceback.print_exc()
+        lineage.end(f"{type(err).__name__}: {err}")
         fs.exit_process(1)
         raise
+
+
+class StepLineage:
+    """The step's OpenLineage events: START now, the end from `end` (error: what failed it)."""
+
+    def __init__(self, argv: list[str]):
+        from runners.openlineage_emit import Emitter, kfp_events, now_ms
+        self.emitter, self.started = Emitter(), now_ms()
+        self.executor_input = executor_input(argv) if self.emitter.client is not None else None
+        if self.executor_input is not None:
+            self.emitter.emit(kfp_events(self.executor_input, "running", self.started))
+
+    def end(self, error: str | None) -> None:
+        from runners.kfp_local import merged_outputs
+        from runners.openlineage_emit import kfp_events
+        if self.executor_input is None:
+            return
+        outputs = merged_outputs(self.executor_input,
+                                 self.executor_input.get("outputs", {}).get("outputFile", ""))
+        self.emitter.emit(kfp_events(self.executor_input, "failed" if error else "complete",
+                                     self.started, error, outputs))
+        self.emitter.close()
+
+
+def executor_input(argv: list[str]) -> dict | None:
+    """The ExecutorInput JSON of --json_serialized_invocation_args (None: not there)."""
+    import json
+    for i, arg in enumerate(argv):
+        if arg.startswith("--json_serialized_invocation_args"):
+            text = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
+            try:
+                return json.loads(text)
+            except ValueError:
+                return None
+    return None
 
 
 if __name__ == "__main__":

@@ -217,6 +217,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
           flush=True)
     # A portable run's SDK workers must answer before any stage waits on them (no silent hang).
     check_sdk_workers(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s)
+    emitter = _lineage_start(config, plan)
     failure, error = None, None
     try:
         # Libraries parse sys.argv themselves (Beam's options, absl flags: `-v` is absl's
@@ -232,10 +233,10 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     except config_lib.ConfigError:  # e.g. --until naming no stage: nothing ran
         raise
     except KeyboardInterrupt as err:   # Ctrl-C or SIGTERM between or around the stages
-        raise _record_interrupt(config, paths, plan, err) from None
+        raise _record_interrupt(config, paths, plan, err, emitter) from None
     except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
         if interrupt_of(err) is not None:   # inside a stage: TFX or Beam wrapped it
-            raise _record_interrupt(config, paths, plan, interrupt_of(err)) from None
+            raise _record_interrupt(config, paths, plan, interrupt_of(err), emitter) from None
         import logging
         logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
         name, message = record.error_message(err)
@@ -243,7 +244,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         if record.is_preempted(err):   # recorded `preempted`; the next run resumes it
             failure = (EXIT_PREEMPTED, message)
     if metadata_lib.store_exists(config):
-        _record_run(config, plan, error)
+        _record_run(config, plan, error, emitter)
     if error is not None:
         _raise_named_failure(config, paths, failure, error)
     if failure and failure[0] == EXIT_PREEMPTED:
@@ -259,7 +260,8 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     return EXIT_OK
 
 
-def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrupt) -> BaseException:
+def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrupt,
+                      emitter=None) -> BaseException:
     """The named error (exit 130 / 143) of a run that Ctrl-C or SIGTERM stopped, after recording
     it: the stopped stage's execution failed with that message (not left running, which the
     next run would call abandoned), the run's log and folder on its context, the report."""
@@ -273,7 +275,7 @@ def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrup
         stage = Lineage(store).node_of.get(stopped[-1].id) if stopped else None
     error = interrupted_error(interrupt, stage, paths.home)
     if metadata_lib.store_exists(config):
-        _record_run(config, plan, error)
+        _record_run(config, plan, error, emitter)
     return error
 
 
@@ -299,9 +301,21 @@ def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, 
             f"--home {paths.home})") from error
 
 
-def _record_run(config: Config, plan: RunPlan, error: BaseException | None) -> None:
+def _lineage_start(config: Config, plan: RunPlan):
+    """The run's OpenLineage sender (sends nothing when no transport is configured), after it
+    sent the parent run's START (runners/openlineage_emit.py)."""
+    from pipeline.lineage import openlineage_events as ol
+    from runners.openlineage_emit import Emitter, now_ms
+    emitter = Emitter()
+    emitter.emit([ol.pipeline_event(ol.RunRecord(plan.run_id, config.paths.pipeline_name,
+                                                 config_lib.digest(config)),
+                                    ol.RunState.START, now_ms())])
+    return emitter
+
+
+def _record_run(config: Config, plan: RunPlan, error: BaseException | None, emitter=None) -> None:
     """The run's context in MLMD (its outcome, why it ran, its up-to-date key when it
-    succeeded), then its report."""
+    succeeded), then its report, then the run's OpenLineage events (emitter: its sender)."""
     from pipeline.lineage import record
     from pipeline.lineage.connection import open_store
     store = open_store(metadata_lib.connection(config, read_only=False))
@@ -315,3 +329,9 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None) -> N
             print(f"partial run: stages up to {plan.until} (--until)")
         store.put_contexts([run])
         _print_report(store, plan.run_id, all_counters=plan.verbose)
+    if emitter is not None:
+        from pipeline.lineage import openlineage_events as ol
+        from runners.openlineage_emit import emit_local_run
+        emit_local_run(emitter, store, ol.RunRecord(plan.run_id, config.paths.pipeline_name,
+                                                    config_lib.digest(config)),
+                       None if error is None else "{}: {}".format(*record.error_message(error)))

@@ -9,3 +9,6 @@ SCHEMA_DIR = os.path.dirname(os.path.abspath(__file__))
 TEXT_LM = "text_lm.pbtxt"
 # The one tf.train.Example feature of a packed sequence: seq_len + 1 int64 ids.
 FEATURE = "input_ids"
+# The JSON schema of bigtrain's OpenLineage run facet (pipeline/lineage/openlineage_events.py),
+# relative to SCHEMA_DIR.
+OPENLINEAGE_FACET = "openlineage/BigtrainRunFacet.json"

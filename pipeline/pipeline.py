@@ -188,7 +188,8 @@ def stages_until(components: list, until: str) -> list:
             keep.add(node.id)
             # Channel producers (TFX wires these edges only when the Pipeline is built) and
             # explicit upstream nodes (the gate before the Trainer).
-            producers = {channel.producer_component_id for channel in node.inputs.values()}
+            producers = set().union(*(channel.get_data_dependent_node_ids()
+                                      for channel in node.inputs.values()))
             todo.extend(by_id[p] for p in producers if p in by_id)
             todo.extend(node.upstream_nodes)
     kept = [c for c in components if c.id in keep]

@@ -136,3 +136,18 @@ def test_input_is_fingerprinted_once_per_pipeline_build(tmp_path, monkeypatch):
         with pytest.raises(TypeError, match="input_fingerprint"):
             stage(data=config.data)
     assert calls == []
+
+
+@pytest.mark.parametrize("init_from, parent", [("", None), ("latest_blessed", "base_model_resolver")])
+def test_until_keeps_the_stage_and_its_upstream_only(tmp_path, init_from, parent):
+    """`bigtrain run --until Trainer`: the Trainer and what it reads, nothing downstream. With
+    train.init_from=latest_blessed the Trainer's parent arrives through a ResolvedChannel (no
+    producer_component_id): on the code before, AttributeError before any stage ran."""
+    from pipeline.pipeline import create_pipeline
+    overrides = [f"train.init_from={init_from}"] if init_from else []
+    pipeline = create_pipeline(build_config("tiny", overrides=overrides),
+                               pipeline_root=str(tmp_path / "root"), serving_dir=str(tmp_path / "s"),
+                               input_fingerprint="f" * 64, until="Trainer")
+    kept = {c.id for c in pipeline.components}
+    assert kept == {"TextExampleGen", "StatisticsGen", "CuratedSchemaGen", "ExampleValidator",
+                    "AnomaliesGate", "Trainer"} | ({parent} if parent else set())

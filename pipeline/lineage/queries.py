@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from components.common.errors import NotFoundError
 from pipeline.lineage import record
 from components.evaluation.documents import DOCUMENT_FIGURES
@@ -83,7 +85,16 @@ def run_summary(lin: Lineage, run) -> dict:
             "state": state, "stages": stages, "pushed_version": pushed,
             "why": run_props.get(record.RUN_WHY), "eval_loss": figures.get("eval_loss"),
             "bits_per_byte": figures.get("bits_per_byte"),
-            "run_dir": run_props.get(record.RUN_DIR), "log": run_props.get(record.RUN_LOG)}
+            "run_dir": run_props.get(record.RUN_DIR), "log": run_props.get(record.RUN_LOG),
+            "trackers": trackers_of(run_props)}
+
+
+def trackers_of(run_props: dict) -> dict:
+    """{backend: tracker run id} recorded on a run (record.RUN_TRACKERS); {} without any."""
+    try:
+        return dict(json.loads(run_props.get(record.RUN_TRACKERS) or "{}"))
+    except (TypeError, ValueError):
+        return {}
 
 
 def _overall_state(states: set[str]) -> str:

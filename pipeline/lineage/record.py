@@ -26,6 +26,8 @@ SWEPT_THROUGH = "bigtrain_swept_through_execution"
 INPUTS_KEY = "bigtrain_inputs"
 # On a run: why it ran at all (what changed since the last complete run, or --force).
 RUN_WHY = "bigtrain_why"
+# On a run: its tracker runs (config tracking.backends), JSON {backend: the tracker's run id}.
+RUN_TRACKERS = "bigtrain_trackers"
 # What record_run writes on a failed execution: information about the run, not its parameters.
 EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY, PREEMPTED)
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")

@@ -4,6 +4,7 @@ fan-out's named warning and named error on a tracker that cannot be reached (a c
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -103,3 +104,17 @@ def test_the_default_imports_neither_tracker(tmp_path):
     trackers = Trackers.from_settings(resolved(TrackingConfig(), str(tmp_path)), IDENTITY)
     assert not trackers and trackers.tensorboard
     assert Trackers.from_settings(None, IDENTITY).live == []
+
+
+def test_the_mlflow_server_holds_the_run_read_back_with_mlflow_client(tmp_path):
+    """The real tracking server of `make mlflow` (its own venv), over HTTP."""
+    from mlflow.tracking import MlflowClient
+    from tests.support.mlflow_server import mlflow_server_uri
+    uri = mlflow_server_uri()
+    experiment = f"tests-{tmp_path.name}-{os.getpid()}"
+    s = settings(tmp_path, backends=("mlflow",), mlflow_uri=uri, mlflow_experiment=experiment)
+    ids = one_run(s)
+    run = MlflowClient(tracking_uri=uri).get_run(ids["mlflow"])
+    assert run.data.tags[RUN_TAG] == RUN_ID and run.data.metrics["final.eval_loss"] == 2.5
+    assert {m.step: m.value for m in MlflowClient(tracking_uri=uri).get_metric_history(
+        run.info.run_id, "loss")} == {10: 3.5, 20: 2.25}

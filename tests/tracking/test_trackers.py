@@ -73,6 +73,10 @@ def test_wandb_offline_holds_the_same_series_and_final_figures(tmp_path):
     ids = one_run(s)
     read = read_run(s["wandb_dir"], ids["wandb"])
     assert read["phases"] == 3
+    # Each phase its own folder, whatever the clock: two phases in one second (the folder's
+    # time) would otherwise share it, the later's records replacing the earlier's.
+    folders = sorted(p.name for p in (tmp_path / "wandb" / "wandb").glob(f"offline-run-*-{ids['wandb']}*"))
+    assert [f.rsplit(ids["wandb"] + "-", 1)[-1] for f in folders] == list(PHASES)
     assert read["history"]["loss"] == {10: 3.5, 20: 2.25}
     assert read["history"]["learning_rate"] == {10: 1e-3, 20: 5e-4}
     assert read["summary"]["final.eval_loss"] == 2.5

@@ -273,6 +273,11 @@ def trace(lin: Lineage, target: str, down: bool = False, page: int | None = None
                 frontier += [(i, depth + 1) for i in rec["made_by"]["inputs"][key]]
         steps.append(rec)
     result = {"target": target, "direction": "down" if down else "up", "steps": steps}
+    made = steps[0].get("made_by") if steps else None
+    if made and made["runs"]:   # the tracker runs of the run that made the target, if tracked
+        trackers = trackers_of(properties(lin.run(made["runs"][0])))
+        if trackers:
+            result["trackers"] = {"run": made["runs"][0], "ids": trackers}
     if page is not None:
         result["page"] = page
     if down:

@@ -45,6 +45,9 @@ def _props(props: dict) -> str:
 
 def trace_text(result: dict) -> str:
     lines = [f"trace {result['direction']}stream from {result['target']}"]
+    if result.get("trackers"):
+        lines.append(f"made in run {result['trackers']['run']}, tracker runs: "
+                     f"{trackers_text(result['trackers']['ids'])}")
     arrow = "used by" if result["direction"] == "down" else "<-"
     for step in result["steps"]:
         pad = "  " * step["depth"]

@@ -113,10 +113,14 @@ def test_wandbs_offline_run_holds_the_same_series_as_tensorboard(tracked):
     assert read["summary"]["final.Trainer.eval_loss"] == model["eval_loss"]
 
 
-def test_the_tracker_ids_are_in_lineage_runs_and_on_the_ui(tracked, session_capsys):
+def test_the_tracker_ids_are_in_lineage_runs_trace_and_on_the_ui(tracked, session_capsys):
     ids = tracker_ids(tracked)
     text = lineage_text(session_capsys, tracked.home, "runs")
     assert f"mlflow:{ids['mlflow']}" in text and f"wandb:{ids['wandb']}" in text, text
+    model_id = str(tracked.report().output("Model")["id"])
+    trace = lineage_text(session_capsys, tracked.home, "trace", model_id)
+    assert (f"made in run {tracked.run_id}, tracker runs: mlflow:{ids['mlflow']} "
+            f"wandb:{ids['wandb']}") in trace, trace
     from benchmarks.support.mlmd import connect
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app

@@ -45,9 +45,9 @@ test: setup services
 
 # The services of the suite, each idempotent (.ci/run times them one by one): a private MariaDB,
 # for the MySQL metadata tests, a private S3 server, for the object-storage tests, headless
-# Chromium, for the browser tests of `bigtrain ui`, and PyTorch + transformers, the second loader
-# of the Hugging Face export tests.
-SERVICES := mariadb objectstore browser hf-loader
+# Chromium, for the browser tests of `bigtrain ui`, PyTorch + transformers, the second loader
+# of the Hugging Face export tests, and an MLflow tracking server, for the tracking tests.
+SERVICES := mariadb objectstore browser hf-loader mlflow
 services: $(SERVICES)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with

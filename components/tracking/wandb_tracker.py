@@ -6,8 +6,7 @@ it). Offline, nothing reaches the network; online, wandb.init is held to INIT_TI
 
 from __future__ import annotations
 
-import os
-
+from components.common import fs
 from components.tracking import PIPELINE_TAG, RUN_TAG
 
 INIT_TIMEOUT_S = 30
@@ -30,7 +29,7 @@ class WandbTracker:
 
     def start(self, params: dict | None, tags: dict) -> str:
         import wandb
-        os.makedirs(self.where, exist_ok=True)
+        fs.makedirs(self.where)
         self.names.update(tags)
         names = self.names
         self.run = wandb.init(

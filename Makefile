@@ -15,7 +15,7 @@ XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
 
 .PHONY: setup run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
         objectstore-lock browser \
-        hf-loader hf-loader-lock
+        hf-loader hf-loader-lock mlflow mlflow-stop mlflow-lock
 
 setup: $(STAMP)
 
@@ -45,9 +45,9 @@ test: setup services
 
 # The services of the suite, each idempotent (.ci/run times them one by one): a private MariaDB,
 # for the MySQL metadata tests, a private S3 server, for the object-storage tests, headless
-# Chromium, for the browser tests of `bigtrain ui`, and PyTorch + transformers, the second loader
-# of the Hugging Face export tests.
-SERVICES := mariadb objectstore browser hf-loader
+# Chromium, for the browser tests of `bigtrain ui`, PyTorch + transformers, the second loader
+# of the Hugging Face export tests, and an MLflow tracking server, for the tracking tests.
+SERVICES := mariadb objectstore browser hf-loader mlflow
 services: $(SERVICES)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
@@ -77,6 +77,26 @@ objectstore-lock:
 	$(BIN)/uv pip compile tests/support/objectstore.in --python-version 3.11 \
 	  --python-platform x86_64-manylinux_2_36 --index-url https://pypi.org/simple --generate-hashes \
 	  -o tests/support/objectstore.lock
+
+# An MLflow tracking server (the full `mlflow` package, in its own venv under build/mlflow/: its
+# server's dependencies are not in the lock, which carries the client mlflow-skinny; installed
+# from its own hashed lock, tests/support/mlflow.lock) on 127.0.0.1:$(MLFLOW_PORT) with a sqlite
+# store under build/mlflow/; idempotent. Writes build/mlflow/env.sh. Outside CI, if it cannot be
+# installed, the tracking server tests skip naming the reason (build/mlflow/unavailable); in CI:
+# an error.
+MLFLOW_PORT ?= 39100
+mlflow:
+	BIGTRAIN_MLFLOW_PORT=$(MLFLOW_PORT) PYTHON=$(PYTHON) UV=$(abspath $(BIN)/uv) bash tests/support/mlflow.sh start
+
+mlflow-stop:
+	bash tests/support/mlflow.sh stop
+
+# Re-resolve the MLflow server's lock after changing tests/support/mlflow.in; commit both.
+mlflow-lock:
+	test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); }
+	$(BIN)/uv pip compile tests/support/mlflow.in --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_36 --index-url https://pypi.org/simple --generate-hashes \
+	  -o tests/support/mlflow.lock
 
 # Headless Chromium and chromedriver from Debian's packages (apt-get, if absent) for the browser
 # tests of `bigtrain ui` (tests/ui/test_browser.py); idempotent. Outside CI, if they cannot be

@@ -17,8 +17,8 @@ from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
-                                      DiskFullError, ObjectStoreError, cause_chain,
-                                      in_cause_chain)
+                                      DiskFullError, ObjectStoreError, TrackingError,
+                                      cause_chain, in_cause_chain)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
 from runners.home import LocalPaths, check_home
@@ -218,6 +218,8 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     # A portable run's SDK workers must answer before any stage waits on them (no silent hang).
     check_sdk_workers(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s)
     emitter = _lineage_start(config, plan)
+    from runners.tracking import start_tracking
+    start_tracking(config, plan.run_id)   # tracking.required: an unreachable tracker stops here
     failure, error = None, None
     try:
         # Libraries parse sys.argv themselves (Beam's options, absl flags: `-v` is absl's
@@ -281,8 +283,9 @@ def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrup
 
 def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, str],
                          error: BaseException) -> None:
-    """A stage failure that has its own exit code: a full disk (7) or an object store that no
-    longer answers (8), raised as that named error; any other failure returns."""
+    """A stage failure that has its own exit code: a full disk (7), an object store that no
+    longer answers (8) or a required tracker (10), raised as that named error; any other failure
+    returns."""
     if is_disk_full(error):
         removed = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
         named = named_disk_full(error)
@@ -293,6 +296,10 @@ def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, 
             f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "
             f"file(s) pruned; earlier artifacts, checkpoints and pushed models are intact. Free "
             f"space and run again (training resumes from its last complete checkpoint)")
+    tracking = in_cause_chain(error, TrackingError)   # tracking.required, lost mid-training
+    if tracking is not None:
+        raise TrackingError(f"{tracking} (the Trainer stopped; its checkpoints are kept: run "
+                            f"again to resume)") from error
     lost = object_store_cause(error, paths.remote() + (
         [s.input for s in config.data.mixture() if fs.is_remote(s.input)]))
     if lost:
@@ -315,7 +322,8 @@ def _lineage_start(config: Config, plan: RunPlan):
 
 def _record_run(config: Config, plan: RunPlan, error: BaseException | None, emitter=None) -> None:
     """The run's context in MLMD (its outcome, why it ran, its up-to-date key when it
-    succeeded), then its report, then the run's OpenLineage events (emitter: its sender)."""
+    succeeded), then its report, then the trackers' final figures (runners/tracking.py), then
+    the run's OpenLineage events (emitter: its sender)."""
     from pipeline.lineage import record
     from pipeline.lineage.connection import open_store
     store = open_store(metadata_lib.connection(config, read_only=False))
@@ -329,6 +337,8 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None, emit
             print(f"partial run: stages up to {plan.until} (--until)")
         store.put_contexts([run])
         _print_report(store, plan.run_id, all_counters=plan.verbose)
+    from runners.tracking import finish_tracking
+    finish_tracking(config, store, run, error)
     if emitter is not None:
         from pipeline.lineage import openlineage_events as ol
         from runners.openlineage_emit import emit_local_run

@@ -34,9 +34,13 @@ ALLOWED = {
     "components/common/digest.py": "hashes the package's own source files",
     # The user's --config file and the resolved config.yaml in the local run folder.
     "components/config/loading.py": "reads --config files; writes <home>/runs/<id>/config.yaml",
+    # The trackers' default places under the local home, made absolute (os.path.abspath only).
+    "components/config/tracking.py": "abspath of <home>/mlflow.db and <home>/wandb (local home)",
     # The MLMD sqlite file (MLMD itself needs a local path) and its integrity checks.
     "pipeline/lineage/connection.py": "the local metadata.sqlite file (MLMD opens it by path)",
     "pipeline/lineage/store.py": "os.path.exists/abspath of a target typed on the command line",
+    "pipeline/lineage/openlineage_events.py": "os.path.abspath of a local artifact URI (a dataset's "
+                                              "name by the OpenLineage naming spec; no I/O)",
     # `bigtrain ui` serves files only from inside the store's local home (its path-traversal
     # guard resolves symlinks with os.path.realpath); artifacts on object stores are not served.
     "pipeline/lineage/web/app.py": "run logs inside the local home, realpath-checked",

@@ -24,6 +24,7 @@ LAYERS = [
     ("components.config", 1),
     ("components.common", 2),
     ("components.corpus", 3),
+    ("components.tracking", 3),
     ("components.tokenizer", 4),
     ("components.text_example_gen", 5),
     ("components.validation", 5),

@@ -135,7 +135,9 @@ def _one_run(b: Builder, run_id: str, version, base_model, tuner=False, fail=Fal
     run_ctx = _context(b.store, b.types, "pipeline_run", run_id, {
         record.RUN_DIR: os.path.join(home, RUNS_FOLDER, run_id),
         record.RUN_LOG: os.path.join(home, RUNS_FOLDER, run_id, RUN_LOG),
-        record.RUN_WHY: "first run" if run_id == "run-a" else "config changed: train.train_steps"})
+        record.RUN_WHY: "first run" if run_id == "run-a" else "config changed: train.train_steps",
+        # run-a was tracked (config tracking.backends): its tracker run ids.
+        **({record.RUN_TRACKERS: '{"mlflow": "0a1b2c", "wandb": "run-a"}'} if run_id == "run-a" else {})})
     os.makedirs(os.path.join(home, RUNS_FOLDER, run_id), exist_ok=True)
     with open(os.path.join(home, RUNS_FOLDER, run_id, RUN_LOG), "w", encoding="utf-8") as fh:
         fh.write(f"log of {run_id}\n")

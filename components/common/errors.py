@@ -17,6 +17,7 @@ EXIT_HOME = 6         # the home is missing (reads), not a directory, or not wri
 EXIT_DISK_FULL = 7    # no space left while writing shards, checkpoints or models
 EXIT_OBJECT_STORE = 8  # an object store (s3://, gs://) is unreachable, or the bucket or credentials are wrong
 EXIT_OUTPUT = 9       # an --out that would overwrite what bigtrain did not write, or land in its state
+EXIT_TRACKER = 10     # tracking.required and a tracker (MLflow, W&B) that cannot be reached
 EXIT_PREEMPTED = 75   # training stopped on SIGTERM/SIGINT after writing a checkpoint: run again
 #                       to resume (75 is sysexits.h's EX_TEMPFAIL: "try again later")
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside training, or a second one during training
@@ -105,6 +106,13 @@ def cause_chain(exc: BaseException | None):
 def in_cause_chain(exc: BaseException | None, kind: type) -> BaseException | None:
     """The first exception of type `kind` in exc's cause chain, or None."""
     return next((e for e in cause_chain(exc) if isinstance(e, kind)), None)
+
+
+class TrackingError(BigtrainError):
+    """tracking.required is set and a tracker of tracking.backends cannot be reached (names it,
+    its place and the cause); without tracking.required the same is a TrackerUnavailable
+    warning and the run goes on (components/tracking/)."""
+    exit_code = EXIT_TRACKER
 
 
 class OutputError(BigtrainError):

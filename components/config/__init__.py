@@ -19,7 +19,7 @@ from components.config.tree import (
     HOME_PREFIX, EXAMPLES_PREFIX, ModelConfig, TrainConfig, EvalConfig, EXPORT_VARIANTS, SERVABLE_VARIANTS, ExportConfig,
     PushConfig, PUSH_FORMATS, VERSION_POLICIES,
     RuntimeConfig, OrchestratorConfig, TuneSpaceConfig, TuneConfig, PathsConfig, MetadataConfig,
-    Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
+    TrackingConfig, TRACKING_BACKENDS, Config, SCHEDULED_PIPELINE_ROOT, SCHEDULED_SERVING_DIR, with_scheduled_paths)
 
 __all__ = [
     "build_config", "digest", "from_dict", "load_yaml", "merge", "parse_override",
@@ -33,5 +33,6 @@ __all__ = [
     "EXAMPLES_PREFIX",
     "ModelConfig", "TrainConfig", "EvalConfig", "EXPORT_VARIANTS", "SERVABLE_VARIANTS",
     "ExportConfig", "PushConfig", "PUSH_FORMATS", "VERSION_POLICIES", "RuntimeConfig", "OrchestratorConfig",
-    "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "Config",
+    "TuneSpaceConfig", "TuneConfig", "PathsConfig", "MetadataConfig", "TrackingConfig",
+    "TRACKING_BACKENDS", "Config",
     "SCHEDULED_PIPELINE_ROOT", "SCHEDULED_SERVING_DIR", "with_scheduled_paths"]

@@ -11,6 +11,7 @@ import re
 
 from components.config import bounds, heldout
 from components.config.sources import SHARE_TOLERANCE
+from components.config.tracking import validate_tracking
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
                                         NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
 from components.config.tree import (ARCHS, MAX_ROTARY_POSITION, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
@@ -70,6 +71,7 @@ def validate(config: Config, num_replicas: int | None = None) -> None:
     replicas = num_replicas if num_replicas is not None else expected_replicas(config)
     validate_batch(config, replicas)
     validate_tuning(config, replicas)
+    validate_tracking(config.tracking, ConfigError)
 
 
 def validate_positive(config: Config) -> None:

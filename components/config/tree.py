@@ -1,8 +1,8 @@
 """The one typed config tree of bigtrain: frozen dataclasses, one per section.
 
 A run is described by a frozen `Config` (data, model, train, eval, export, push, runtime,
-orchestrator, paths, metadata, tune). Presets (presets.py) build one; loading.py applies a YAML
-file and dotted `--set` overrides (unknown keys and wrong types are errors naming the key);
+orchestrator, paths, metadata, tune, tracking). Presets (presets.py) build one; loading.py applies
+a YAML file and dotted `--set` overrides (unknown keys and wrong types are errors naming the key);
 rules.py holds the cross-field rules. `bigtrain run` writes the resolved config into the run's
 folder of the home, `<home>/runs/<run id>/config.yaml` (`save_config`; runners/home.py).
 
@@ -23,6 +23,8 @@ from components.config.sources import DEFAULT_SOURCE, SourceConfig  # noqa: F401
 # The eval section (its named held-out sets in heldout.py), likewise.
 from components.config.evaluation import EvalConfig  # noqa: F401
 from components.config.heldout import DEFAULT_SETS, HeldOutSetConfig  # noqa: F401
+# The tracking section (MLflow, W&B, TensorBoard), likewise.
+from components.config.tracking import TRACKING_BACKENDS, TrackingConfig  # noqa: F401
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -382,6 +384,7 @@ class Config:
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     preset: str = "tiny"
     tune: TuneConfig = field(default_factory=TuneConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
 def with_scheduled_paths(config: "Config") -> "Config":

@@ -225,7 +225,7 @@ def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> fl
             step, skipped = _roll_back(run, step, skipped, rollbacks_to)
             continue
         if validate:   # settled, not rolled back: before the checkpoint, which holds its best
-            run.validation.run(run.checkpoint.model, state, step, window.step_log.writer,
+            run.validation.run(run.checkpoint.model, state, step, window.step_log.emit,
                                run.checkpoint_dir)
         if checkpoint_now or stopping:
             state.last_loss.assign(loss)
@@ -307,10 +307,11 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           fault_at_step: int | None = None, strategy: tf.distribute.Strategy | None = None,
           on_step: Callable[[int, float], None] | None = None,
           prepare_model: Callable[[keras.Model], None] | None = None,
-          validation: Validation | None = None) -> TrainResult:
+          validation: Validation | None = None, trackers=None) -> TrainResult:
     """`prepare_model(model)` runs on the built model before the optimizer exists (warm start,
     freezing: warm_start.py); a resume checkpoint restored later wins. `validation`: see
-    validation.py (with keep_best the returned model holds the best validation's weights)."""
+    validation.py (with keep_best the returned model holds the best validation's weights).
+    `trackers`: components/tracking's fan-out for the logged figures (window.py StepLog)."""
     data, t, runtime = config.data, config.train, config.runtime
     keras.utils.set_random_seed(t.seed)
     strategy = strategy or make_strategy(runtime)
@@ -339,7 +340,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
                               gradient_fn=pipeline_gradient_fn(config, model, state))
     step_log = StepLog(config, schedule, state, model_run_dir,
                        peak_flops=runtime.peak_tflops_per_device * 1e12 * replicas,
-                       flops_per_token=flops)
+                       flops_per_token=flops, trackers=trackers)
     started, window = time.perf_counter(), StepWindow(t, state, step_log, on_step)
     with StopRequest() as stop, InputFeed(
             strategy, train_files, config, checkpoint_dir, resumed_from,

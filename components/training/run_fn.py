@@ -3,6 +3,7 @@ Trainer executor that records the training figures on the Model artifact in MLMD
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -14,10 +15,14 @@ from components.model import properties as model_props
 from components.common import checkpoints, figures, fs
 from components.common.digest import code_digest
 from components.config import hyperparameters as hyperparameters_lib
+from components.config import tracking as tracking_lib
 from components.tokenizer import artifact as tokenizer_artifact
 from components import config as config_lib
 
 SUMMARY_FILE = "training_summary.json"
+# custom_config keys: the tracking section (resolved; only when it is not the default) and the
+# tracker run's identity, which the executor adds (the bigtrain run id: not in the cache key).
+TRACKING, TRACKING_RUN = "tracking", "tracking_run"
 DIVERGED = ("training diverged ({steps} steps, {skipped} skipped as non-finite): lower "
             "train.learning_rate, keep train.clip_norm on, or look for a bad batch; nothing was "
             "exported")
@@ -83,9 +88,15 @@ def trainer_sections(config: config_lib.Config) -> dict:
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
     """The Trainer's custom_config, TFX's cache key for it: one key per section
-    (config_lib.sections_json of trainer_sections), the checkpoint root and the code digest."""
-    return dict(config_lib.sections_json(trainer_sections(config)),
-                checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
+    (config_lib.sections_json of trainer_sections), the checkpoint root and the code digest; and
+    `tracking` (its settings resolved against the home) only when they are not the default, so
+    that a default run keeps its cache key."""
+    custom = dict(config_lib.sections_json(trainer_sections(config)),
+                  checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
+    if config.tracking != config_lib.TrackingConfig():  # the default keeps its cache key
+        custom[TRACKING] = json.dumps(tracking_lib.resolved(config.tracking, config.paths.home),
+                                      sort_keys=True)
+    return custom
 
 
 def trainer_config(custom_config: dict, hyperparameters: dict | None
@@ -182,9 +193,11 @@ def run_fn(fn_args) -> None:
     checkpoint_dir = checkpoint_dir_for(view, custom["checkpoint_root"], fn_args.base_model,
                                         fn_args.train_files)
     first_loss = {}
-    result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
-                        prepare_model=prepare, on_step=lambda step, loss: first_loss.setdefault("loss", loss),
-                        validation=Validation.from_config(config, fn_args.eval_files, tokenizer))
+    with training_trackers(custom) as trackers:
+        result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
+                            prepare_model=prepare, trackers=trackers,
+                            on_step=lambda step, loss: first_loss.setdefault("loss", loss),
+                            validation=Validation.from_config(config, fn_args.eval_files, tokenizer))
     figures.require_finite("Trainer", "final training loss", result.final_loss, DIVERGED.format(
         steps=result.steps, skipped=result.skipped_steps))
     metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer)
@@ -207,6 +220,25 @@ def run_fn(fn_args) -> None:
     summary[model_props.VARIANTS] = ",".join(manifest)
     fs.write_text(os.path.join(fn_args.model_run_dir, SUMMARY_FILE),
                   json.dumps(summary, indent=2, sort_keys=True))
+
+
+@contextlib.contextmanager
+def training_trackers(custom: dict):
+    """The trackers of the tracking section (components/tracking) for the training loop's figures,
+    on the tracker run of this bigtrain run (TRACKING_RUN, the executor's); None: TensorBoard only."""
+    from components.tracking.fanout import Trackers
+    from components.tracking.wandb_tracker import PHASES
+    settings = json.loads(custom.get(TRACKING) or "null")
+    identity = dict(json.loads(custom.get(TRACKING_RUN) or "{}"), phase=PHASES[1])
+    if not settings or "run_id" not in identity:
+        yield None
+        return
+    trackers = Trackers.from_settings(settings, identity)
+    trackers.start(None, {})
+    try:
+        yield trackers
+    finally:
+        trackers.finish(None)
 
 
 def examples_tokenizer(train_files, config):
@@ -240,6 +272,9 @@ class TrainerExecutor(GenericExecutor):
         # for every model card (components/serving/hf/card.py), with or without a store at hand.
         custom = json.loads(exec_properties.get("custom_config") or "{}")
         custom[DATA_FACTS] = json.dumps(examples_facts(input_dict.get("examples") or []), sort_keys=True)
+        if self._context is not None and self._context.pipeline_run_id:   # the tracker run's key
+            custom[TRACKING_RUN] = json.dumps({"run_id": self._context.pipeline_run_id,
+                                               "pipeline_name": getattr(self._context.pipeline_info, "id", "")})
         super().Do(input_dict, output_dict, dict(exec_properties, custom_config=json.dumps(custom)))
         model = artifact_utils.get_single_instance(output_dict["model"])
         model_run = artifact_utils.get_single_instance(output_dict["model_run"])

@@ -57,8 +57,9 @@ class Validation:
     def due(self, step: int) -> bool:
         return step % self.every == 0
 
-    def run(self, model, state, step: int, writer, checkpoint_dir: str) -> float:
-        """Score the slice at `step`; log it, and with keep_best save a new best."""
+    def run(self, model, state, step: int, emit, checkpoint_dir: str) -> float:
+        """Score the slice at `step`; log it (emit: window.py StepLog.emit, TensorBoard and the
+        trackers), and with keep_best save a new best."""
         from components.serving.metrics import evaluate_logits_fn
         metrics = evaluate_logits_fn(lambda ids: model(ids, training=False), self.eval_files,
                                      self.seq_len, self.batch_size, self.batches,
@@ -68,9 +69,7 @@ class Validation:
         self.history.append((step, loss, metrics["bits_per_byte"]))
         LOGGER.info("step %d  validation loss %.4f  %.4f bits/byte (%d eval sequences)", step,
                     loss, metrics["bits_per_byte"], metrics["sample_sequences"])
-        with writer.as_default(step=step):
-            tf.summary.scalar("validation_loss", loss)
-            tf.summary.scalar("validation_bits_per_byte", metrics["bits_per_byte"])
+        emit(step, {"validation_loss": loss, "validation_bits_per_byte": metrics["bits_per_byte"]})
         if loss < _value(state.best_validation_loss):
             previous = _value(state.best_validation_step)
             state.best_validation_loss.assign(loss)

@@ -33,12 +33,17 @@ class StepLog:
     window since the previous line (throughput, learning rate, gradient norm, loss scale)."""
 
     def __init__(self, config, schedule, state, model_run_dir: str, peak_flops: float = 0.0,
-                 flops_per_token: float = 0.0):
-        """peak_flops: FLOP/s of all devices together (0: unknown, no MFU scalar)."""
+                 flops_per_token: float = 0.0, trackers=None):
+        """peak_flops: FLOP/s of all devices together (0: unknown, no MFU scalar). trackers:
+        components/tracking's fan-out, given each window's figures too (None: TensorBoard only;
+        without tensorboard in its backends, no event files)."""
         self.train, self.schedule, self.state = config.train, schedule, state
         self.tokens_per_step = config.train.global_batch_size * config.data.seq_len
         self.peak_flops, self.flops_per_token = peak_flops, flops_per_token
-        self.writer = tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
+        self.trackers = trackers
+        self.writer = (tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
+                       if trackers is None or trackers.tensorboard
+                       else tf.summary.create_noop_writer())
         self.window_start, self.window_steps = time.perf_counter(), 0
 
     def step(self, step: int, loss: float, grad_norm) -> None:
@@ -52,16 +57,21 @@ class StepLog:
         eta = (t.train_steps - step) * elapsed / max(self.window_steps, 1)
         _log("step %d/%d  loss %.4f  lr %.2e  grad-norm %.3f  %.0f tokens/s  ETA %.0fs",
              step, t.train_steps, loss, lr, float(grad_norm), tokens_per_s, eta)
-        with self.writer.as_default(step=step):
-            tf.summary.scalar("loss", loss)
-            tf.summary.scalar("learning_rate", lr)
-            tf.summary.scalar("tokens_per_second", tokens_per_s)
-            tf.summary.scalar("gradient_norm", float(grad_norm))
-            tf.summary.scalar("loss_scale", _value(self.state.loss_scale))
-            tf.summary.scalar("skipped_steps", _value(self.state.skipped_steps))
-            if self.peak_flops and self.flops_per_token:
-                tf.summary.scalar("mfu", tokens_per_s * self.flops_per_token / self.peak_flops)
+        figures = {"loss": loss, "learning_rate": lr, "tokens_per_second": tokens_per_s,
+                   "gradient_norm": float(grad_norm), "loss_scale": _value(self.state.loss_scale),
+                   "skipped_steps": _value(self.state.skipped_steps)}
+        if self.peak_flops and self.flops_per_token:
+            figures["mfu"] = tokens_per_s * self.flops_per_token / self.peak_flops
+        self.emit(step, figures)
         self.window_start, self.window_steps = time.perf_counter(), 0
+
+    def emit(self, step: int, figures: dict) -> None:
+        """TensorBoard scalars of `figures` at `step`, and the same to the trackers."""
+        with self.writer.as_default(step=step):
+            for name, value in figures.items():
+                tf.summary.scalar(name, value)
+        if self.trackers:
+            self.trackers.log_step(step, figures)
 
 
 def _skipped_step(step: int, loss: float, consecutive: int, state, t, rollback: bool) -> str:

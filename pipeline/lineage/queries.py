@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from components.evaluation import properties as eval_props
 from components.model import properties as model_props
 from components.push import properties as push_props
@@ -91,7 +93,16 @@ def run_summary(lin: Lineage, run) -> dict:
             "state": state, "stages": stages, "pushed_version": pushed,
             "why": run_props.get(record.RUN_WHY), "eval_loss": figures.get("eval_loss"),
             "bits_per_byte": figures.get("bits_per_byte"),
-            "run_dir": run_props.get(record.RUN_DIR), "log": run_props.get(record.RUN_LOG)}
+            "run_dir": run_props.get(record.RUN_DIR), "log": run_props.get(record.RUN_LOG),
+            "trackers": trackers_of(run_props)}
+
+
+def trackers_of(run_props: dict) -> dict:
+    """{backend: tracker run id} recorded on a run (record.RUN_TRACKERS); {} without any."""
+    try:
+        return dict(json.loads(run_props.get(record.RUN_TRACKERS) or "{}"))
+    except (TypeError, ValueError):
+        return {}
 
 
 def _overall_state(states: set[str]) -> str:
@@ -270,6 +281,11 @@ def trace(lin: Lineage, target: str, down: bool = False, page: int | None = None
                 frontier += [(i, depth + 1) for i in rec["made_by"]["inputs"][key]]
         steps.append(rec)
     result = {"target": target, "direction": "down" if down else "up", "steps": steps}
+    made = steps[0].get("made_by") if steps else None
+    if made and made["runs"]:   # the tracker runs of the run that made the target, if tracked
+        trackers = trackers_of(properties(lin.run(made["runs"][0])))
+        if trackers:
+            result["trackers"] = {"run": made["runs"][0], "ids": trackers}
     if page is not None:
         result["page"] = page
     if down:

@@ -28,9 +28,11 @@ INPUTS_KEY = "bigtrain_inputs"
 RUN_WHY = "bigtrain_why"
 # On a partial run (--until): the last stage it ran.
 UNTIL = "until"
+# On a run: its tracker runs (config tracking.backends), JSON {backend: the tracker's run id}.
+RUN_TRACKERS = "bigtrain_trackers"
 # The MLMD property names of the run and pipeline contexts and of executions, owned here.
 PROPERTIES = frozenset((RUN_DIR, RUN_LOG, CONFIG_DIGEST, ERROR, ERROR_TYPE, TRACEBACK, ABANDONED_BY,
-                        PREEMPTED, SWEPT_THROUGH, INPUTS_KEY, RUN_WHY, UNTIL))
+                        PREEMPTED, SWEPT_THROUGH, INPUTS_KEY, RUN_WHY, UNTIL, RUN_TRACKERS))
 # What record_run writes on a failed execution: information about the run, not its parameters.
 EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY, PREEMPTED)
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")

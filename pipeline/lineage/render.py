@@ -26,7 +26,17 @@ def runs_text(runs: list[dict]) -> str:
     rows = [[r["run_id"], _when(r["start_ms"]), f"{r['duration_s']:.1f}s", r["state"],
              r["pushed_version"] or "-",
              " ".join(f"{n}:{short.get(s, s)}" for n, s in r["stages"].items())] for r in runs]
-    return table(rows, ["run", "start", "duration", "state", "pushed", "stages"])
+    headers = ["run", "start", "duration", "state", "pushed", "stages"]
+    if any(r.get("trackers") for r in runs):   # config tracking.backends: the tracker run ids
+        headers.append("trackers")
+        for row, r in zip(rows, runs):
+            row.append(trackers_text(r.get("trackers") or {}))
+    return table(rows, headers)
+
+
+def trackers_text(trackers: dict) -> str:
+    """'mlflow:<id> wandb:<id>' (a run's tracker runs), '-' without any."""
+    return " ".join(f"{name}:{run_id}" for name, run_id in sorted(trackers.items())) or "-"
 
 
 def _props(props: dict) -> str:
@@ -35,6 +45,9 @@ def _props(props: dict) -> str:
 
 def trace_text(result: dict) -> str:
     lines = [f"trace {result['direction']}stream from {result['target']}"]
+    if result.get("trackers"):
+        lines.append(f"made in run {result['trackers']['run']}, tracker runs: "
+                     f"{trackers_text(result['trackers']['ids'])}")
     arrow = "used by" if result["direction"] == "down" else "<-"
     for step in result["steps"]:
         pad = "  " * step["depth"]

@@ -35,15 +35,17 @@ def _fig(value) -> str:
 
 def test_runs_page_columns_match_list_runs(client, open_lineage):
     """Catches a deleted or swapped column among start, duration, why it ran, eval loss,
-    bits/byte and pushed version (or a run's row showing another run's figures)."""
+    bits/byte, pushed version and tracker runs (or a run's row showing another run's figures)."""
     expected = [[r["run_id"], r["state"],
                  time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["start_ms"] / 1000)),
                  f"{r['duration_s']:.1f} s", r["why"] or "", _fig(r["eval_loss"]),
-                 _fig(r["bits_per_byte"]), r["pushed_version"] or "-"]
+                 _fig(r["bits_per_byte"]), r["pushed_version"] or "-",
+                 " ".join(f"{k}:{v}" for k, v in sorted(r["trackers"].items()))]
                 for r in queries.list_runs(open_lineage())]
     assert _rows(_tree(client, "/"), "table#runs") == expected
     assert {row[4] for row in expected} == {"first run", "config changed: train.train_steps"}
     assert [row[7] for row in expected] == ["-", "2", "1"] and expected[1][5] == "2.3"
+    assert [row[8] for row in expected] == ["", "", "mlflow:0a1b2c wandb:run-a"]
 
 
 @pytest.mark.parametrize("run_id", ["run-a", "latest~1", "run-c"])

@@ -150,7 +150,8 @@ def run(run_id):
         "run.html", rep=rep, run=the_run, graph=graph, summarize=report.summarize,
         counters=[(n, examples[n]) for n in report.DATA_COUNTERS if n in examples],
         trials=trials, trial_keys=sorted({k for t in trials for k in t["values"]}),
-        tuner=tuner, run_props=properties(the_run), why=queries.why(lin, the_run.name))
+        tuner=tuner, run_props=properties(the_run), why=queries.why(lin, the_run.name),
+        trackers=queries.trackers_of(properties(the_run)))
 
 def run_log(run_id):
     log = properties(_lin().run(run_id)).get(record.RUN_LOG)

@@ -1,0 +1,59 @@
+"""The Weights & Biases tracker: offline by default (tracking.wandb_mode), each phase one W&B run
+of the same id (the bigtrain run id, '.' as '-'), written under
+<wandb_dir>/wandb/offline-run-<time>-<id>-<phase> (PHASES: two phases in one second keep apart);
+`wandb sync <folder>` uploads them later into that one run (the ids match: each phase resumes
+it). Offline, nothing reaches the network; online, wandb.init is held to INIT_TIMEOUT_S."""
+
+from __future__ import annotations
+
+from components.common import fs
+from components.tracking import PIPELINE_TAG, RUN_TAG
+
+INIT_TIMEOUT_S = 30
+PHASES = ("1-start", "2-train", "3-final")   # identity["phase"]: its folder's suffix, in order
+
+
+def wandb_run_id(bigtrain_run_id: str) -> str:
+    """The W&B run id of a bigtrain run (W&B ids take letters, digits, '-' and '_')."""
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in bigtrain_run_id)
+
+
+class WandbTracker:
+    name = "wandb"
+
+    def __init__(self, settings: dict, identity: dict):
+        self.where, self.mode = settings["wandb_dir"], settings["wandb_mode"]
+        self.project, self.identity = settings["wandb_project"], identity
+        self.run_id, self.run = wandb_run_id(identity["run_id"]), None
+        self.names = {RUN_TAG: identity["run_id"], PIPELINE_TAG: identity.get("pipeline_name", "")}
+
+    def start(self, params: dict | None, tags: dict) -> str:
+        import wandb
+        fs.makedirs(self.where)
+        self.names.update(tags)
+        names = self.names
+        self.run = wandb.init(
+            project=self.project, dir=self.where, mode=self.mode, id=self.run_id,
+            name=self.identity["run_id"], config=params or None,
+            resume="allow" if self.mode == "online" else None,   # offline: a new file each phase
+            tags=[f"{k}={v}"[:64] for k, v in names.items()],
+            settings=wandb.Settings(silent=True, console="off", x_disable_stats=True,
+                                    x_disable_machine_info=True, init_timeout=INIT_TIMEOUT_S,
+                                    x_sync_dir_suffix=self.identity.get("phase", "")))
+        self.run.config.update({"bigtrain": {k: str(v) for k, v in names.items()}},
+                               allow_val_change=True)
+        return self.run_id
+
+    def log_step(self, step: int, figures: dict) -> None:
+        self.run.log({k: float(v) for k, v in figures.items()}, step=step)
+
+    def log_final(self, figures: dict, tags: dict) -> None:
+        self.run.summary.update(figures)
+        self.names.update(tags)
+        self.run.config.update({"bigtrain": {k: str(v) for k, v in self.names.items()}},
+                               allow_val_change=True)
+
+    def finish(self, status: str | None) -> None:
+        if self.run is not None:
+            self.run.finish(exit_code=1 if status == "FAILED" else 0)
+            self.run = None

@@ -1,0 +1,81 @@
+"""`bigtrain run`'s two tracking phases (components/tracking tells the stream): before the
+pipeline, the tracker run with the resolved config as params (tracking.required and a tracker
+that cannot be reached: TrackingError, exit 10, before anything trains); after it, the final
+figures of the report's Model, ModelEvaluation, ModelBlessing and PushedModel, the pushed version,
+every output's URI and MLMD id (by reference: nothing is copied), the run's MLMD context id and its
+outcome; then the tracker run ids on the run's MLMD context (`bigtrain lineage runs`, the UI)."""
+
+from __future__ import annotations
+
+import json
+import numbers
+
+from components import config as config_lib
+from components.config.tracking import resolved
+from components.tracking import EXTERNAL
+
+FINAL_KINDS = ("Model", "ModelEvaluation", "ModelBlessing", "PushedModel")
+MLMD_RUN_TAG = "bigtrain.mlmd_run_context_id"
+
+
+def tracking_settings(config: config_lib.Config) -> dict | None:
+    """The resolved tracking section when a tracker besides TensorBoard is on, else None."""
+    if not any(name in EXTERNAL for name in config.tracking.backends):
+        return None
+    return resolved(config.tracking, config.paths.home)
+
+
+def _trackers(config: config_lib.Config, run_id: str, phase: str):
+    from components.tracking.fanout import Trackers
+    identity = {"run_id": run_id, "pipeline_name": config.paths.pipeline_name, "phase": phase}
+    return Trackers.from_settings(tracking_settings(config), identity)
+
+
+def start_tracking(config: config_lib.Config, run_id: str) -> None:
+    """Phase 1: create the tracker run, the resolved config as its params."""
+    if tracking_settings(config) is None:
+        return
+    from components.tracking.wandb_tracker import PHASES
+    trackers = _trackers(config, run_id, PHASES[0])
+    trackers.start(config_lib.to_dict(config), {})
+    trackers.finish(None)
+
+
+def final_stream(report) -> tuple[dict, dict]:
+    """(figures, tags) of a run report: final.<stage>.<property> for the numeric properties of
+    FINAL_KINDS; tags: the pushed version, every output's URI and MLMD id."""
+    figures, tags = {}, {}
+    for stage in report.stages:
+        for kind, props in stage.outputs.items():
+            tags[f"bigtrain.artifact.{stage.node}.{kind}"] = props.get("uri", "")
+            tags[f"bigtrain.mlmd.{stage.node}.{kind}"] = props.get("id", "")
+            if kind not in FINAL_KINDS:
+                continue
+            for name, value in props.items():
+                if name != "id" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+                    figures[f"final.{stage.node}.{name}"] = float(value)
+            if kind == "PushedModel" and props.get("pushed") == 1:
+                tags["bigtrain.pushed_version"] = props.get("pushed_version", "")
+    return figures, tags
+
+
+def finish_tracking(config: config_lib.Config, store, run_context, error) -> dict:
+    """Phase 3, after the run's context is recorded: the final stream, the run ended FINISHED or
+    FAILED, and the tracker run ids recorded on the context. Returns those ids."""
+    if tracking_settings(config) is None or run_context is None:
+        return {}
+    from components.tracking.wandb_tracker import PHASES
+    from pipeline.lineage import record
+    from pipeline.lineage.report import run_report
+    figures, tags = final_stream(run_report(store, run_id=run_context.name))
+    tags.update({MLMD_RUN_TAG: run_context.id, "bigtrain.outcome": "failed" if error else "complete"})
+    trackers = _trackers(config, run_context.name, PHASES[2])
+    trackers.start(None, {})
+    trackers.log_final(figures, tags)
+    ids = trackers.ids()
+    trackers.finish("FAILED" if error is not None else "FINISHED")
+    if ids:
+        run_context.custom_properties[record.RUN_TRACKERS].string_value = json.dumps(ids, sort_keys=True)
+        store.put_contexts([run_context])
+        print("tracker runs: " + ", ".join(f"{k} {v}" for k, v in sorted(ids.items())), flush=True)
+    return ids

@@ -114,6 +114,21 @@ def pytest_unconfigure(config):
     fs.exit_process(_EXIT_STATUS[0])
 
 
+@pytest.fixture(autouse=True)
+def _no_airflow_console_logging():
+    """Importing Airflow in this process (a DAG built in-process: `bigtrain compile airflow`,
+    runners/airflow.py) installs its RedirectStdHandler on the root logger, which writes every
+    later INFO record to the *current* sys.stdout: a later test's captured output (a `lineage
+    runs --json` parsed as JSON) then starts with an Airflow log line, depending on which worker
+    ran what before. After each test the handler goes (the product's CLI runs in its own
+    process, where Airflow is never imported for a lineage command)."""
+    yield
+    import logging
+    for handler in list(logging.root.handlers):
+        if type(handler).__module__.startswith("airflow."):
+            logging.root.removeHandler(handler)
+
+
 def make_corpus(root: str) -> dict[str, int]:
     """A small real-text corpus (two stdlib packages) plus one file of every quarantine kind.
 

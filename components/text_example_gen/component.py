@@ -103,9 +103,20 @@ def check_accounting(counters: dict[str, int], files_listed: int, manifest: str,
             raise ValueError(
                 f"split {split!r} received no sequences ({counters['files_read']} files read, "
                 f"{skipped} quarantined; {counters['documents_packed']} documents packed, "
-                f"{documents_skipped} quarantined{quarantined_inline(counters, manifest)}); add "
-                f"input, split files into documents (data.document=separator or record) or "
-                f"change data.eval_fraction")
+                f"{documents_skipped} quarantined{quarantined_inline(counters, manifest)}); "
+                + empty_split_advice(counters))
+
+
+def empty_split_advice(counters: dict[str, int]) -> str:
+    """What to do about an empty split: documents a mixture's weights sampled out are not missing
+    input (a weight far below 1 keeps almost none)."""
+    sampled = counters.get(examples_props.DOCUMENTS_SAMPLED_OUT, 0)
+    if sampled:
+        return (f"{sampled} documents were sampled out by the mixture: raise the small "
+                f"data.sources[*].weight values (a weight w < 1 keeps each document with "
+                f"probability w) or give the sources a share")
+    return ("add input, split files into documents (data.document=separator or record) or "
+            "change data.eval_fraction")
 
 
 def quarantined_inline(counters: dict[str, int], manifest: str, examples: int = 3) -> str:

@@ -377,3 +377,16 @@ def test_an_empty_split_names_what_was_quarantined_not_a_file_tfx_deletes(tmp_pa
     assert str(manifest.parent) not in message
     assert ("1 files unreadable, 2 documents not_utf8; first quarantined: gone.txt (unreadable), "
             "a.txt@0 (not_utf8), a.txt@9 (not_utf8))") in message
+
+
+def test_an_empty_split_of_sampled_out_documents_says_so_not_add_input(tmp_path):
+    """Issue 41: a mixture weight of 1e-300 samples every document out; the empty split's advice
+    names the weights instead of "add input" (the old message: 0 documents packed, add input)."""
+    counters = {name: 0 for name in transforms.COUNTER_NAMES}
+    counters.update(files_seen=2, files_read=2, documents_sampled_out=5, sequences_train=0,
+                    sequences_eval=0)
+    with pytest.raises(ValueError) as raised:
+        check_accounting(counters, 2, str(tmp_path / "quarantine.jsonl"))
+    message = str(raised.value)
+    assert "5 documents were sampled out by the mixture" in message
+    assert "data.sources[*].weight" in message and "add input" not in message

@@ -153,7 +153,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     elif what == "diff":
         result, text = queries.diff(lin, args.run_a, args.run_b), render.diff_text
     elif what == "why":
-        result, text = queries.why(lin, args.run), render.why_text
+        from runners.home import with_home_run_log
+        result = with_home_run_log(queries.why(lin, args.run),
+                                   os.path.abspath(resolve_config(args).paths.home))
+        text = render.why_text
     elif args.out:  # graph, every format into a folder
         result = queries.graph(lin, args.run)
         result = dict(result, files=write_graph_files(result, args.out))

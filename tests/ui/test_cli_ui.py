@@ -81,3 +81,25 @@ def test_lineage_runs_pages_by_default(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["lineage", "runs", "--home", str(home)]) == 0
     assert len([line for line in capsys.readouterr().out.splitlines() if line.startswith("run-")]) == 20
+
+
+def test_why_of_a_run_that_recorded_no_log_shows_the_homes_run_log(tmp_path, capsys):
+    """Issue 41: a run killed -9 records its log in MLMD only when a later run sweeps it;
+    meanwhile `lineage why` said `log: None` although <home>/runs/<id>/run.log was there."""
+    import json
+    from benchmarks.support.mlmd import connect
+    from benchmarks.support import lineage_store
+    from pipeline.lineage import record
+    home = tmp_path / "home"
+    lineage_store.build(str(home))
+    store = connect(str(home / "metadata.sqlite"), read_only=False)
+    run = store.get_context_by_type_and_name("pipeline_run", "run-c")
+    for name in (record.RUN_LOG, record.RUN_DIR):
+        del run.custom_properties[name]
+    store.put_contexts([run])
+    capsys.readouterr()
+    assert cli.main(["lineage", "why", "run-c", "--home", str(home), "--json"]) == 0
+    why = json.loads(capsys.readouterr().out)
+    log = str(home / "runs" / "run-c" / "run.log")
+    assert why["log"] == log and why["run_dir"] == str(home / "runs" / "run-c")
+    assert why["failed"] and all(f["log"] == log for f in why["failed"])

@@ -148,8 +148,25 @@ def _mark_abandoned(store, config: Config, run_id: str, stale: dict | None) -> N
                f"started {stale.get('started')})" if stale else ""))
     left = record.mark_abandoned(store, config.paths.pipeline_name, note, stale)
     if left:
+        removed = remove_empty_outputs(store, left)
         print(f"note: {len(left)} execution(s) left running by a dead process recorded as "
-              f"abandoned (see `bigtrain lineage runs`)", flush=True)
+              f"abandoned (see `bigtrain lineage runs`)"
+              + (f"; {removed} empty output folder(s) of theirs removed" if removed else ""),
+              flush=True)
+
+
+def remove_empty_outputs(store, executions) -> int:
+    """The output folders of abandoned executions that hold no file: TFX makes them before the
+    executor runs, so a Trainer killed -9 leaves Trainer/model/N and model_run/N empty. A folder
+    with any file in it is kept for the user to look at. Returns how many were removed."""
+    from ml_metadata.proto import metadata_store_pb2 as pb
+    events = store.get_events_by_execution_ids([e.id for e in executions])
+    artifacts = store.get_artifacts_by_id(sorted({ev.artifact_id for ev in events}))
+    empty = [a.uri for a in artifacts if a.state == pb.Artifact.ABANDONED and a.uri
+             and fs.isdir(a.uri) and next(fs.walk_files(a.uri), None) is None]
+    for uri in empty:
+        fs.rmtree(uri)
+    return len(empty)
 
 
 def run_command(config: Config, verbose: bool = False, force: bool = False,

@@ -3,17 +3,14 @@ the output folders before the executor runs). The next run records the dead proc
 executions abandoned and removes their output folders that hold no file; a folder with a file,
 or any artifact that is not abandoned, stays."""
 
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
+from benchmarks.support.mlmd import connect
 from runners.local import remove_empty_outputs
 
 
 def test_only_the_abandoned_outputs_that_hold_no_file_are_removed(tmp_path):
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = str(tmp_path / "metadata.sqlite")
-    config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    store = metadata_store.MetadataStore(config)
+    store = connect(str(tmp_path / "metadata.sqlite"), read_only=False)
     model_type = store.put_artifact_type(pb.ArtifactType(name="Model"))
     trainer_type = store.put_execution_type(pb.ExecutionType(name="Trainer"))
     folders = {name: tmp_path / "Trainer" / name / "7" for name in

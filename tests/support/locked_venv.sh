@@ -1,4 +1,4 @@
-# Sourced by the service scripts (objectstore.sh, hfloader.sh): locked_venv VENV LOCK [PIP ARGS...]
+# Sourced by the service scripts (objectstore.sh, hfloader.sh, mlflow.sh): locked_venv VENV LOCK [PIP ARGS...]
 # creates VENV with $PYTHON and installs LOCK into it exactly (--no-deps --require-hashes: nothing
 # is resolved at install time). With the project's uv ($UV, installed by `make setup`) when it
 # is there: on the 2-core dev VM (2026-11-27) uv took 3 s for the S3 server's lock and 9 s for
@@ -16,4 +16,17 @@ locked_venv() {
       && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
            --require-hashes "$@" -r "$lock" >>"$INSTALL_LOG" 2>&1
   fi
+}
+
+# refresh_locked_venv LABEL EXECUTABLE: the server scripts' venv records the lock it was
+# installed from; another lock, or a half-done install (bin/EXECUTABLE missing), rebuilds it from
+# $LOCK into $VENV. Calls the caller's `stop` first (a server still running from the old venv
+# would outlive its files) and its `unavailable` when the install fails.
+refresh_locked_venv() {
+  if cmp -s "$LOCK" "$VENV/installed.lock" && [ -x "$VENV/bin/$2" ]; then return 0; fi
+  echo "$1: installing $LOCK into $VENV"
+  stop; rm -rf "$VENV"
+  : > "$INSTALL_LOG"
+  locked_venv "$VENV" "$LOCK" || unavailable "installing $LOCK into $VENV failed (see $INSTALL_LOG)"
+  cp "$LOCK" "$VENV/installed.lock"
 }

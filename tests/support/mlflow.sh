@@ -31,13 +31,7 @@ stop() { [ -f "$PIDFILE" ] && kill -- "-$(cat "$PIDFILE")" 2>/dev/null || true; 
 if [ "${1:-start}" = stop ]; then stop; exit 0; fi
 rm -f "$DIR/unavailable"
 
-if ! cmp -s "$LOCK" "$VENV/installed.lock" || [ ! -x "$VENV/bin/mlflow" ]; then
-  echo "mlflow: installing $LOCK into $VENV"
-  stop; rm -rf "$VENV"
-  : > "$INSTALL_LOG"
-  locked_venv "$VENV" "$LOCK" || unavailable "installing $LOCK into $VENV failed (see $INSTALL_LOG)"
-  cp "$LOCK" "$VENV/installed.lock"
-fi
+refresh_locked_venv mlflow mlflow
 
 up() { "$VENV/bin/python" -c "import urllib.request; urllib.request.urlopen('$URI/health', timeout=2)" >/dev/null 2>&1; }
 if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && up; then

@@ -5,33 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import socket
 import subprocess
 import time
 import urllib.request
 import uuid
 
-import pytest
+from tests.support.services import ROOT, service_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OBJECTSTORE_DIR = os.environ.get("BIGTRAIN_OBJECTSTORE_DIR", os.path.join(ROOT, "build", "objectstore"))
 
 
 def objectstore_env() -> dict[str, str]:
     """The exports of build/objectstore/env.sh, or skip (fail in CI) naming the reason."""
-    env_file = os.path.join(OBJECTSTORE_DIR, "env.sh")
-    if not os.path.exists(env_file):
-        reason = "S3 server not started (run `make objectstore`, or `make test`)"
-        unavailable = os.path.join(OBJECTSTORE_DIR, "unavailable")
-        if os.path.exists(unavailable):
-            with open(unavailable, encoding="utf-8") as fh:
-                reason = "S3 server could not be installed: " + fh.read().strip()
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with open(env_file, encoding="utf-8") as fh:
-        return dict(re.findall(r"^export (\w+)=(.*)$", fh.read(), re.M))
+    return service_env(OBJECTSTORE_DIR, "S3 server", "objectstore")
 
 
 def use_objectstore(monkeypatch) -> str:

@@ -31,14 +31,7 @@ stop() { [ -f "$PIDFILE" ] && kill "$(cat "$PIDFILE")" 2>/dev/null || true; rm -
 if [ "${1:-start}" = stop ]; then stop; exit 0; fi
 rm -f "$DIR/unavailable"
 
-# The venv records the lock it was installed from; another lock (or a half-done install) rebuilds it.
-if ! cmp -s "$LOCK" "$VENV/installed.lock" || [ ! -x "$VENV/bin/moto_server" ]; then
-  echo "objectstore: installing $LOCK into $VENV"
-  stop; rm -rf "$VENV"  # a server still running from the old venv would outlive its files
-  : > "$INSTALL_LOG"
-  locked_venv "$VENV" "$LOCK" || unavailable "installing $LOCK into $VENV failed (see $INSTALL_LOG)"
-  cp "$LOCK" "$VENV/installed.lock"
-fi
+refresh_locked_venv objectstore moto_server   # a new lock or a half-done install rebuilds it
 
 up() { "$VENV/bin/python" -c "import urllib.request,sys; urllib.request.urlopen('$ENDPOINT/moto-api/', timeout=2)" >/dev/null 2>&1; }
 if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && up; then

@@ -153,9 +153,9 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     elif what == "diff":
         result, text = queries.diff(lin, args.run_a, args.run_b), render.diff_text
     elif what == "why":
-        from runners.home import with_home_run_log
+        from runners.home import LocalPaths, with_home_run_log
         result = with_home_run_log(queries.why(lin, args.run),
-                                   os.path.abspath(resolve_config(args).paths.home))
+                                   LocalPaths.for_config(resolve_config(args)))
         text = render.why_text
     elif args.out:  # graph, every format into a folder
         result = queries.graph(lin, args.run)

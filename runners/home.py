@@ -65,14 +65,14 @@ class LocalPaths:
         return os.path.join(self.run_dir(run_id), RUN_LOG)
 
 
-def with_home_run_log(why: dict, home: str) -> dict:
+def with_home_run_log(why: dict, paths: LocalPaths) -> dict:
     """`lineage why`'s answer with the run's log from the home's layout when MLMD recorded none:
     a run killed before its end (kill -9, power loss) records its log only when a later run
     sweeps it, yet its <home>/runs/<id>/run.log is there from its first line."""
-    path = os.path.join(home, RUNS_FOLDER, why["run_id"], RUN_LOG)
+    path = paths.run_log(why["run_id"])
     if why.get("log") or not os.path.isfile(path):
         return why
-    return dict(why, log=path, run_dir=why.get("run_dir") or os.path.dirname(path),
+    return dict(why, log=path, run_dir=why.get("run_dir") or paths.run_dir(why["run_id"]),
                 failed=[dict(f, log=f.get("log") or path) for f in why["failed"]])
 
 

@@ -254,8 +254,9 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     except KeyboardInterrupt as err:   # Ctrl-C or SIGTERM between or around the stages
         raise _record_interrupt(config, paths, plan, err, emitter) from None
     except Exception as err:  # recorded in MLMD, reported with the stage states, exit non-zero
-        if interrupt_of(err) is not None:   # inside a stage: TFX or Beam wrapped it
-            raise _record_interrupt(config, paths, plan, interrupt_of(err), emitter) from None
+        interrupt = interrupt_of(err)   # inside a stage: TFX or Beam wrapped the interrupt
+        if interrupt is not None:
+            raise _record_interrupt(config, paths, plan, interrupt, emitter) from None
         import logging
         logging.getLogger("bigtrain.run").debug("run failed", exc_info=True)  # into run.log
         name, message = record.error_message(err)
@@ -287,14 +288,13 @@ def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrup
     from pipeline.lineage import record
     from pipeline.lineage.connection import open_store
     from pipeline.lineage.store import Lineage
-    stage = None
-    if metadata_lib.store_exists(config):
-        store = open_store(metadata_lib.connection(config, read_only=False))
-        stopped = record.fail_unfinished(store, plan.run_id)
-        stage = Lineage(store).node_of.get(stopped[-1].id) if stopped else None
+    if not metadata_lib.store_exists(config):   # stopped before the pipeline reached MLMD
+        return interrupted_error(interrupt, None, paths.home)
+    store = open_store(metadata_lib.connection(config, read_only=False))
+    stopped = record.fail_unfinished(store, plan.run_id)
+    stage = Lineage(store).node_of.get(stopped[-1].id) if stopped else None
     error = interrupted_error(interrupt, stage, paths.home)
-    if metadata_lib.store_exists(config):
-        _record_run(config, plan, error, emitter)
+    _record_run(config, plan, error, emitter)
     return error
 
 

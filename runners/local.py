@@ -119,11 +119,13 @@ def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
         print(f"note: removed what it left half-written (never read): {', '.join(pruned)}", flush=True)
 
 
-def _print_report(store, run_id: str, all_counters: bool = False, **kwargs) -> None:
-    """all_counters (-v): the data counters at 0 listed too, not folded into one line."""
+def _print_report(store, run_id: str, all_counters: bool = False, **kwargs):
+    """Prints the run's report and returns it (the trackers' final stream reads the same one).
+    all_counters (-v): the data counters at 0 listed too, not folded into one line."""
     from pipeline.lineage import report as report_lib
-    print(report_lib.format_report(report_lib.run_report(store, run_id=run_id, **kwargs),
-                                   all_counters=all_counters), flush=True)
+    report = report_lib.run_report(store, run_id=run_id, **kwargs)
+    print(report_lib.format_report(report, all_counters=all_counters), flush=True)
+    return report
 
 
 def _plan_places(config: Config) -> tuple[Config, LocalPaths]:
@@ -347,15 +349,16 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None, emit
     run = record.record_run(store, plan.run_id, plan.run_dir, plan.log_path,
                             config_lib.digest(config), error, inputs_key=None if error else
                             json.dumps(plan.inputs_key, sort_keys=True))
+    report = None
     if run is not None:
         run.custom_properties[record.RUN_WHY].string_value = "; ".join(plan.reasons)
         if plan.until:  # a partial run says so in MLMD (and the report)
             run.custom_properties[record.UNTIL].string_value = plan.until
             print(f"partial run: stages up to {plan.until} (--until)")
         store.put_contexts([run])
-        _print_report(store, plan.run_id, all_counters=plan.verbose)
+        report = _print_report(store, plan.run_id, all_counters=plan.verbose)
     from runners.tracking import finish_tracking
-    finish_tracking(config, store, run, error)
+    finish_tracking(config, store, run, error, report)
     if emitter is not None:
         from pipeline.lineage import openlineage_events as ol
         from runners.openlineage_emit import emit_local_run

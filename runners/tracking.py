@@ -59,15 +59,15 @@ def final_stream(report) -> tuple[dict, dict]:
     return figures, tags
 
 
-def finish_tracking(config: config_lib.Config, store, run_context, error) -> dict:
-    """Phase 3, after the run's context is recorded: the final stream, the run ended FINISHED or
-    FAILED, and the tracker run ids recorded on the context. Returns those ids."""
+def finish_tracking(config: config_lib.Config, store, run_context, error, report) -> dict:
+    """Phase 3, after the run's context is recorded and its report (pipeline/lineage/report.py
+    run_report) printed: the final stream from that report, the run ended FINISHED or FAILED,
+    and the tracker run ids recorded on the context. Returns those ids."""
     if tracking_settings(config) is None or run_context is None:
         return {}
     from components.tracking.wandb_tracker import PHASES
     from pipeline.lineage import record
-    from pipeline.lineage.report import run_report
-    figures, tags = final_stream(run_report(store, run_id=run_context.name))
+    figures, tags = final_stream(report)
     tags.update({MLMD_RUN_TAG: run_context.id, "bigtrain.outcome": "failed" if error else "complete"})
     trackers = _trackers(config, run_context.name, PHASES[2])
     trackers.start(None, {})

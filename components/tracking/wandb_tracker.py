@@ -55,5 +55,11 @@ class WandbTracker:
 
     def finish(self, status: str | None) -> None:
         if self.run is not None:
+            import wandb
             self.run.finish(exit_code=1 if status == "FAILED" else 0)
             self.run = None
+            # wandb.init started a `wandb-core` service process that outlives run.finish until
+            # the process exits: in a long-lived process (a notebook, an orchestrator's worker,
+            # the test suite) it stays behind. Stop it unless another W&B run is still open.
+            if wandb.run is None:
+                wandb.teardown()

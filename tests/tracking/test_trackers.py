@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 
+import psutil
 import pytest
 
 from components.common.errors import EXIT_TRACKER, TrackingError
@@ -83,6 +84,15 @@ def test_wandb_offline_holds_the_same_series_and_final_figures(tmp_path):
     assert read["config"]["train"] == {"train_steps": 20}
     assert read["config"]["bigtrain"][RUN_TAG] == RUN_ID
     assert read["config"]["bigtrain"]["bigtrain.mlmd_run_context_id"] == "7"
+
+
+def test_a_finished_wandb_tracker_leaves_no_process_behind(tmp_path):
+    """wandb.init starts a `wandb-core` child that run.finish leaves running: the tracker stops it
+    (caught when left: a later test counting its own child processes found it)."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    one_run(settings(tmp_path, backends=("wandb",)))
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert [p.name() for p in left if p.is_running()] == []
 
 
 def test_an_unreachable_mlflow_is_a_named_warning_and_the_others_go_on(tmp_path):

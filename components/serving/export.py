@@ -1,8 +1,8 @@
 """Export: a self-contained SavedModel that TF Serving, KServe and `saved_model_cli run` load.
 
-Written through keras.export.ExportArchive: a Keras 3 model held by a plain tf.Module and saved
-with tf.saved_model.save restores in TF2's tf.saved_model.load but not in the TF1 session loader
-that model servers use ("Could not find variable ..."). Tokenization and decoding live in the
+Written as keras.export.ExportArchive writes it (write_archive): a Keras 3 model held by a plain
+tf.Module and saved with tf.saved_model.save restores in TF2's tf.saved_model.load but not in the
+TF1 session loader that model servers use ("Could not find variable ..."). Tokenization and decoding live in the
 graph: serving needs no code of ours, no Keras custom objects, no pickles.
 
 Signatures. B = batch: every input has dimension 0 = B (one value per prompt), so TF Serving's
@@ -43,8 +43,9 @@ from __future__ import annotations
 import json
 import os
 
-import keras
 import tensorflow as tf
+# TF-internal, pinned by the lock (TF 2.16): the save context write_archive traces in.
+from tensorflow.python.saved_model import save_context
 
 from components.model.gpt import build_model
 from components.serving import warmup
@@ -77,27 +78,60 @@ def input_signatures() -> dict:
 def write_serving_model(model, context_length: int, export_dir: str, *, tokenizer,
                         max_new_tokens_limit: int = DEFAULT_MAX_NEW_TOKENS_LIMIT,
                         signatures=SIGNATURES, metadata: dict | None = None) -> str:
-    """Write `model` (a built Keras GPT, float or quantized) with the signatures through Keras'
-    ExportArchive, plus MODEL_INFO and the warm-up requests TF Serving replays at load
+    """Write `model` (a built Keras GPT, float or quantized) with the signatures (write_archive),
+    plus MODEL_INFO and the warm-up requests TF Serving replays at load
     (assets.extra/tf_serving_warmup_requests). tokenizer: the Tokenizer the model was trained
     with; a SentencePiece model is embedded in the graph."""
     server = LanguageModelServer(model, context_length, max_new_tokens_limit, tokenizer=tokenizer)
-    archive = keras.export.ExportArchive()
-    if server.graph_tokenizer is not None:  # its SentencePiece resource must be saved and restored
-        archive.track(server.graph_tokenizer)
-    # No archive.track(model): the endpoints' own variables are what the session loader restores,
-    # and tracking the model as well stores every weight twice (Keras' variable wrappers and the
-    # tf.Variables under them are separate checkpoint entries: 2x on disk; test_weights_are_stored_once).
     functions, specs = signature_functions(server), input_signatures()
-    for name in signatures:
-        archive.add_endpoint(name, functions[name], input_signature=specs[name])
-    archive.write_out(export_dir, verbose=False)
+    endpoints = {name: tf.function(functions[name], input_signature=specs[name], autograph=False)
+                 for name in signatures}
+    # Its SentencePiece resource (if any) must be saved and restored with the graph.
+    write_archive(export_dir, endpoints, tracked=[server.graph_tokenizer] if server.graph_tokenizer else [])
     write_model_info(export_dir, dict(
         metadata or {}, context_length=context_length, vocab_size=server.vocab_size,
         max_new_tokens_limit=max_new_tokens_limit, signatures=list(signatures),
         tokenizer=BYTE_TOKENIZER_INFO if tokenizer.kind == "bytes" else tokenizer.describe()))
     warmup.write_warmup_requests(export_dir, signatures, context_length)
     return export_dir
+
+
+def write_archive(export_dir: str, endpoints: dict, tracked: list = ()) -> None:
+    """What keras.export.ExportArchive writes (the same object graph: each endpoint an attribute
+    and a signature, the variables its functions use as `_all_variables`, the tracked objects'
+    resources as `_misc_assets`), with each endpoint traced once instead of twice.
+
+    Written here because ExportArchive.write_out lists the variables by tracing every endpoint
+    outside a save context, and tf.saved_model.save then traces each again inside its own: TF's
+    function cache keys a trace on the save options' variable policy. Tracing inside one save
+    context with the options the save uses makes the save's lookups hit. No archive.track(model):
+    the endpoints' own tf.Variables are what the session loader restores; the Keras variable
+    wrappers as well would store every weight twice (test_weights_are_stored_once)."""
+    options = tf.saved_model.SaveOptions()
+    with save_context.save_context(options):
+        concrete = [fn.get_concrete_function() for fn in endpoints.values()]
+    root = tf.__internal__.tracking.AutoTrackable()
+    root.variables, root.trainable_variables, root.non_trainable_variables = [], [], []
+    root._all_variables = _variables_used(concrete)
+    root._misc_assets = [t for obj in tracked for t in tf.train.TrackableView(obj).descendants()
+                         if isinstance(t, tf.saved_model.experimental.TrackableResource)]
+    for name, fn in endpoints.items():
+        setattr(root, name, fn)
+    signatures = dict(endpoints)
+    signatures.setdefault("serving_default", next(iter(endpoints.values())))   # TF Serving's default
+    tf.saved_model.save(root, export_dir, signatures=signatures, options=options)
+
+
+def _variables_used(concrete_functions) -> list:
+    """The tf.Variables the functions capture, each once: trainable ones first (as Keras lists them)."""
+    seen, ordered = set(), []
+    for group in ("trainable_variables", "variables"):
+        for fn in concrete_functions:
+            for variable in getattr(fn, group):
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    ordered.append(variable)
+    return ordered
 
 
 def signature_functions(server: LanguageModelServer) -> dict:

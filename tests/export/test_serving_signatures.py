@@ -307,3 +307,25 @@ def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported
     assert cli.main(["generate", "def ", "--home", str(tmp_path), "--max-new-tokens", "5",
                      "--temperature", "-1"]) == 1
     assert capsys.readouterr().err == "bigtrain generate: temperature must be >= 0 (0 = greedy)\n"
+
+
+def test_each_endpoint_is_traced_once_per_export(tmp_path):
+    """write_archive traces every endpoint once; keras.export.ExportArchive traced each twice (its
+    variable listing outside the save context, then tf.saved_model.save inside it: the trace cache
+    keys on the save options), about half of an export's time. The archive still restores with
+    the model's logits."""
+    from components.serving.export import input_signatures, signature_functions, write_archive
+    from components.serving.server import LanguageModelServer
+    model = tiny_model()
+    server = LanguageModelServer(model, CONTEXT, 8, tokenizer=ByteTokenizer())
+    endpoints = {name: tf.function(signature_functions(server)[name], autograph=False,
+                                   input_signature=input_signatures()[name])
+                 for name in ("token_logits", "score")}
+    write_archive(str(tmp_path / "sm"), endpoints)
+    assert {n: f.experimental_get_tracing_count() for n, f in endpoints.items()} == \
+        {"token_logits": 1, "score": 1}
+    loaded = tf.saved_model.load(str(tmp_path / "sm"))
+    assert sorted(loaded.signatures) == ["score", "serving_default", "token_logits"]
+    ids = INPUTS["token_logits"]["input_ids"]
+    np.testing.assert_allclose(loaded.signatures["token_logits"](input_ids=tf.constant(ids))["logits"],
+                               model(ids).numpy(), atol=1e-5)

@@ -120,6 +120,22 @@ def check_sqlite(path: str, *, must_exist: bool = True, thorough: bool = False) 
                                  "--home or --metadata of a store `bigtrain run` wrote")
 
 
+def check_sqlite_writable(path: str) -> None:
+    """A writer's sqlite store (and its folder, where sqlite puts its journal) must be writable:
+    sqlite opens a read-only file read-only without a word, and the run's first write then fails
+    as MLMD's raw 'attempt to write a readonly database'. Checked without writing: the file's
+    and the folder's permissions, and a read-only mount (which binds root too)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    for place in (p for p in (path, folder) if os.path.exists(p)):
+        why = ("a read-only mount" if os.statvfs(place).f_flag & os.ST_RDONLY
+               else "" if os.access(place, os.W_OK) else "its permissions")
+        if why:
+            raise MetadataStoreError(
+                f"metadata store {path} is read-only ({place} cannot be written: {why}); a run "
+                "records every stage in it: make it writable, or pass --home or --metadata of a "
+                "writable store (reading it needs no write: `bigtrain lineage`)")
+
+
 def check_mysql(config: metadata_store_pb2.ConnectionConfig) -> None:
     """A reader's MySQL database must already hold an MLMD store: MLMD would create its schema in
     an empty database when it connects (a write; MLMD has no read-only mode for MySQL), so its
@@ -146,8 +162,11 @@ def open_store(config: metadata_store_pb2.ConnectionConfig) -> metadata_store.Me
     """MetadataStore(config), its failures as named errors (exit code 5) instead of MLMD's raw
     'Error when executing query' RuntimeErrors."""
     if config.HasField("sqlite"):
-        check_sqlite(config.sqlite.filename_uri, must_exist=config.sqlite.connection_mode
-                     == metadata_store_pb2.SqliteMetadataSourceConfig.READONLY)
+        reader = (config.sqlite.connection_mode
+                  == metadata_store_pb2.SqliteMetadataSourceConfig.READONLY)
+        check_sqlite(config.sqlite.filename_uri, must_exist=reader)
+        if not reader:
+            check_sqlite_writable(config.sqlite.filename_uri)
     elif config.mysql.skip_db_creation:  # a reader's connection (connection_config read_only)
         check_mysql(config)
     try:

@@ -197,6 +197,38 @@ def test_unwritable_home_is_a_named_error(tmp_path, capsys):
     assert (home / "keep.txt").read_text() == "keep"
 
 
+def test_read_only_store_in_a_writable_home_is_a_named_error_and_still_readable(tmp_path, capsys):
+    """Issue 41: sqlite opens a read-only file read-only without a word; the run's first write
+    was MLMD's raw 'attempt to write a readonly database'. The store is made read-only by a
+    read-only bind mount over the file (root passes permission checks, not a read-only mount);
+    as another user, by its mode. Lineage still reads it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    path = str(home / "metadata.sqlite")
+    make_store(path)
+    if os.geteuid() != 0:
+        os.chmod(path, 0o444)
+    elif subprocess.run(["mount", "--bind", path, path], capture_output=True).returncode != 0:
+        pytest.skip("root without a way to make a read-only file (no bind mount)")
+    else:
+        subprocess.run(["mount", "-o", "remount,ro,bind", path], check=True)
+    try:
+        before = snapshot(home)
+        code, _, err = run(capsys, "run", "--home", str(home))
+        assert code == EXIT_STORE, err
+        assert f"metadata store {path} is read-only" in err and "Traceback" not in err, err
+        after = snapshot(home)
+        after.pop(".bigtrain.lock", None)
+        assert after == before
+        code, out, err = run(capsys, "lineage", "runs", "--home", str(home))
+        assert code == 0, err
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", "--lazy", path], check=True)   # lazy: a mutated run may hold it open
+        else:
+            os.chmod(path, 0o644)
+
+
 def test_lineage_on_a_missing_home_is_a_named_error(tmp_path, capsys):
     code, _, err = run(capsys, "lineage", "runs", "--home", str(tmp_path / "nowhere"))
     assert code == EXIT_HOME and "does not exist" in err

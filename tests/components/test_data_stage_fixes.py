@@ -16,6 +16,7 @@ from tests.components.test_transforms import reader_config
 BAD_LINES = 100_000
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_quarantine_manifest_is_streamed_not_held(tmp_path):
     """Fails before the fix: ConvertUnitFn kept every manifest line of a unit in a list until the
     unit ended (100k bad JSON lines of 2 bytes: ~20 MB of Python strings for a 200 KB input;

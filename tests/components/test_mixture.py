@@ -197,6 +197,7 @@ BEFORE_MIXTURES = {
 }
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_one_source_shorthand_writes_the_shards_of_before(corpus, tmp_path):
     config = readers.ReaderConfig("text", "separator", b"\n\n", "text", 10**7, 2000)
     _, files = listing.list_input_files(corpus["a"])

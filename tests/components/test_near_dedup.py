@@ -255,6 +255,7 @@ SHINGLES = {"word": NearDedupConfig(threshold=0.8),
             "byte": NearDedupConfig(threshold=0.8, shingle="byte", ngram=16)}
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("shingle", sorted(SHINGLES))
 def test_stage_skips_near_duplicates_as_the_reference_does(tmp_path, shingle):
     files = write_near_corpus(str(tmp_path / "in"))

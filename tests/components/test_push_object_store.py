@@ -117,6 +117,7 @@ def _fail_on_graph(copy):
     return wrapped
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_concurrent_pushes_of_one_model_give_one_version_on_s3(tmp_path, s3_prefix):
     fake_saved_model(tmp_path / "m", b"one model" * 1000)
     base = f"{s3_prefix}/serving/gpt"

@@ -49,6 +49,7 @@ DOCUMENTS = [b"def f(x):\n    return x + 1\n" * 3, b"ab", b"import os\n" + bytes
              b"x" * (CONTEXT + 1), b"y" * (2 * CONTEXT)]
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("stride_context", [0, 1, CONTEXT // 2, CONTEXT - 1])
 def test_strided_nats_equal_the_plain_loop(loaded, stride_context):
     signature = loaded.signatures["token_logits"]

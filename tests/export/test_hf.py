@@ -97,6 +97,7 @@ def our_greedy(model, prompt: list[int], steps: int) -> list[int]:
     return ids
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_keras_hub_greedy_generation_equals_ours(tmp_path, arch):
     model = tiny_model(arch=arch)   # N(0, 0.3) weights: clear argmax margins

@@ -44,6 +44,7 @@ def invalid_utf8_export(tmp_path_factory):
                                signatures=("generate", "sample"))
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_text_is_valid_utf8_and_text_bytes_is_raw(invalid_utf8_export):
     """A model that only emits the lone byte 0xFF (never valid UTF-8): `text` replaces each by
     U+FFFD and serializes as JSON text, `text_bytes` keeps the bytes. Caught: returning the raw

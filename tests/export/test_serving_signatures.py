@@ -171,6 +171,7 @@ def decoder(request, tmp_path_factory):
                                          (b"def main(", 40),                   # past it: 2.5 windows
                                          (b"x" * 50, 12),                      # prompt > context
                                          (b"", 20)])                           # empty prompt
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_cached_greedy_equals_the_reference(decoder, prompt, new):
     """The exported (cached) generate equals the no-cache decoder token for token and both equal
     the plain-Keras reference of the arch's window rule, inside the context and past it (gpt2:
@@ -204,6 +205,7 @@ def test_cached_batch_equals_rows_alone(decoder, limits):
     assert uncached["text_bytes"].numpy().tolist() == alone
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_past_the_window_under_the_session_loader(decoder):
     """TF Serving's loader runs the same window rule: a batch decoding past the window equals
     each row's plain-Keras reference."""

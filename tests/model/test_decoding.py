@@ -70,6 +70,7 @@ def test_steps_within_the_window_equal_full_recomputation(arch):
         _assert_within(logits.numpy(), _last(model, ids[:, :p + 1]), 2 * bound[:, p])
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_sliding_cache_equals_recomputing_the_last_window():
     """Two rows, the server loop of decoding's docstring: row 0 starts full, row 1 two tokens
     short, so the rows slide at different steps (slide only touches its rows)."""

@@ -109,6 +109,7 @@ SPLITS = {
 }
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("split", SPLITS)
 def test_float32_split_matches_reference(ids, split):
     loss_error, grad_error = compare(tiny_config(*SPLITS[split]), ids)
@@ -127,6 +128,7 @@ def test_xla_matches_reference(ids):
     assert loss_error <= FLOAT32_TOLERANCE and grad_error <= FLOAT32_TOLERANCE
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_matches_float32_reference(ids, precision):
     config = tiny_config("runtime.strategy=mirrored", "train.accumulation_steps=2",
@@ -206,6 +208,7 @@ def test_remat_gradients_equal_no_remat_with_dropout(ids):
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(grads, grads_r)) <= 1e-5
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_dropout_masks_differ_across_replicas(ids):
     """Both replicas get the same rows: with dropout their losses differ (own masks), without
     dropout they are equal."""

@@ -119,6 +119,7 @@ def test_each_stream_is_shuffled_with_its_own_seed(train_files):
 @pytest.mark.parametrize("streams,workers,replicas",
                          [(4, 1, 2), (4, 2, 2), (4, 2, 4), (4, 4, 4), (4, 4, 8), (8, 2, 2),
                           (2, 4, 4), (1, 2, 2), (1, 2, 4), (8, 8, 8)])
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_every_cluster_shape_trains_on_the_one_device_batches(train_files, streams, workers,
                                                               replicas):
     """All workers' per-replica batches, in global replica order, are the one-device run's

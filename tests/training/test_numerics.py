@@ -64,6 +64,7 @@ def track(shards, tmp_path, precision):
     return np.array(losses)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_tracks_float32_loss(shards, tmp_path, float32_losses, precision):
     losses = track(shards, tmp_path, precision)
@@ -109,6 +110,7 @@ def test_weight_decay_by_role_not_by_name(arch):
     assert decayed(train_step.make_optimizer(no_embeddings.train, 1e-3, model)) == sorted(kernels)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_gpt2_initialization(arch):
     """Both blocks: N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 L)), norms at 1."""

@@ -38,6 +38,7 @@ def staged(stages: int, *overrides):
 # staged model): every stage count and both heads are covered, and the tied head's gradient is
 # checked where stage 0 is not the head's neighbour (4 stages: an addition to the wrong stage
 # cannot pass as the right one).
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("stages, tied, arch", [(2, "false", ()), (4, "true", ()), (2, "true", GPT2)])
 def test_loss_and_gradients_equal_the_one_device_reference(ids, stages, tied, arch):  # noqa: F811
     config, _, model, state, _ = staged(stages, f"model.tie_embeddings={tied}", *arch)

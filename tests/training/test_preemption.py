@@ -51,6 +51,7 @@ def signal_self_after(step_to_signal: int, signum: int):
     return on_step
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_sigint_stops_with_a_checkpoint_and_the_resume_is_exact(uninterrupted, shards, tmp_path,
                                                                 caplog):
     previous = signal.getsignal(signal.SIGINT)

@@ -91,6 +91,7 @@ def rolled(tmp_path_factory, shards):
     return result, "\n".join(warnings.messages)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_a_poisoned_step_is_rolled_back_and_the_run_recovers(clean, rolled, shards):
     rolled, log = rolled
     assert clean.rollbacks == 0 and clean.skipped_batches == 0   # no false alarm
@@ -101,6 +102,7 @@ def test_a_poisoned_step_is_rolled_back_and_the_run_recovers(clean, rolled, shar
     assert abs(eval_loss(rolled, shards) - eval_loss(clean, shards)) <= TOLERANCE_NATS
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_without_rollback_the_poison_ruins_the_run(clean, shards, tmp_path, monkeypatch):
     """The mutation: rollback off, same poison: the model ends far from the clean run."""
     poisoning(monkeypatch, POISONED_STEP)
@@ -109,6 +111,7 @@ def test_without_rollback_the_poison_ruins_the_run(clean, shards, tmp_path, monk
     assert eval_loss(ruined, shards) - eval_loss(clean, shards) > 10 * TOLERANCE_NATS
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_non_finite_steps_up_to_the_limit_roll_back_instead_of_ending_the_run(shards, tmp_path,
                                                                              monkeypatch):
     """NaN weights before step 6: steps 6 and 7 are skipped (non-finite), the limit of 2 in a

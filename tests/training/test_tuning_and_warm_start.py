@@ -113,6 +113,7 @@ def parent(tmp_path_factory, shards):
     return config, result, str(out / "model")
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("parent_arch, child_arch", [("gpt2", "llama"), ("llama", "gpt2")])
 def test_warm_start_across_architectures_is_a_named_error(tmp_path, parent_arch, child_arch):
     """Raised by the hook that runs before training, naming both archs; the same arch loads."""

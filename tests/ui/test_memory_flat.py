@@ -32,6 +32,7 @@ def _live_after(ui_home, requests: int, pages=PAGES, status: int = 200) -> int:
     return len(made)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 def test_no_lineage_outlives_its_request(ui_home):
     """Catches a cache that holds the instance: 300 requests leave 300 live objects then."""
     assert _live_after(ui_home, 300) <= 1

@@ -18,8 +18,9 @@ unavailable() {  # outside CI the MySQL tests skip with this reason; in CI it is
   echo "$1" > "$DIR/unavailable"; rm -f "$DIR/env"; exit 0
 }
 
-if [ "${1:-start}" = stop ]; then
+if [ "${1:-start}" = stop ]; then  # no env file left: its tests then skip, naming it
   [ -f "$PIDFILE" ] && kill "$(cat "$PIDFILE")" 2>/dev/null || true
+  rm -f "$DIR/env"
   exit 0
 fi
 rm -f "$DIR/unavailable"

@@ -87,7 +87,8 @@ def write_serving_model(model, context_length: int, export_dir: str, *, tokenize
     endpoints = {name: tf.function(functions[name], input_signature=specs[name], autograph=False)
                  for name in signatures}
     # Its SentencePiece resource (if any) must be saved and restored with the graph.
-    write_archive(export_dir, endpoints, tracked=[server.graph_tokenizer] if server.graph_tokenizer else [])
+    tracked = () if server.graph_tokenizer is None else (server.graph_tokenizer,)
+    write_archive(export_dir, endpoints, tracked=tracked)
     write_model_info(export_dir, dict(
         metadata or {}, context_length=context_length, vocab_size=server.vocab_size,
         max_new_tokens_limit=max_new_tokens_limit, signatures=list(signatures),
@@ -96,7 +97,7 @@ def write_serving_model(model, context_length: int, export_dir: str, *, tokenize
     return export_dir
 
 
-def write_archive(export_dir: str, endpoints: dict, tracked: list = ()) -> None:
+def write_archive(export_dir: str, endpoints: dict, tracked: tuple = ()) -> None:
     """What keras.export.ExportArchive writes (the same object graph: each endpoint an attribute
     and a signature, the variables its functions use as `_all_variables`, the tracked objects'
     resources as `_misc_assets`), with each endpoint traced once instead of twice.
@@ -104,9 +105,9 @@ def write_archive(export_dir: str, endpoints: dict, tracked: list = ()) -> None:
     Written here because ExportArchive.write_out lists the variables by tracing every endpoint
     outside a save context, and tf.saved_model.save then traces each again inside its own: TF's
     function cache keys a trace on the save options' variable policy. Tracing inside one save
-    context with the options the save uses makes the save's lookups hit. No archive.track(model):
-    the endpoints' own tf.Variables are what the session loader restores; the Keras variable
-    wrappers as well would store every weight twice (test_weights_are_stored_once)."""
+    context with the options the save uses makes the save's lookups hit. The Keras model itself is
+    not tracked: the endpoints' own tf.Variables are what the session loader restores; the Keras
+    variable wrappers as well would store every weight twice (test_weights_are_stored_once)."""
     # A served model is never differentiated: without the custom gradients (Keras' int8 matmuls,
     # the model's own) the tiny int8 export holds 36 functions instead of 126 and takes 4.7 s
     # instead of 6.4-7.7 (2026-11-28, the Intel 2-core VM).

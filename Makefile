@@ -8,10 +8,13 @@ STAMP  := $(VENV)/.bigtrain-installed-bytecode
 # Extra arguments: make run ARGS="--set train.train_steps=50"; make test PYTEST_ARGS="-m 'not slow'"
 ARGS ?=
 PYTEST_ARGS ?=
-# Both test tiers run on every core (pytest-xdist): one worker per CPU, tests grouped so a shared
-# pipeline run or export is built once (tests/conftest.py), the slowest groups first.
-# One process instead: make test XDIST=
-XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
+# Both test tiers run on every core (pytest-xdist), tests grouped so a shared pipeline run or
+# export is built once (tests/conftest.py), the slowest groups first. `make test` runs one worker
+# more than the cores: its slow tier waits in places (the stall tests' sleeps, subprocesses
+# starting, servers answering), and a third worker on 2 cores fills them (docs/benchmarks.md,
+# "Set-up and tests"); the fast tier, one per core. One process instead: make test XDIST=
+XDIST ?= -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadgroup --no-loadscope-reorder
+XDIST_FAST ?= -n auto --dist loadgroup --no-loadscope-reorder
 
 .PHONY: setup run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
         objectstore-lock browser \
@@ -122,7 +125,7 @@ hf-loader-lock:
 # Inner loop (target: at most 3 minutes on the 2-core dev VM; latest figures in docs/operations.md):
 # every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
-	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST_FAST) -m "not slow" $(PYTEST_ARGS)
 
 # Re-resolve the lock after changing pyproject.toml's dependencies; commit the result.
 lock:

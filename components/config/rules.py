@@ -299,9 +299,14 @@ def validate_tokenizer(config: Config) -> None:
     if d.tokenizer == "sentencepiece" and d.format == "tfrecord":
         raise ConfigError("data.tokenizer=sentencepiece needs raw input (data.format text, jsonl "
                           "or parquet): data.format=tfrecord shards are already tokenized")
-    if d.tokenizer == "sentencepiece" and d.vocab_size < MIN_SENTENCEPIECE_VOCAB:
+    # Checked whatever the tokenizer (issue 41: vocab_size=1 passed with the byte tokenizer, which
+    # ignores it): a value no SentencePiece model can have is a mistake, not a no-op.
+    if d.vocab_size < MIN_SENTENCEPIECE_VOCAB:
+        ignored = ("" if d.tokenizer == "sentencepiece" else
+                   f"; data.tokenizer={d.tokenizer} ignores it (its vocabulary is fixed at 259 ids)")
         raise ConfigError(f"data.vocab_size ({d.vocab_size}) is below the byte-fallback minimum "
-                          f"{MIN_SENTENCEPIECE_VOCAB} (256 byte pieces + pad, unk, bos, eos + 1)")
+                          f"{MIN_SENTENCEPIECE_VOCAB} (256 byte pieces + pad, unk, bos, eos + 1)"
+                          + ignored)
 
 
 def validate_runtime(config: Config) -> None:

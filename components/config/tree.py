@@ -101,7 +101,7 @@ class DataConfig:
     # Tokenizer: `bytes` (UTF-8 bytes, 259 ids) or `sentencepiece`, trained by TokenizerGen on a
     # deterministic sample (by hash of document id) of the train split, byte fallback on.
     tokenizer: str = "bytes"
-    # SentencePiece only (the byte tokenizer's vocabulary is fixed at 259 ids).
+    # SentencePiece only (the byte tokenizer's vocabulary is fixed at 259 ids); >= 261 with either.
     vocab_size: int = 2000
     # `bpe` or `unigram`. BPE by default: on the stdlib corpus at 2000 pieces it trains ~6x faster
     # and packs more bytes per token (docs/benchmarks.md, "Tokenizers").

@@ -86,6 +86,7 @@ def s3_prefix(monkeypatch):
     fs.rmtree(prefix)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_retention_and_labels_on_s3(tmp_path, s3_prefix):
     """The same files and retention on an object store (moto S3 from `make objectstore`): an old
     version loses its graph first, then the rest."""

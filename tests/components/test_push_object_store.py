@@ -74,6 +74,7 @@ def s3_prefix(monkeypatch):
     fs.rmtree(prefix)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_push_to_s3_is_idempotent_and_leaves_no_local_folder(tmp_path, s3_prefix, monkeypatch):
     monkeypatch.chdir(tmp_path)
     fake_saved_model(tmp_path / "a", b"model a")

@@ -13,7 +13,7 @@ from components.tokenizer import artifact, base, stage, training
 from components.tokenizer.component import TOKENIZER_CODE
 from components.tokenizer.training import TokenizerTrainingError
 from components import config as config_lib
-from components.config import ConfigError, DataConfig, build_config
+from components.config import MIN_SENTENCEPIECE_VOCAB, ConfigError, DataConfig, build_config
 
 
 def data_config(root, **changes):
@@ -81,8 +81,14 @@ def test_config_settings_and_validation():
     with pytest.raises(ConfigError, match=r"data\.tokenizer=sentencepiece needs raw input"):
         build_config("tiny", overrides=["data.tokenizer=sentencepiece", "data.format=tfrecord"])
     assert config_lib.MIN_SENTENCEPIECE_VOCAB == training.MIN_VOCAB_SIZE  # one rule, two places
-    # The byte tokenizer ignores data.vocab_size (its vocabulary is fixed).
-    assert build_config("tiny", overrides=["data.vocab_size=100"]).data.vocab_size == 100
+    # The byte tokenizer ignores a valid data.vocab_size (its vocabulary is fixed); a value no
+    # SentencePiece model can have is an error whatever the tokenizer (issue 41's vocab_size=1).
+    assert build_config("tiny", overrides=["data.vocab_size=5000"]).data.vocab_size == 5000
+    for value in (1, 0, -3, MIN_SENTENCEPIECE_VOCAB - 1):
+        with pytest.raises(ConfigError, match=rf"data\.vocab_size \({value}\) is below the "
+                           r"byte-fallback minimum 261 .*data\.tokenizer=bytes ignores it"):
+            build_config("tiny", overrides=[f"data.vocab_size={value}"])
+    assert build_config("tiny", overrides=[f"data.vocab_size={MIN_SENTENCEPIECE_VOCAB}"])
 
 
 def test_cache_key_holds_only_the_tokenizer_settings():

@@ -293,6 +293,7 @@ def test_temperature_zero_is_greedy(loaded):
     assert greedy.numpy().tolist() == cold.numpy().tolist()
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported, tmp_path, capsys):
     """`bigtrain generate` runs the pushed version's signatures (batch of one prompt); a value the
     signature rejects is a one-line error naming the input, exit 1."""

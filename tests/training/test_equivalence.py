@@ -31,6 +31,7 @@ def one_device_big_batch(tmp_path_factory, shards):
     return run(tmp_path_factory.mktemp("ref"), shards, "ref")
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_reference_run_moves_the_weights(one_device_big_batch, tmp_path, shards):
     """Guard against a vacuous comparison: 3 steps do change the weights."""
     config = tiny_config()

@@ -137,6 +137,7 @@ def test_mixed_precision_matches_float32_reference(ids, precision):
     assert loss_error <= MIXED_TOLERANCE[precision] and grad_error <= MIXED_TOLERANCE[precision]
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_mean_all_reduce_is_caught(ids, monkeypatch):
     """Mutation: averaging instead of summing over 2 replicas halves loss and gradient."""
     monkeypatch.setattr(train_step, "GRADIENT_REDUCTION", tf.distribute.ReduceOp.MEAN)
@@ -144,6 +145,7 @@ def test_mean_all_reduce_is_caught(ids, monkeypatch):
     assert loss_error > 0.4 and grad_error > 0.4
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_dropped_loss_scale_division_is_caught(ids, monkeypatch):
     """Mutation: gradients left multiplied by the fp16 loss scale (2^15)."""
     monkeypatch.setattr(train_step, "unscale", lambda grads, scale: grads)
@@ -152,6 +154,7 @@ def test_dropped_loss_scale_division_is_caught(ids, monkeypatch):
     assert grad_error > 100
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_half_padded_batch_train_loss_equals_metrics_loss(ids, tmp_path):
     """Loss = sum of token losses / global count of real targets: the train step's loss on a
     half-padded batch split unevenly over 2 replicas x 2 micro-batches equals the evaluation
@@ -176,6 +179,7 @@ class PreReducedSGD(train_step._PreReduced, keras.optimizers.SGD):
     """Plain SGD that, like the training optimizer, takes gradients train_step has all-reduced."""
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_sgd_without_clipping_moves_weights_by_lr_times_reference_gradient(ids):
     """Mirrored x accumulation, plain SGD, no clipping: w1 = w0 - lr g_ref exactly (1e-6)."""
     config = tiny_config(*SPLITS["mirrored+accumulation"])
@@ -198,6 +202,7 @@ def test_sgd_without_clipping_moves_weights_by_lr_times_reference_gradient(ids):
         np.testing.assert_allclose(w1, w - 0.5 * g, atol=1e-6)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_remat_gradients_equal_no_remat_with_dropout(ids):
     """train.remat=blocks recomputes each block with the same stateless dropout seed."""
     overrides = (*SPLITS["accumulation"], "model.dropout=0.1")
@@ -224,6 +229,7 @@ def graph_size(concrete) -> int:
     return len(graph_def.node) + sum(len(f.node_def) for f in graph_def.library.function)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_accumulation_graph_does_not_grow_with_k(shards):
     """A tf.while_loop over micro-batches: the traced graph is the same size for k=2 and k=8
     (k=1 takes the loop-free path). A Python loop would grow it ~k-fold."""

@@ -149,6 +149,7 @@ def test_schedule_follows_the_step_counter_through_a_skipped_step(shards):
     assert int(state.step.numpy()) == 2 and int(optimizer.iterations.numpy()) == 1
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_consecutive_skipped_steps_end_the_run(shards, tmp_path, monkeypatch):
     # Every gradient made infinite: every step is skipped.
     monkeypatch.setattr(train_step, "unscale", lambda grads, scale: [g * np.inf for g in grads])

@@ -62,6 +62,7 @@ def test_the_host_reads_no_tensor_between_log_windows(counted):
     assert set(reads) <= {0, 4, 6, 8}
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_divergence_fires_within_the_log_window(shards, tmp_path, monkeypatch):
     """Every step skipped, limit 3, log_every 4: the error names steps 1-3 and fires at the
     window's fetch after step 4, at most log_every - 1 steps late."""

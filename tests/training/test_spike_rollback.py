@@ -127,6 +127,7 @@ def test_non_finite_steps_up_to_the_limit_roll_back_instead_of_ending_the_run(sh
         run(tmp_path, shards, "nan_off", *limit, "train.spike_rollback=false")
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_the_third_rollback_to_one_checkpoint_ends_the_run(shards, tmp_path, monkeypatch,
                                                             caplog):
     """NaN weights before step call 6 and before each retry of step 5 (calls 8 and 10): each

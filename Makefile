@@ -15,6 +15,12 @@ PYTEST_ARGS ?=
 # "Set-up and tests"); the fast tier, one per core. One process instead: make test XDIST=
 XDIST ?= -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadgroup --no-loadscope-reorder
 XDIST_FAST ?= -n auto --dist loadgroup --no-loadscope-reorder
+# pytest with bytecode writing on, whatever PYTHONDONTWRITEBYTECODE says (it is set in CI and on
+# the dev VM): pytest then keeps its assertion-rewritten test modules in tests/**/__pycache__
+# (git-ignored) instead of rewriting all ~300 of them in every worker on every run, ~10 CPU-s
+# per worker (collection 23.5 -> 13.7 s in one process, 2026-11-28); the project's own modules are
+# compiled once too, for every process the tests start.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: setup run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
         objectstore-lock browser \
@@ -44,7 +50,7 @@ run: setup
 # most expensive tests, and fails if a group exceeds its caps in tests/suite_budget.json
 # (tests/support/ledger.py; docs/operations.md#test-tiers).
 test: setup services
-	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 # The services of the suite, each idempotent (.ci/run times them one by one): a private MariaDB,
 # for the MySQL metadata tests, a private S3 server, for the object-storage tests, headless
@@ -125,7 +131,7 @@ hf-loader-lock:
 # Inner loop (target: at most 3 minutes on the 2-core dev VM; latest figures in docs/operations.md):
 # every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
-	$(BIN)/python -m pytest $(XDIST_FAST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST_FAST) -m "not slow" $(PYTEST_ARGS)
 
 # Re-resolve the lock after changing pyproject.toml's dependencies; commit the result.
 lock:

@@ -69,6 +69,7 @@ def test_mlflow_holds_one_run_with_the_params_steps_and_final_figures(tmp_path):
     assert run.info.status == "FINISHED"
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_wandb_offline_holds_the_same_series_and_final_figures(tmp_path):
     s = settings(tmp_path, backends=("wandb",))
     ids = one_run(s)
@@ -86,6 +87,7 @@ def test_wandb_offline_holds_the_same_series_and_final_figures(tmp_path):
     assert read["config"]["bigtrain"]["bigtrain.mlmd_run_context_id"] == "7"
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_a_finished_wandb_tracker_leaves_no_process_behind(tmp_path):
     """wandb.init starts a `wandb-core` child that run.finish leaves running: the tracker stops it
     (caught when left: a later test counting its own child processes found it)."""

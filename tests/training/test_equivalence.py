@@ -52,6 +52,7 @@ def test_mirrored_two_replicas_equals_one_device(one_device_big_batch, tmp_path,
     assert max_difference(mirrored, one_device_big_batch) <= TOLERANCE
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_accumulation_equals_big_batch_on_one_device(one_device_big_batch, tmp_path, shards):
     accumulated = run(tmp_path, shards, "accum", "train.accumulation_steps=4")
     assert max_difference(accumulated, one_device_big_batch) <= TOLERANCE

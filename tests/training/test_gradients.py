@@ -116,6 +116,7 @@ def test_float32_split_matches_reference(ids, split):
     assert loss_error <= FLOAT32_TOLERANCE and grad_error <= FLOAT32_TOLERANCE
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_gpt2_block_split_matches_reference(ids):
     loss_error, grad_error = compare(tiny_config(*SPLITS["mirrored+accumulation"], *GPT2), ids)
     assert loss_error <= FLOAT32_TOLERANCE and grad_error <= FLOAT32_TOLERANCE

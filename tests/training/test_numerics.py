@@ -128,6 +128,7 @@ def test_gpt2_initialization(arch):
         assert block.fc.bias is None and np.all(block.ln1.scale.numpy() == 1)
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_schedule_follows_the_step_counter_through_a_skipped_step(shards):
     """A skipped (non-finite) step still advances the one step counter, so the next applied step
     uses lr(step 1), not lr(0) again; the optimizer's own count (Adam's bias correction) is 1."""

@@ -44,6 +44,7 @@ def counted(shards, tmp_path_factory):
     return result, settles, losses, steps_run[0], reads
 
 
+@pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-28): out of the fast tier
 def test_losses_are_fetched_once_per_log_window(counted):
     result, settles, losses, _, _ = counted
     assert settles == [4, 2, 2]                   # steps 1-4 (log), 5-6 (checkpoint), 7-8 (end)

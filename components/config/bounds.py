@@ -7,6 +7,13 @@ import re
 
 from components.config.tree import Config, ConfigError
 
+
+def one_of(key: str, value, choices: tuple) -> None:
+    """ConfigError naming the key when value is not one of choices."""
+    if value not in choices:
+        raise ConfigError(f"{key}: {value!r} is not one of {choices}")
+
+
 # One path part: it names a folder (<serving>/<model.name>/<version>, <root>/<pipeline_name>).
 # No separators, no "." or "..", nothing a shell or a URL would have to quote.
 PATH_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

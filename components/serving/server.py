@@ -22,6 +22,12 @@ from components.serving import inputs, stops
 
 DEFAULT_MAX_NEW_TOKENS_LIMIT = 4096
 REPLACEMENT_CHARACTER = 0xFFFD
+# The shared sampling loop's inputs: prompt, max_new_tokens, temperature, top_k, top_p, seed (one
+# per row, checked by the signatures) and stop strings (B, S).
+DECODE_INPUTS = [tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int32),
+                 tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32),
+                 tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32),
+                 tf.TensorSpec([None, None], tf.string)]
 
 
 class LanguageModelServer:
@@ -48,6 +54,7 @@ class LanguageModelServer:
         self.max_new_tokens_limit = max_new_tokens_limit
         self.pieces = tf.constant(pieces)
         self.longest_piece = max(1, max(len(p) for p in pieces))
+        self._decoders = {}   # cached -> the sampling loop's tf.function (_sampling_decode)
 
     # -- tokenization and windows ---------------------------------------------------------------
     def _ids(self, strings):
@@ -205,22 +212,38 @@ class LanguageModelServer:
         return decoding.ban(logits, tf.constant([self.pad_id, self.bos_id], tf.int32))
 
     def generate(self, prompt, max_new_tokens, cached: bool = True):
-        limit = inputs.checked_max_new_tokens(max_new_tokens, tf.shape(prompt)[0],
-                                              self.max_new_tokens_limit)
-
-        def choose(logits, i):
-            return tf.argmax(self._never(logits), axis=-1, output_type=tf.int32)
-        return self._text_outputs(*self.decode(prompt, limit, choose, cached))
+        """Greedy: the sampling loop with every row's temperature 0 (its draw then never runs)."""
+        batch = tf.shape(prompt)[0]
+        limit = inputs.checked_max_new_tokens(max_new_tokens, batch, self.max_new_tokens_limit)
+        greedy = (tf.zeros([batch], tf.float32), tf.zeros([batch], tf.int32),
+                  tf.ones([batch], tf.float32), tf.zeros([batch], tf.int32))
+        return self._text_outputs(*self._sampling_decode(cached)(
+            prompt, limit, *greedy, tf.zeros([batch, 0], tf.string)))
 
     def sample(self, prompt, max_new_tokens, temperature, top_k, top_p, seed, stop, cached: bool = True):
         batch = tf.shape(prompt)[0]
         limit = inputs.checked_max_new_tokens(max_new_tokens, batch, self.max_new_tokens_limit)
         temperature, top_k, top_p, seed = inputs.sampling_inputs(batch, temperature, top_k, top_p, seed)
-        stop = stops.stop_strings(stop, batch)
+        return self._text_outputs(*self._sampling_decode(cached)(
+            prompt, limit, temperature, top_k, top_p, seed, stops.stop_strings(stop, batch)))
 
-        def choose(logits, i):
-            logits = self._never(logits)                                 # -inf: any temperature
-            greedy = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    def _sampling_decode(self, cached: bool):
+        """decode with _sampler's choice as one tf.function (per `cached`), which generate and
+        sample both call: an export traces the loop (prefill, step, refill: the model 4-5 times)
+        once instead of once per signature. Measured 2026-11-28 on a 2 x 64 llama: the two loops
+        were half of an export, 2.7 of 5.5 s (float) and 5.0 of 11.4 s (int8)."""
+        if cached not in self._decoders:
+            def loop(prompt, limit, temperature, top_k, top_p, seed, stop):
+                return self.decode(prompt, limit, self._sampler(temperature, top_k, top_p, seed),
+                                   cached, stop)
+            self._decoders[cached] = tf.function(loop, input_signature=DECODE_INPUTS,
+                                                 autograph=False)
+        return self._decoders[cached]
+
+    def _sampler(self, temperature, top_k, top_p, seed):
+        """choose(logits (B, V), i) -> int32[B]: the greedy id of each row whose temperature is 0,
+        a draw for the others; no draw at all when no row samples (a greedy request's cost)."""
+        def draw(logits, i):
             scaled = decoding.top_k_top_p(logits / tf.maximum(temperature, 1e-6)[:, None], top_k, top_p)
             # Gumbel-max with a per-row stateless stream (seed, step): a row's text depends on its
             # own prompt and seed only, not on the other requests TF Serving batched with it.
@@ -228,9 +251,15 @@ class LanguageModelServer:
                 lambda s: tf.random.stateless_uniform([self.vocab_size], seed=tf.stack([s, i]),
                                                       minval=1e-20, maxval=1.0),
                 seed, fn_output_signature=tf.float32)                    # (B, V)
-            sampled = tf.argmax(scaled - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)
-            return tf.where(temperature > 0, sampled, greedy)
-        return self._text_outputs(*self.decode(prompt, limit, choose, cached, stop))
+            return tf.argmax(scaled - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)
+
+        def choose(logits, i):
+            logits = self._never(logits)                                 # -inf: any temperature
+            greedy = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            sampling = temperature > 0
+            return tf.cond(tf.reduce_any(sampling),
+                           lambda: tf.where(sampling, draw(logits, i), greedy), lambda: greedy)
+        return choose
 
     def score(self, prompt, continuation):
         """Sum of log p(continuation token | everything before it) over the continuation's tokens,

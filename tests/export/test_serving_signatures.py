@@ -312,6 +312,23 @@ def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported
     assert capsys.readouterr().err == "bigtrain generate: temperature must be >= 0 (0 = greedy)\n"
 
 
+def test_generate_and_sample_trace_one_shared_decoding_loop(monkeypatch):
+    """The decoding loop (prefill, step, refill: the model traced 4-5 times) is traced once for
+    both generate and sample (LanguageModelServer._sampling_decode), about a quarter of an export
+    (int8, 2 x 64: 11.4 -> 8.5 s). Counts the loop's Python runs, one per trace, while both
+    signatures are traced. Caught: generate with a loop of its own, or a new tf.function per
+    call. (Greedy rows beside sampled ones: test_rows_do_not_depend_on_their_batch.)"""
+    from components.serving.export import input_signatures, signature_functions
+    from components.serving.server import LanguageModelServer
+    server = LanguageModelServer(tiny_model(), CONTEXT, 8, tokenizer=ByteTokenizer())
+    traced, decode = [], server.decode
+    monkeypatch.setattr(server, "decode", lambda *args, **kw: traced.append(1) or decode(*args, **kw))
+    for name in ("generate", "sample"):
+        tf.function(signature_functions(server)[name], input_signature=input_signatures()[name],
+                    autograph=False).get_concrete_function()
+    assert len(traced) == 1
+
+
 def test_each_endpoint_is_traced_once_per_export_without_gradients(tmp_path):
     """write_archive traces every endpoint once; keras.export.ExportArchive traced each twice (its
     variable listing outside the save context, then tf.saved_model.save inside it: the trace cache

@@ -1,7 +1,8 @@
-"""The machine a benchmark ran on, printed with every figure."""
+"""The machine a benchmark ran on, printed with every figure, and the CPU seconds benchmarks count."""
 
 import os
 import platform
+import resource
 
 
 def describe() -> str:
@@ -14,3 +15,9 @@ def describe() -> str:
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, "
             f"{platform.platform()}, Python {platform.python_version()}")
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and the children it has waited for."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -48,7 +47,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _machine import cpu_seconds  # noqa: E402
 
 RUNS = ("baseline", "stage", "stage-1proc", "stage-none", "stage-none-1proc", "single-file",
         "stage-near", "stage-near-1proc")
@@ -127,12 +128,6 @@ def build_corpus(directory: str, size_bytes: int, near_copies: bool = False,
 
 # ----------------------------------------------------------------------------------------------
 # The runs (child processes).
-
-
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and the children it has waited for."""
-    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
-                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def baseline_texts(files, fmt: str):

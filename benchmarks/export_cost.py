@@ -16,21 +16,15 @@ one-time set-up, so the modes alternate rather than run in blocks).
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _machine import describe  # noqa: E402
+from _machine import cpu_seconds, describe  # noqa: E402
 
 TARGET = 0.9
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def generate_with_its_own_loop(server, prompt, max_new_tokens, cached=True):
@@ -59,17 +53,19 @@ def measure(layers: int, width: int, repeats: int) -> dict:
     models = {"float": float_model, "int8": int8_copy(float_model, config, context)}
     shared = LanguageModelServer.generate
     seconds = {}
-    with tempfile.TemporaryDirectory() as out:
-        for repeat in range(repeats):
-            for mode in ("own loop", "shared loop"):
-                LanguageModelServer.generate = generate_with_its_own_loop if mode == "own loop" else shared
-                for variant, model in models.items():
-                    started = cpu_seconds()
-                    with heap_frozen():
-                        write_serving_model(model, context, os.path.join(out, f"{mode}-{variant}-{repeat}"),
-                                            tokenizer=ByteTokenizer())
-                    seconds.setdefault((mode, variant), []).append(cpu_seconds() - started)
-    LanguageModelServer.generate = shared
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            for repeat in range(repeats):
+                for mode in ("own loop", "shared loop"):
+                    LanguageModelServer.generate = generate_with_its_own_loop if mode == "own loop" else shared
+                    for variant, model in models.items():
+                        started = cpu_seconds()
+                        with heap_frozen():
+                            write_serving_model(model, context, os.path.join(out, f"{mode}-{variant}-{repeat}"),
+                                                tokenizer=ByteTokenizer())
+                        seconds.setdefault((mode, variant), []).append(cpu_seconds() - started)
+    finally:
+        LanguageModelServer.generate = shared
     return seconds
 
 

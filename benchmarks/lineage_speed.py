@@ -127,7 +127,7 @@ def _best(fn, repeat: int = 3) -> float:
 
 
 def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) -> dict[str, float]:
-    from pipeline.lineage import explore, queries, report
+    from pipeline.lineage import explore, queries, report, run_diff
     from pipeline.lineage.store import Lineage
     from benchmarks.support.mlmd import connect
     from pipeline.lineage.web.app import create_app
@@ -140,7 +140,7 @@ def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) 
         "lineage runs (20)": lambda: queries.list_runs(fresh()),
         "lineage trace <oldest pushed version>": lambda: queries.trace(fresh(), oldest_pushed),
         "lineage trace --down <oldest model id>": lambda: queries.trace(fresh(), oldest_model, down=True),
-        "lineage diff latest latest~1": lambda: queries.diff(fresh(), "latest", "latest~1"),
+        "lineage diff latest latest~1": lambda: run_diff.diff(fresh(), "latest", "latest~1"),
         "lineage why latest": lambda: queries.why(fresh(), "latest"),
         "lineage graph latest": lambda: queries.graph(fresh(), "latest"),
         "run report latest": lambda: report.run_report(fresh().store, "latest"),

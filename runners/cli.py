@@ -138,7 +138,7 @@ def _page_number(text: str) -> int:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from pipeline.lineage import content, queries, render
+    from pipeline.lineage import content, queries, render, run_diff
     lin = open_lineage(args)
     what = args.lineage_command
     if what == "runs":
@@ -151,7 +151,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     elif what == "summary":
         result, text = content.summary(lin, args.target), render.summary_markdown
     elif what == "diff":
-        result, text = queries.diff(lin, args.run_a, args.run_b), render.diff_text
+        result, text = run_diff.diff(lin, args.run_a, args.run_b), render.diff_text
     elif what == "why":
         from runners.home import LocalPaths, with_home_run_log
         result = with_home_run_log(queries.why(lin, args.run),

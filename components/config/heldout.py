@@ -35,6 +35,10 @@ class HeldOutSetConfig:
     decontaminate: bool = True
 
 
+# A set's settings that only decide (its gates), never what is measured.
+SET_GATES = ("max_bits_per_byte", "max_bits_per_byte_regression")
+
+
 # The default run's held-out set: bigtrain's own pipeline/ and runners/ Python at commit 664d84f
 # (34 files, frozen into one gzip JSONL file in the repository), code the default corpus (the
 # standard library) does not contain, byte-identical on every install because it ships with

@@ -11,7 +11,7 @@ import math
 import os
 import time
 
-from components import config as config_lib
+from components.config.evaluation import measurement_json
 from components.common import fs
 
 LOGGER = logging.getLogger("bigtrain.eval")
@@ -74,10 +74,12 @@ def measure_documents_and_tasks(model_uri: str, served: dict, baseline, examples
     context = variants.float_model_info(model_uri)["context_length"]
     path = os.path.join(model_uri, served["path"])
     sets = sets_fingerprint(eval_config)   # an edited set file is measured again
-    documents = memoize(f"{model_uri}#documents#{sets}", lambda: dict(evaluate_documents(
+    # Keyed by the variant served (export.serve), which is not in the eval section
+    served_key = f"{model_uri}#{served['path']}"
+    documents = memoize(f"{served_key}#documents#{sets}", lambda: dict(evaluate_documents(
         load(path), context, examples_uri, eval_config, tokenizer), document_variant=served["path"]))
-    tasks = memoize(f"{model_uri}#tasks#{sets}", lambda: run_set_tasks(load(path), context,
-                                                                       eval_config, tokenizer))
+    tasks = memoize(f"{served_key}#tasks#{sets}", lambda: run_set_tasks(load(path), context,
+                                                                        eval_config, tokenizer))
     gated = any(s.max_bits_per_byte_regression >= 0 for s in eval_config.sets)
     if baseline is None or not gated:
         return documents, tasks, None
@@ -163,8 +165,9 @@ def variant_estimate(float_metrics: dict, measured: dict) -> dict:
 def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_config, compute) -> dict:
     """Metrics of (model, eval split, eval config), computed once. Evaluation is deterministic
     (unshuffled batches, fixed weights), so re-evaluating the same model against a new baseline
-    on a cached re-run costs a file read instead of a pass over the eval split."""
-    key = hashlib.sha256("|".join([model_uri, examples_uri, config_lib.section_json(eval_config)])
+    on a cached re-run costs a file read instead of a pass over the eval split. The key leaves
+    the gates out (config GATES): a changed threshold decides again from the same figures."""
+    key = hashlib.sha256("|".join([model_uri, examples_uri, measurement_json(eval_config)])
                          .encode()).hexdigest()[:24]
     path = fs.join(cache_dir, f"{key}.json")
     if fs.exists(path):

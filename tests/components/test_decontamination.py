@@ -184,14 +184,14 @@ def test_report_names_each_cleaning_step_with_its_counts(tmp_path):
     from components.config import DataConfig, DecontaminationConfig, NearDedupConfig
     from components.corpus.screen import screen_for
     from components.text_example_gen.component import cleaning_properties
-    from pipeline.lineage import report
+    from pipeline.lineage import report_data
     (tmp_path / "story.txt").write_text("once upon a time")
     data = DataConfig(dedup="near", near_dedup=NearDedupConfig(threshold=0.7),
                       filters=QualityFilterConfig(enabled=("word_count", "code")),
                       decontaminate=DecontaminationConfig(eval_files=(str(tmp_path / "*.txt"),)))
     props = dict(cleaning_properties(data, screen_for(data)), documents_skipped_filter_word_count=3,
                  **{f"{transforms.EVAL_SET_COUNTER}0": 2})
-    lines = report.cleaning_lines(props)
+    lines = report_data.cleaning_lines(props)
     assert lines[0].split()[:2] == ["dedup", "near"] and '"bands": 14' in lines[0]
     assert lines[1].split() == ["filter", "word_count", "3", "skipped"]
     assert lines[2].split() == ["filter", "code", "0", "skipped"]
@@ -208,7 +208,7 @@ def test_report_names_the_filters_of_each_source(tmp_path):
     list, one line per filter name (QUALITY_FILTERS order) with its count and its sources."""
     from components.config import DataConfig, SourceConfig
     from components.text_example_gen.component import cleaning_properties
-    from pipeline.lineage import report
+    from pipeline.lineage import report_data
     data = DataConfig(filters=QualityFilterConfig(enabled=("duplicate_lines",)), sources=(
         SourceConfig(name="web", input="/w"), SourceConfig(name="code", input="/c",
                                                            filters=("code", "word_count")),
@@ -217,13 +217,13 @@ def test_report_names_the_filters_of_each_source(tmp_path):
                  documents_skipped_filter_duplicate_lines=2)
     assert json.loads(props["quality_filters_by_source"]) == {
         "web": ["duplicate_lines"], "code": ["code", "word_count"], "books": []}
-    assert [line.split() for line in report.cleaning_lines(props)[1:]] == [
+    assert [line.split() for line in report_data.cleaning_lines(props)[1:]] == [
         ["filter", "word_count", "4", "skipped", "(sources:", "code)"],
         ["filter", "duplicate_lines", "2", "skipped", "(sources:", "web)"],
         ["filter", "code", "0", "skipped", "(sources:", "code)"]]
     # An artifact from before per-source filters: the data-level list.
     del props["quality_filters_by_source"]
-    assert [line.split()[:3] for line in report.cleaning_lines(props)[1:]] == [
+    assert [line.split()[:3] for line in report_data.cleaning_lines(props)[1:]] == [
         ["filter", "duplicate_lines", "2"]]
 
 

@@ -91,7 +91,7 @@ def base_args(corpus_root):
             "--set", "data.seq_len=64", "--set", "train.train_steps=120",
             "--set", "train.warmup_steps=10", "--set", "train.checkpoint_every=50",
             "--set", "train.log_every=40", "--set", "export.quantize=[int8,tflite]",
-            "--set", "train.eval_every=60", *SMALL_HELD_OUT]
+            "--set", "train.eval_every=60", *SMALL_HELD_OUT, *SMALL_DOCUMENTS]
 
 
 # The default held-out set at 16 KiB and 16 code-task items: every figure and reader of them is
@@ -99,6 +99,10 @@ def base_args(corpus_root):
 SMALL_HELD_OUT = ["--set", "eval.sets=[{name: bigtrain_code, input: "
                   "'<heldout>/bigtrain-code-2026-11-27.jsonl.gz', max_bytes: 16384}]",
                   "--set", "eval.task_items=16"]
+# The eval split's whole documents at 32 KiB (the default 256 KiB: ~25 files), at least two
+# documents of up to eval.max_document_bytes (16 KiB): the figures, their standard error and every
+# reader are the same code for 2 files as for 25, at an eighth of the sliding-window passes.
+SMALL_DOCUMENTS = ["--set", "eval.document_bytes=32768"]
 
 
 @pytest.fixture(scope="session")
@@ -181,7 +185,7 @@ SENTENCEPIECE_RUN = ["data.document=separator", "data.tokenizer=sentencepiece",
                      "model.n_layer=1",
                      "train.train_steps=4", "train.warmup_steps=1", "train.checkpoint_every=4",
                      "train.log_every=2", "export.quantize=[]", "eval.max_batches=2",
-                     SMALL_HELD_OUT[1], SMALL_HELD_OUT[3],
+                     SMALL_HELD_OUT[1], SMALL_HELD_OUT[3], SMALL_DOCUMENTS[1],
                      "eval.batch_size=8", "eval.max_loss=100"]
 
 

@@ -100,6 +100,12 @@ def test_impossible_threshold_blocks_push_and_leaves_serving_untouched(impossibl
     assert "> eval.max_loss 0.0100" in blessing["reason"]
     assert run.served_after == changed_lr_run.served_after  # same versions, same bytes
     assert "nothing pushed (not blessed: loss" in run.stdout
+    # Only a gate changed: the Evaluator decided from changed_lr_run's memoized measurements of
+    # the same model (a second pass would time token_logits again: another latency)
+    evaluation = run.report().stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
+    before = changed_lr_run.report().stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
+    for figure in ("float_latency_ms", "loss", "document_bits_per_byte"):
+        assert evaluation[figure] == before[figure], figure
 
 
 def test_generate_uses_the_newest_pushed_version(impossible_threshold_run):
@@ -232,6 +238,10 @@ def test_serve_int8_pushes_the_blessed_int8_variant(int8_serve_run, impossible_t
         assert json.load(fh)["variant"] == "int8"
     with open(os.path.join(pushed["pushed_destination"], "assets.extra", "bigtrain_push.json")) as fh:
         assert json.load(fh)["variant"] == "int8"
+    # The whole documents are scored on the variant served, not on the float model's memoized
+    # figures of the run before (export.serve is outside the eval section the memo is keyed by)
+    evaluation = report.stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
+    assert evaluation["document_variant"] == "Format-Serving-int8"
 
 
 def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed_lr_run, capsys):

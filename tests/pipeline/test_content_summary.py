@@ -169,7 +169,7 @@ def test_cli_summary_and_trace(world, capsys):
 
 
 def test_run_report_has_a_row_per_source(world):
-    from pipeline.lineage.report import sources_section
+    from pipeline.lineage.report_data import sources_section
     props = properties(world["examples"].mlmd_artifact)
     rows = {line.split()[0]: line.split() for line in sources_section(props)[2:]}
     for name in ("a", "b"):

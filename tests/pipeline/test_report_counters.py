@@ -14,8 +14,8 @@ from tfx.types import standard_artifacts
 
 from components import config as config_lib
 from components.text_example_gen import component, transforms
-from pipeline.lineage.report import (DATA_COUNTERS, RunReport, StageReport, format_report,
-                                     sources_section)
+from pipeline.lineage.report import DATA_COUNTERS, RunReport, StageReport, format_report
+from pipeline.lineage.report_data import sources_section
 
 COUNTERS = dict(dict.fromkeys(transforms.COUNTER_NAMES, 0), files_seen=12, files_read=11,
                 files_skipped_unreadable=1, documents_packed=3456, bytes_read=90_000,

@@ -8,7 +8,7 @@ import urllib.parse
 from bs4 import BeautifulSoup
 import pytest
 
-from pipeline.lineage import queries, report
+from pipeline.lineage import queries, report, run_diff
 
 pytestmark = pytest.mark.usefixtures("ui_home")
 
@@ -126,7 +126,7 @@ def test_artifact_graph_nodes_link_to_real_neighbours(client, open_lineage):
 
 def test_diff_page_metrics_and_data_rows_match_lineage_diff(client, open_lineage):
     """Catches a deleted metrics table or data (fingerprint) rows, or a/b columns swapped."""
-    d = queries.diff(open_lineage(), "run-a", "latest~1")
+    d = run_diff.diff(open_lineage(), "run-a", "latest~1")
     tree = _tree(client, "/diff?a=run-a&b=latest~1")
     assert _rows(tree, "table.diff-metrics") == [[m["name"], _fig(m["a"]), _fig(m["b"])]
                                                  for m in d["metrics"]]

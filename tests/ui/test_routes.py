@@ -6,7 +6,7 @@ import os
 import re
 import shutil
 
-from pipeline.lineage import explore, queries
+from pipeline.lineage import explore, queries, run_diff
 from pipeline.lineage.web.app import create_app
 from runners.home import readable_folders
 from tests.ui.conftest import HOSTILE
@@ -69,7 +69,7 @@ def test_models_page_lists_pushed_versions_with_blessing_and_variants(client):
 
 
 def test_diff_page_matches_lineage_diff(client, open_lineage):
-    d = queries.diff(open_lineage(), "run-a", "latest~1")
+    d = run_diff.diff(open_lineage(), "run-a", "latest~1")
     page = _text(client.get("/diff?a=run-a&b=latest~1"))
     assert "data changed" in page
     for row in d["config"]:

@@ -16,7 +16,7 @@ from werkzeug.exceptions import HTTPException, NotFound
 
 from components.evaluation import properties as eval_props
 from components.common.errors import MetadataStoreError, NotFoundError
-from pipeline.lineage import explore, queries, record, report
+from pipeline.lineage import explore, queries, record, report, run_diff
 from pipeline.lineage.store import Lineage, properties
 from pipeline.lineage.web import curves, layout
 
@@ -223,7 +223,7 @@ def diff():
     a, b = flask.request.args.get("a"), flask.request.args.get("b")
     if not a or not b:
         raise NotFound("diff needs two runs: /diff?a=RUN&b=RUN")
-    return flask.render_template("diff.html", d=queries.diff(_lin(), a, b))
+    return flask.render_template("diff.html", d=run_diff.diff(_lin(), a, b))
 
 
 def _inside_artifact_folders(app: flask.Flask, path: str | None) -> str | None:

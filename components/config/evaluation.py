@@ -3,11 +3,9 @@ are heldout.py's; tree.py re-exports the section with the rest of the tree."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass
 
-from components.config.heldout import DEFAULT_SETS, SET_GATES, HeldOutSetConfig
+from components.config.heldout import DEFAULT_SETS, HeldOutSetConfig
 
 
 @dataclass(frozen=True)
@@ -72,17 +70,7 @@ class EvalConfig:
 
 # The settings that only decide (blessing, fitness to serve), never what is measured: a run that
 # changes only these reuses the Evaluator's memoized measurements of the same model
-# (components/evaluation/measure.py memoized_metrics) and decides again in seconds.
+# (components/evaluation/measure.py measurement_json) and decides again in seconds.
 GATES = ("max_loss", "min_accuracy", "max_loss_regression", "max_quantization_loss_delta",
          "max_variant_size_ratio", "max_variant_latency_ratio", "max_bits_per_byte",
          "max_bits_per_byte_regression", "min_task_choice_accuracy")
-
-
-def measurement_json(eval_config: EvalConfig) -> str:
-    """The eval section without its gates (GATES, each held-out set's SET_GATES), as canonical
-    JSON: what the Evaluator's measurements depend on."""
-    settings = {f.name: getattr(eval_config, f.name) for f in dataclasses.fields(eval_config)
-                if f.name not in GATES}
-    settings["sets"] = [{f.name: getattr(s, f.name) for f in dataclasses.fields(s)
-                         if f.name not in SET_GATES} for s in eval_config.sets]
-    return json.dumps(settings, sort_keys=True)

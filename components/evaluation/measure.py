@@ -3,6 +3,7 @@ same eval sequences (variants on a paired subset), memoized per model and eval c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -11,7 +12,9 @@ import math
 import os
 import time
 
-from components.config.evaluation import measurement_json
+from components import config as config_lib
+from components.config.evaluation import GATES
+from components.config.heldout import SET_GATES
 from components.common import fs
 
 LOGGER = logging.getLogger("bigtrain.eval")
@@ -160,6 +163,14 @@ def variant_estimate(float_metrics: dict, measured: dict) -> dict:
         tokens=float_metrics["tokens"], latency_ms=measured["latency_ms"],
         size_bytes=measured["size_bytes"])
     return estimate
+
+
+def measurement_json(eval_config) -> str:
+    """The eval section with its gates (GATES, each held-out set's SET_GATES) at their defaults,
+    as canonical JSON: what the Evaluator's measurements depend on."""
+    sets = tuple(config_lib.section_without(s, *SET_GATES) for s in eval_config.sets)
+    return config_lib.section_json(dataclasses.replace(
+        config_lib.section_without(eval_config, *GATES), sets=sets))
 
 
 def memoized_metrics(cache_dir: str, model_uri: str, examples_uri: str, eval_config, compute) -> dict:

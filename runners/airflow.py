@@ -30,7 +30,10 @@ def build_dag(config: config_lib.Config):
     from components.common.listing import fingerprint_input
     from pipeline.lineage.connection import connection_config
     from pipeline.pipeline import create_pipeline
+    from runners.beam_staging import skip_tfx_self_staging
     from runners.openlineage_emit import airflow_callbacks
+
+    skip_tfx_self_staging()   # every task process parses this DAG: see runners/beam_staging.py
 
     orchestrator = config.orchestrator
     os.makedirs(os.path.dirname(os.path.abspath(orchestrator.metadata_path)), exist_ok=True)

@@ -1,12 +1,14 @@
 """The container entrypoint of every Kubeflow step (the compiled spec's command):
 `python -m runners.kfp_entrypoint --executor_class_path ... --json_serialized_invocation_args
-{{$}} ...`. It does two things TFX's own entrypoint
+{{$}} ...`. It does three things TFX's own entrypoint
 (`tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor`) cannot, then hands over to
 that entrypoint's `main` with the same arguments:
 
 - registers tensorflow-io's s3:// filesystem before TFX's executors touch an artifact URI (TFX's
   StatisticsGen and ExampleValidator read and write through tf.io.gfile, which knows no s3://
   until `import tensorflow_io`);
+- keeps a Beam stage on local workers from building TFX's sdist in the temp dir
+  (runners/beam_staging.py);
 - ends the process through fs.exit_process, so tensorflow-io's S3 client cannot turn a finished
   step into exit status 134 at interpreter exit (tensorflow/io#2039).
 
@@ -27,6 +29,8 @@ def main(argv: list[str]) -> None:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
+    from runners.beam_staging import skip_tfx_self_staging
+    skip_tfx_self_staging()   # a step's Beam stage on local workers stages no TFX sdist
     fs.prepare(*re.findall(r"s3://[^\"\s,]+", " ".join(argv[1:])))
     lineage = StepLineage(argv)
     try:

@@ -51,7 +51,9 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
     from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
     from pipeline.pipeline import create_pipeline
+    from runners.beam_staging import skip_tfx_self_staging
 
+    skip_tfx_self_staging()   # no TFX sdist per Beam stage in the system temp dir (beam_staging.py)
     # TFX writes artifacts with tf.io.gfile: s3:// needs tensorflow-io's filesystem registered
     # in this process before the first stage (fs.prepare); Beam stages reach S3 by apache-beam[aws].
     fs.prepare(paths.pipeline_root, paths.serving_dir, *(s.input for s in config.data.mixture()))

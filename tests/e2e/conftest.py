@@ -112,9 +112,18 @@ def shared_home(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def data_run(shared_home, corpus, session_capsys):
-    """The first full run (every stage executes; the model is blessed and pushed)."""
+    """The first full run (every stage executes; the model is blessed and pushed). TFX's sdist
+    build for remote Beam workers is counted, not replaced: a local run must not call it
+    (runners/beam_staging.py)."""
+    from tfx.utils import dependency_utils
     root, quarantined = corpus
-    run = run_cli(session_capsys, shared_home, *base_args(root))
+    tfx_build, builds = dependency_utils.build_ephemeral_package, []
+    dependency_utils.build_ephemeral_package = lambda: builds.append(1) or tfx_build()
+    try:
+        run = run_cli(session_capsys, shared_home, *base_args(root))
+    finally:
+        dependency_utils.build_ephemeral_package = tfx_build
+    run.tfx_sdist_builds = len(builds)
     run.quarantined = quarantined
     run.corpus = root
     run.served_after = run.serving_versions()

@@ -45,6 +45,14 @@ def test_first_run_pushes_a_blessed_model(data_run):
         assert text in data_run.stdout
 
 
+def test_a_local_run_builds_no_tfx_package_for_its_beam_stages(data_run):
+    """Caught on the old code: TFX built its 52 MB sdist for remote workers in a new temp folder
+    (never removed) for every Beam stage of the run, on the DirectRunner too
+    (runners/beam_staging.py; the local runner not installing it fails this too)."""
+    assert data_run.exit_code == 0, data_run.stderr
+    assert data_run.tfx_sdist_builds == 0
+
+
 def test_lineage_examples_model_evaluation_blessing_pushed(data_run):
     store, report = data_run.store(), data_run.report()
     lin = Lineage(store)

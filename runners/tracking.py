@@ -2,20 +2,25 @@
 pipeline, the tracker run with the resolved config as params (tracking.required and a tracker
 that cannot be reached: TrackingError, exit 10, before anything trains); after it, the final
 figures of the report's Model, ModelEvaluation, ModelBlessing and PushedModel, the pushed version,
-every output's URI and MLMD id (by reference: nothing is copied), the run's MLMD context id and its
-outcome; then the tracker run ids on the run's MLMD context (`bigtrain lineage runs`, the UI)."""
+every output's URI and MLMD id (by reference), copies of the outputs tracking.copy_artifacts
+names, the run's MLMD context id and its outcome; then the tracker run ids on the run's MLMD
+context (`bigtrain lineage runs`, the UI)."""
 
 from __future__ import annotations
 
 import json
 import numbers
+import os
 
 from components import config as config_lib
+from components.common import fs
 from components.config.tracking import resolved
+from components.push.properties import PUSHED_DESTINATION
 from components.tracking import EXTERNAL
 
 FINAL_KINDS = ("Model", "ModelEvaluation", "ModelBlessing", "PushedModel")
 MLMD_RUN_TAG = "bigtrain.mlmd_run_context_id"
+COPY_STAGING = ".tracking-copies"   # <home>/.tracking-copies/<run id>/: outputs on an object store
 
 
 def tracking_settings(config: config_lib.Config) -> dict | None:
@@ -59,6 +64,36 @@ def final_stream(report) -> tuple[dict, dict]:
     return figures, tags
 
 
+def copied_folders(report, names: list[str]) -> list[tuple[str, str]]:
+    """(name, folder) of each output in tracking.copy_artifacts this run has: the artifact's URI,
+    for PushedModel the served version folder (a model that was not pushed has none)."""
+    folders = []
+    for name in names:
+        props = report.output(name)
+        folder = props.get(PUSHED_DESTINATION) if name == "PushedModel" else props.get("uri")
+        if folder and (name != "PushedModel" or props.get("pushed") == 1):
+            folders.append((name, folder))
+    return folders
+
+
+def copy_outputs(trackers, report, names: list[str], staging: str) -> None:
+    """Each copied output into every tracker; one on an object store is first copied to a local
+    `staging` folder (the trackers' clients upload local files), removed afterwards."""
+    for name, folder in copied_folders(report, names):
+        local = folder
+        if fs.is_remote(folder):
+            local = os.path.join(staging, name)
+            fs.copytree(folder, local)
+        try:
+            trackers.copy_folder(name, local)
+        finally:
+            if local != folder:
+                fs.rmtree(local)
+    for folder in (staging, os.path.dirname(staging)):   # the run's, then COPY_STAGING if empty
+        if os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
+
+
 def finish_tracking(config: config_lib.Config, store, run_context, error, report) -> dict:
     """Phase 3, after the run's context is recorded and its report (pipeline/lineage/report.py
     run_report) printed: the final stream from that report, the run ended FINISHED or FAILED,
@@ -72,6 +107,8 @@ def finish_tracking(config: config_lib.Config, store, run_context, error, report
     trackers = _trackers(config, run_context.name, PHASES[2])
     trackers.start(None, {})
     trackers.log_final(figures, tags)
+    copy_outputs(trackers, report, tracking_settings(config)["copy_artifacts"],
+                 os.path.join(config.paths.home, COPY_STAGING, run_context.name))
     ids = trackers.ids()
     trackers.finish("FAILED" if error is not None else "FINISHED")
     if ids:

@@ -1,7 +1,8 @@
 """The tracking section (`tracking`): where a run's figures go besides the console. TensorBoard
 (the default) writes the Trainer's event files; MLflow and Weights & Biases receive the same
 stream through components/tracking/ (the resolved config as params, every logged step's figures,
-the final evaluation, blessing and pushed version, the artifacts' URIs). tree.py re-exports it."""
+the final evaluation, blessing and pushed version, the artifacts' URIs, and copies of the outputs
+named in copy_artifacts). tree.py re-exports it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ TRACKING_BACKENDS = ("tensorboard", "mlflow", "wandb")
 WANDB_MODES = ("offline", "online", "disabled")
 MLFLOW_DB = "mlflow.db"        # the default MLflow store of a home: sqlite:///<home>/mlflow.db
 WANDB_DIR = "wandb"            # the default W&B folder of a home: <home>/wandb
+MLFLOW_ARTIFACTS = "mlflow-artifacts"   # beside a sqlite store: its experiments' copied files
+# What tracking.copy_artifacts may name: a run's outputs with files a user keeps beside the
+# figures (the SavedModel, the training run's TensorBoard events and checkpoints, the
+# evaluation's files, the served version folder).
+COPYABLE = ("Model", "ModelRun", "ModelEvaluation", "PushedModel")
 
 
 @dataclass(frozen=True)
@@ -31,10 +37,14 @@ class TrackingConfig:
     wandb_dir: str = ""
     wandb_mode: str = "offline"
     wandb_project: str = "bigtrain"
+    # Outputs whose files are copied into each tracker run, any of COPYABLE (PushedModel: the
+    # served version folder). Empty: none; every output's URI is always sent, by reference.
+    copy_artifacts: tuple[str, ...] = ()
 
 
 def validate_tracking(tracking: TrackingConfig, error: type) -> None:
-    """The backends are known names, each once; the W&B mode is one of WANDB_MODES."""
+    """The backends and copied outputs are known names, each once; the W&B mode is one of
+    WANDB_MODES."""
     for name in tracking.backends:
         if name not in TRACKING_BACKENDS:
             raise error(f"tracking.backends: {name!r} is not one of {TRACKING_BACKENDS}")
@@ -42,6 +52,11 @@ def validate_tracking(tracking: TrackingConfig, error: type) -> None:
         raise error(f"tracking.backends: {list(tracking.backends)} names a backend twice")
     if tracking.wandb_mode not in WANDB_MODES:
         raise error(f"tracking.wandb_mode: {tracking.wandb_mode!r} is not one of {WANDB_MODES}")
+    for name in tracking.copy_artifacts:
+        if name not in COPYABLE:
+            raise error(f"tracking.copy_artifacts: {name!r} is not one of {COPYABLE}")
+    if len(set(tracking.copy_artifacts)) != len(tracking.copy_artifacts):
+        raise error(f"tracking.copy_artifacts: {list(tracking.copy_artifacts)} names an output twice")
     for key in ("mlflow_experiment", "wandb_project"):
         if not getattr(tracking, key).strip():
             raise error(f"tracking.{key}: must not be empty")
@@ -54,4 +69,5 @@ def resolved(tracking: TrackingConfig, home: str) -> dict:
             "mlflow_uri": tracking.mlflow_uri or "sqlite:///" + os.path.join(home, MLFLOW_DB),
             "mlflow_experiment": tracking.mlflow_experiment,
             "wandb_dir": os.path.abspath(tracking.wandb_dir or os.path.join(home, WANDB_DIR)),
-            "wandb_mode": tracking.wandb_mode, "wandb_project": tracking.wandb_project}
+            "wandb_mode": tracking.wandb_mode, "wandb_project": tracking.wandb_project,
+            "copy_artifacts": list(tracking.copy_artifacts)}

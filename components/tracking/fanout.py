@@ -30,6 +30,9 @@ class Tracker(Protocol):
 
     def log_final(self, figures: dict, tags: dict) -> None: ...
 
+    def copy_folder(self, name: str, folder: str) -> None:
+        """Copy every file under a local folder into the tracker run, under `name`."""
+
     def finish(self, status: str | None) -> None:
         """End this phase; status FINISHED / FAILED ends the tracker run (None: it stays open)."""
 
@@ -89,6 +92,9 @@ class Trackers:
 
     def log_final(self, figures: dict, tags: dict) -> None:
         self._each("log_final", figures, tags)
+
+    def copy_folder(self, name: str, folder: str) -> None:
+        self._each("copy_folder", name, folder)
 
     def finish(self, status: str | None = None) -> None:
         self._each("finish", status)

@@ -2,13 +2,17 @@
 through mlflow's MlflowClient (mlflow-skinny). The tracker run of a bigtrain run is the one of
 the experiment tagged bigtrain.run_id=<run id>: created by the first phase, resumed by the next.
 Held to one HTTP try of MLFLOW_HTTP_REQUEST_TIMEOUT (default here 5) s: an unreachable server
-fails in seconds, not after mlflow's default minutes of retries."""
+fails in seconds, not after mlflow's default minutes of retries. Copied outputs
+(tracking.copy_artifacts) go where the experiment keeps its artifacts: the server's artifact
+store, or beside a sqlite store (artifact_root)."""
 
 from __future__ import annotations
 
 import os
+import pathlib
 import time
 
+from components.config.tracking import MLFLOW_ARTIFACTS
 from components.tracking import PIPELINE_TAG, RUN_TAG, flat_params
 
 # mlflow's own environment variables, set here unless the environment already sets them.
@@ -30,8 +34,9 @@ class MlflowTracker:
         from mlflow.tracking import MlflowClient
         self.client = MlflowClient(tracking_uri=self.where)
         experiment = self.client.get_experiment_by_name(self.experiment)
-        experiment_id = (experiment.experiment_id if experiment is not None
-                         else self.client.create_experiment(self.experiment))
+        experiment_id = (experiment.experiment_id if experiment is not None else
+                         self.client.create_experiment(self.experiment,
+                                                       artifact_location=artifact_root(self.where)))
         bigtrain_run = self.identity["run_id"]
         found = self.client.search_runs(
             [experiment_id], filter_string=f"tags.`{RUN_TAG}` = '{bigtrain_run}'", max_results=1)
@@ -68,6 +73,20 @@ class MlflowTracker:
         self.log_step(0, figures)
         self._tags(tags)
 
+    def copy_folder(self, name: str, folder: str) -> None:
+        """Every file under the local `folder`, into the run's artifacts under `name`/."""
+        self.client.log_artifacts(self.run_id, folder, artifact_path=name)
+
     def finish(self, status: str | None) -> None:
         if status and self.client is not None:
             self.client.set_terminated(self.run_id, status)
+
+
+def artifact_root(uri: str) -> str | None:
+    """Where a new experiment keeps its copied files: beside a sqlite store, its
+    MLFLOW_ARTIFACTS folder (MLflow's own default is ./mlruns under the working directory, which
+    would put them outside the home); a server or any other store decides for itself (None)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = uri[len("sqlite:///"):]
+    return pathlib.Path(os.path.dirname(os.path.abspath(database)), MLFLOW_ARTIFACTS).as_uri()

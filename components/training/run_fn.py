@@ -90,11 +90,13 @@ def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> di
     """The Trainer's custom_config, TFX's cache key for it: one key per section
     (config_lib.sections_json of trainer_sections), the checkpoint root and the code digest; and
     `tracking` (its settings resolved against the home) only when they are not the default, so
-    that a default run keeps its cache key."""
+    that a default run keeps its cache key; without copy_artifacts, which only the run's last
+    phase uses (runners/tracking.py): changing it does not train again."""
     custom = dict(config_lib.sections_json(trainer_sections(config)),
                   checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
-    if config.tracking != config_lib.TrackingConfig():  # the default keeps its cache key
-        custom[TRACKING] = json.dumps(tracking_lib.resolved(config.tracking, config.paths.home),
+    tracking = config_lib.section_without(config.tracking, "copy_artifacts")
+    if tracking != config_lib.TrackingConfig():  # the default keeps its cache key
+        custom[TRACKING] = json.dumps(tracking_lib.resolved(tracking, config.paths.home),
                                       sort_keys=True)
     return custom
 

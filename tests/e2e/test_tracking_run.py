@@ -58,7 +58,8 @@ def tracked(tmp_path_factory, session_capsys):
     run = run_cli(session_capsys, home, *small_args(corpus),
                   "--set", "tracking.backends=[tensorboard,mlflow,wandb]",
                   "--set", f"tracking.mlflow_uri={uri}",
-                  "--set", f"tracking.mlflow_experiment={experiment}")
+                  "--set", f"tracking.mlflow_experiment={experiment}",
+                  "--set", "tracking.copy_artifacts=[PushedModel]")
     run.uri, run.corpus = uri, corpus
     return run
 
@@ -111,6 +112,28 @@ def test_wandbs_offline_run_holds_the_same_series_as_tensorboard(tracked):
         assert close(read["history"][tag], tensorboard_series(tracked, tag)), tag
     model = tracked.report().output("Model")
     assert read["summary"]["final.Trainer.eval_loss"] == model["eval_loss"]
+
+
+def test_both_trackers_hold_a_copy_of_the_served_version(tracked, tmp_path):
+    """tracking.copy_artifacts=[PushedModel]: the served version folder's files, byte for byte in
+    the MLflow server's artifacts, by MD5 in W&B's offline manifest (against hashlib)."""
+    import base64
+    import hashlib
+    from mlflow.tracking import MlflowClient
+    served = tracked.report().output("PushedModel")["pushed_destination"]
+    files = {os.path.relpath(os.path.join(d, n), served): open(os.path.join(d, n), "rb").read()
+             for d, _, names in os.walk(served) for n in names}
+    assert "saved_model.pb" in files
+    ids = tracker_ids(tracked)
+    got = MlflowClient(tracking_uri=tracked.uri).download_artifacts(
+        ids["mlflow"], "PushedModel", str(tmp_path))
+    assert {os.path.relpath(os.path.join(d, n), got): open(os.path.join(d, n), "rb").read()
+            for d, _, names in os.walk(got) for n in names} == files
+    from tests.support.wandb_offline import records
+    (artifact,) = [r.artifact for kind, r in records(os.path.join(tracked.home, "wandb"), ids["wandb"])
+                   if kind == "artifact"]
+    assert {e.path: e.digest for e in artifact.manifest.contents} == {
+        rel: base64.b64encode(hashlib.md5(data).digest()).decode() for rel, data in files.items()}
 
 
 def test_the_tracker_ids_are_in_lineage_runs_trace_and_on_the_ui(tracked, session_capsys):

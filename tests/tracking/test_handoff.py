@@ -15,6 +15,17 @@ def test_the_default_adds_nothing_to_the_trainers_cache_key(tmp_path):
     assert TRACKING not in trainer_custom_config(config, str(tmp_path / "ckpt"))
 
 
+def test_copy_artifacts_does_not_change_the_trainers_cache_key(tmp_path):
+    """Copies are made by the run's last phase: choosing them must not train again (caught: the
+    whole tracking section in the key)."""
+    def key(*extra):
+        config = build_config("tiny", overrides=[f"paths.home={tmp_path}", *extra])
+        return trainer_custom_config(config, str(tmp_path / "ckpt"))
+    assert key("tracking.copy_artifacts=[PushedModel]") == key()
+    assert (key("tracking.backends=[mlflow]", "tracking.copy_artifacts=[Model]")
+            == key("tracking.backends=[mlflow]"))
+
+
 def test_trackers_travel_resolved_and_open_on_the_executors_run_id(tmp_path):
     config = build_config("tiny", overrides=[f"paths.home={tmp_path}",
                                              "tracking.backends=[mlflow]"])

@@ -61,11 +61,14 @@ def artifact(run, artifact_id):
     return properties(found, custom_only=True)
 
 
-def test_three_trials_finish_in_two_minutes_and_the_best_reaches_the_trainer(tuned_run):
+def test_three_trials_complete_and_the_best_reaches_the_trainer(tuned_run):
+    """Counts, not seconds: every trial ran exactly tune.steps_per_trial steps. (This test
+    asserted the Tuner's wall time under 120 s until 2026-11-28: a timed test, which a VM 2x
+    slower under load could fail at random.)"""
     assert tuned_run.exit_code == 0, tuned_run.stderr
     report = tuned_run.report()
     tuner = report.stage("Tuner")
-    assert tuner.state == "complete" and tuner.duration_s < 120, tuner.duration_s
+    assert tuner.state == "complete"
     results = tuner.outputs["TunerResults"]
     best = tuner.outputs["HyperParameters"]
     trials = json.loads(results["trials_json"])

@@ -25,14 +25,39 @@ import traceback
 from components.common import fs
 
 
+# The step's task name, which the compiled spec passes as KFP's `{{$.pipeline_task_name}}`
+# placeholder (runners/kubeflow.py; KFP's backend resolves it since 2.4, Vertex AI always has): a
+# step without outputs (AnomaliesGate) has no output URI to read it from. Taken out of argv before
+# TFX's entrypoint parses it.
+TASK_FLAG = "--bigtrain_task"
+
+
+def split_task(argv: list[str]) -> tuple[list[str], str | None]:
+    """(argv without TASK_FLAG, its value or None; None too when a KFP backend before 2.4 left
+    the placeholder unresolved: the task then comes from the output URIs, as before)."""
+    rest, task, i = [], None, 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == TASK_FLAG and i + 1 < len(argv):
+            task, i = argv[i + 1], i + 2
+            continue
+        if arg.startswith(TASK_FLAG + "="):
+            task = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, (None if task is None or task.startswith("{{") else task)
+
+
 def main(argv: list[str]) -> None:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
     from runners.beam_staging import skip_tfx_self_staging
     skip_tfx_self_staging()   # a step's Beam stage on local workers stages no TFX sdist
+    argv, task = split_task(argv)
     fs.prepare(*re.findall(r"s3://[^\"\s,]+", " ".join(argv[1:])))
-    lineage = StepLineage(argv)
+    lineage = StepLineage(argv, task)
     try:
         app.run(tfx_entrypoint.main, argv=argv, flags_parser=tfx_entrypoint._parse_flags)
     except SystemExit as done:  # absl's app.run always ends with sys.exit
@@ -50,12 +75,12 @@ def main(argv: list[str]) -> None:
 class StepLineage:
     """The step's OpenLineage events: START now, the end from `end` (error: what failed it)."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], task: str | None = None):
         from runners.openlineage_emit import Emitter, kfp_events, now_ms
-        self.emitter, self.started = Emitter(), now_ms()
+        self.emitter, self.started, self.task = Emitter(), now_ms(), task
         self.executor_input = executor_input(argv) if self.emitter.client is not None else None
         if self.executor_input is not None:
-            self.emitter.emit(kfp_events(self.executor_input, "running", self.started))
+            self.emitter.emit(kfp_events(self.executor_input, "running", self.started, task=task))
 
     def end(self, error: str | None) -> None:
         from runners.kfp_local import merged_outputs
@@ -65,7 +90,7 @@ class StepLineage:
         outputs = merged_outputs(self.executor_input,
                                  self.executor_input.get("outputs", {}).get("outputFile", ""))
         self.emitter.emit(kfp_events(self.executor_input, "failed" if error else "complete",
-                                     self.started, error, outputs))
+                                     self.started, error, outputs, task=self.task))
         self.emitter.close()
 
 

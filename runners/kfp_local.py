@@ -155,18 +155,20 @@ def executor_input(task_name: str, job: dict, produced: dict, root: str, output_
                         "outputFile": output_file}}
 
 
-def container_command(container: dict, ex_input: dict) -> list[str]:
-    """The spec's command + args with `{{$}}` replaced (compileCmdAndArgs); the image's `python`
-    is this interpreter (the Dockerfile puts the venv's python first on PATH)."""
+def container_command(container: dict, ex_input: dict, task_name: str = "") -> list[str]:
+    """The spec's command + args with `{{$}}` and `{{$.pipeline_task_name}}` replaced
+    (compileCmdAndArgs); the image's `python` is this interpreter (the Dockerfile puts the venv's
+    python first on PATH)."""
     text = json.dumps(ex_input)
     command = [sys.executable if part == "python" else part for part in container.get("command", [])]
-    return command + [arg.replace("{{$}}", text) for arg in container.get("args", [])]
+    return command + [arg.replace("{{$}}", text).replace("{{$.pipeline_task_name}}", task_name)
+                      for arg in container.get("args", [])]
 
 
 def merged_outputs(ex_input: dict, output_file: str) -> dict[str, list[dict]]:
     """The task's output artifacts with what its ExecutorOutput says about them (uri, metadata)."""
-    outputs = {name: [dict(a) for a in entry["artifacts"]]
-               for name, entry in ex_input["outputs"]["artifacts"].items()}
+    outputs = {name: [dict(a) for a in entry["artifacts"]]   # none: KFP's JSON omits an empty map
+               for name, entry in ex_input["outputs"].get("artifacts", {}).items()}
     if not os.path.exists(output_file):
         return outputs
     with open(output_file, encoding="utf-8") as fh:
@@ -186,7 +188,8 @@ def run_container_task(task_name: str, job: dict, produced: dict, root: str, wor
     log_file = os.path.join(task_dir, "task.log")
     start = time.monotonic()
     with open(log_file, "wb") as log:
-        done = subprocess.run(container_command(container, ex_input), cwd=task_dir, env=dict(os.environ),
+        done = subprocess.run(container_command(container, ex_input, task_name), cwd=task_dir,
+                              env=dict(os.environ),
                               stdout=log, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         with open(log_file, encoding="utf-8", errors="replace") as fh:

@@ -11,6 +11,7 @@ from components.config import Config
 # Every container step starts here: runners/kfp_entrypoint.py registers the object-store
 # filesystems, then hands over to TFX's kubeflow_v2_run_executor (the entrypoint KFP runs).
 ENTRYPOINT_COMMAND = ["python", "-m", "runners.kfp_entrypoint"]
+TASK_PLACEHOLDER = "{{$.pipeline_task_name}}"   # KFP's runtime placeholder: the task's name
 
 
 def compile_kubeflow(config: Config, out_file: str) -> str:
@@ -31,4 +32,21 @@ def compile_kubeflow(config: Config, out_file: str) -> str:
         output_dir=os.path.dirname(os.path.abspath(out_file)),
         output_filename=os.path.basename(out_file))
     runner.run(pipeline)
+    name_each_step(out_file)
     return os.path.abspath(out_file)
+
+
+def name_each_step(spec_file: str) -> None:
+    """Give every container step its task name (kfp_entrypoint.TASK_FLAG with KFP's
+    `{{$.pipeline_task_name}}` placeholder): the spec TFX wrote, rewritten in place."""
+    import json
+
+    from runners.kfp_entrypoint import TASK_FLAG
+    with open(spec_file, encoding="utf-8") as fh:
+        job = json.load(fh)
+    for executor in job["pipelineSpec"]["deploymentSpec"]["executors"].values():
+        container = executor.get("container")
+        if container is not None and TASK_FLAG not in container.get("args", []):
+            container["args"] = [*container.get("args", []), TASK_FLAG, TASK_PLACEHOLDER]
+    with open(spec_file, "w", encoding="utf-8") as fh:
+        json.dump(job, fh, indent=2, sort_keys=True)

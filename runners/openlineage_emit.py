@@ -94,16 +94,17 @@ def emit_local_run(emitter: Emitter, store, run: ol.RunRecord, error: str | None
 
 
 def emit_stage_from_store(emitter: Emitter, store, run_id: str, pipeline: str, node: str,
-                          error: str | None = None) -> None:
-    """One stage's COMPLETE or FAIL (its START is sent when it starts), read from MLMD; a run or
-    stage MLMD does not know gets the end event without datasets."""
+                          error: str | None = None, mlmd_run: str | None = None) -> None:
+    """One stage's COMPLETE or FAIL (its START is sent when it starts), read from MLMD (the run
+    context named mlmd_run, default run_id); a run or stage MLMD does not know gets the end event
+    without datasets."""
     from components.common.errors import NotFoundError
     from pipeline.lineage.openlineage_stages import stage_records
     from pipeline.lineage.store import Lineage
     run, stage = ol.RunRecord(run_id, pipeline), None
     try:
         lin = Lineage(store)
-        found = stage_records(lin, lin.run(run_id), node) if store is not None else []
+        found = stage_records(lin, lin.run(mlmd_run or run_id), node) if store is not None else []
         stage = found[-1] if found else None
     except NotFoundError:
         pass
@@ -149,22 +150,28 @@ def airflow_ended(pipeline: str, metadata_path: str, context: dict) -> None:
     except Exception as err:  # noqa: BLE001 - the end event goes out without datasets
         LOG.warning("OpenLineage: no datasets for task %s (%s)", context["task"].task_id, err)
         store = None
-    emit_stage_from_store(emitter, store, context["dag_run"].run_id, pipeline,
-                          context["task"].task_id,
-                          None if error is None else f"{type(error).__name__}: {error}")
+    run_id = context["dag_run"].run_id
+    # TFX's Airflow runner names the run's context <pipeline>.<Airflow run id>
+    # (tfx.orchestration.data_types.PipelineInfo.pipeline_run_context_name); the events keep
+    # Airflow's run id, as Airflow's own OpenLineage provider does.
+    emit_stage_from_store(emitter, store, run_id, pipeline, context["task"].task_id,
+                          None if error is None else f"{type(error).__name__}: {error}",
+                          mlmd_run=f"{pipeline}.{run_id}")
 
 
 # -- Kubeflow: a step's ExecutorInput (runners/kfp_entrypoint.py) ----------------------------------
-def kfp_task(executor_input: dict) -> tuple[str, str, str]:
-    """(pipeline, run id, task) of a step, from its first output URI, which the KFP launcher lays
-    out as <pipeline root>/<pipeline>/<run id>/<task>/<execution>/<output> (runners/kfp_local.py
-    does the same)."""
-    for entry in executor_input.get("outputs", {}).get("artifacts", {}).values():
-        for artifact in entry.get("artifacts", []):
-            parts = artifact["uri"].rstrip("/").split("/")
-            if len(parts) >= 5:
-                return parts[-5], parts[-4], parts[-3]
-    return "bigtrain", "unknown", "unknown"
+def kfp_task(executor_input: dict, task: str | None = None) -> tuple[str, str, str]:
+    """(pipeline, run id, task) of a step, from an artifact URI, which the KFP launcher lays out
+    as <pipeline root>/<pipeline>/<run id>/<task>/<execution>/<output> (runners/kfp_local.py does
+    the same): its first output's, else (a step without outputs) its first input's, whose task
+    is the producer's, so `task` (the spec's {{$.pipeline_task_name}}) names the step when given."""
+    for side in ("outputs", "inputs"):
+        for entry in executor_input.get(side, {}).get("artifacts", {}).values():
+            for artifact in entry.get("artifacts", []):
+                parts = artifact["uri"].rstrip("/").split("/")
+                if len(parts) >= 5:
+                    return parts[-5], parts[-4], task or (parts[-3] if side == "outputs" else "unknown")
+    return "bigtrain", "unknown", task or "unknown"
 
 
 def _kfp_datasets(keyed: dict) -> tuple:
@@ -177,9 +184,9 @@ def _kfp_datasets(keyed: dict) -> tuple:
 
 
 def kfp_events(executor_input: dict, state: str, started_ms: int, error: str | None = None,
-               outputs: dict | None = None) -> list:
+               outputs: dict | None = None, task: str | None = None) -> list:
     """A step's START (state 'running') or its end (outputs: what its ExecutorOutput wrote)."""
-    pipeline, run_id, task = kfp_task(executor_input)
+    pipeline, run_id, task = kfp_task(executor_input, task)
     stage = ol.StageRecord(task, state, started_ms, now_ms(),
                            _kfp_datasets(executor_input.get("inputs", {}).get("artifacts", {})),
                            _kfp_datasets(outputs or executor_input.get("outputs", {}).get("artifacts", {})),

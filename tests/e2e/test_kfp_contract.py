@@ -27,6 +27,7 @@ from components.common import fs
 from runners import cli, kfp_local
 from tests.e2e.test_object_store_run import _tiny_corpus, s3_args
 from tests.support.objectstore import use_objectstore
+from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +40,10 @@ def kfp_run(tmp_path_factory):
     monkeypatch = pytest.MonkeyPatch()
     prefix = use_objectstore(monkeypatch)
     work = tmp_path_factory.mktemp("kfp")
+    receiver = Receiver()   # every step's OpenLineage events (the steps inherit this environment)
+    monkeypatch.setenv("OPENLINEAGE_URL", receiver.url)
+    monkeypatch.delenv("OPENLINEAGE_DISABLED", raising=False)
+    monkeypatch.delenv("OPENLINEAGE_CONFIG", raising=False)
     try:
         _tiny_corpus(f"{prefix}/corpus")
         out = work / "pipeline.json"
@@ -47,14 +52,17 @@ def kfp_run(tmp_path_factory):
                          "--set", "export.quantize=[]"]) == 0
         job = kfp_local.load_pipeline_job(str(out))
         results = kfp_local.run_pipeline_job(job, str(work / "tasks"), run_id="contract")
-        yield prefix, job, {r.name: r for r in results}, [r.name for r in results]
+        receiver.close()
+        yield (prefix, job, {r.name: r for r in results}, [r.name for r in results],
+               [body for _, body in receiver.events])
     finally:
+        receiver.close()
         fs.rmtree(prefix)
         monkeypatch.undo()
 
 
 def test_every_task_runs_in_dag_order(kfp_run):
-    _, job, results, order = kfp_run
+    _, job, results, order, _ = kfp_run
     tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
     assert set(order) == set(tasks)
     for name, task in tasks.items():
@@ -69,7 +77,7 @@ def test_every_task_runs_in_dag_order(kfp_run):
 
 
 def test_outputs_live_under_the_run_root_in_the_bucket(kfp_run):
-    prefix, _, results, _ = kfp_run
+    prefix, _, results, _, _ = kfp_run
     run_root = f"{prefix}/root/bigtrain/contract"
     examples = results["TextExampleGen"].outputs["examples"][0]
     assert examples["uri"].startswith(f"{run_root}/TextExampleGen/")
@@ -84,7 +92,7 @@ def test_outputs_live_under_the_run_root_in_the_bucket(kfp_run):
 def test_a_model_is_pushed_to_the_bucket_and_loads(kfp_run):
     """TF Serving's loader (tf.compat.v1 Session + loader.load) reads the version from s3://."""
     from tests.export.conftest import SessionModel
-    prefix, _, results, _ = kfp_run
+    prefix, _, results, _, _ = kfp_run
     pushed = results["Pusher"].outputs["pushed_model"][0]
     assert pushed["metadata"]["pushed"] == 1, pushed
     destination = pushed["metadata"]["pushed_destination"]
@@ -96,3 +104,24 @@ def test_a_model_is_pushed_to_the_bucket_and_loads(kfp_run):
     for task in CONTAINER_TASKS:  # nothing written next to the task (a container's local disk)
         task_dir = os.path.dirname(results[task].log_file)
         assert sorted(os.listdir(task_dir)) in (["kfp_outputs", "task.log"],), (task, os.listdir(task_dir))
+
+
+def test_every_step_sends_start_and_complete_naming_its_artifacts(kfp_run):
+    """The Kubeflow path of issue 42, item 3: each container step (runners/kfp_entrypoint.py, its
+    own process) sent START then COMPLETE to an HTTP endpoint here, valid against the spec as the
+    client carries it, the stages' parent the KFP run; the COMPLETE event's datasets are the
+    step's ExecutorInput inputs and ExecutorOutput outputs, s3:// URI for URI."""
+    _, _, results, _, events = kfp_run
+    for event in events:
+        check_run_event(event)
+    by_stage = stage_events(events, "contract")
+    assert {stage: [e["eventType"] for e in got] for stage, got in by_stage.items()} == {
+        task: ["START", "COMPLETE"] for task in CONTAINER_TASKS}, by_stage
+    for task in CONTAINER_TASKS:
+        complete = by_stage[task][-1]
+        inputs = results[task].executor_input["inputs"].get("artifacts", {})
+        assert dataset_uris(complete, "inputs") == {
+            a["uri"] for entry in inputs.values() for a in entry["artifacts"]}, task
+        assert dataset_uris(complete, "outputs") == {
+            a["uri"] for artifacts in results[task].outputs.values() for a in artifacts}, task
+        assert all(uri.startswith("s3://") for uri in dataset_uris(complete, "outputs")), task

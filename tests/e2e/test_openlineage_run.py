@@ -10,10 +10,9 @@ import os
 
 import pytest
 
-from pipeline.lineage import openlineage_events as ol
 from tests.e2e.conftest import lineage_json, run_cli
 from tests.e2e.test_object_store_run import _tiny_corpus
-from tests.support.openlineage_spec import Receiver, check_run_event
+from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
 pytestmark = pytest.mark.slow
 SMALL = ["--set", "data.eval_fraction=0.3", "--set", "data.seq_len=64",
@@ -49,25 +48,15 @@ def lineage_run(receiver, tmp_path_factory, session_capsys):
     return run
 
 
-def _stage_events(events, run_id):
-    parent = ol.run_uuid(ol.RunRecord(run_id, "bigtrain"))
-    return [e for e in events if e["run"]["facets"].get("parent", {}).get("run", {}).get("runId") == parent]
-
-
-def _uris(event, side):
-    return {d["name"] if d["namespace"] == "file" else f"{d['namespace']}/{d['name']}"
-            for d in event.get(side) or []}
-
-
 def test_every_stage_sends_schema_valid_start_and_complete(lineage_run, session_capsys):
     assert lineage_run.exit_code == 0, lineage_run.stdout + lineage_run.stderr
     assert lineage_run.paths == {"/api/v1/lineage"}
     for event in lineage_run.events:
         check_run_event(event)
-    stages = _stage_events(lineage_run.events, lineage_run.run_id)
-    by_stage = {}
-    for event in stages:
-        by_stage.setdefault(event["job"]["name"].split(".", 1)[1], []).append(event["eventType"])
+    stages = [e for events in stage_events(lineage_run.events, lineage_run.run_id).values()
+              for e in events]
+    by_stage = {stage: [e["eventType"] for e in events]
+                for stage, events in stage_events(lineage_run.events, lineage_run.run_id).items()}
     stage_names = {s for s in lineage_run.states() if not s.endswith("resolver")}  # no stages
     assert set(by_stage) == stage_names and len(stage_names) >= 8, (by_stage, stage_names)
     assert all(types == ["START", "COMPLETE"] for types in by_stage.values()), by_stage
@@ -86,9 +75,9 @@ def test_every_stage_sends_schema_valid_start_and_complete(lineage_run, session_
 def test_datasets_name_the_uris_of_lineage_trace(lineage_run, session_capsys):
     """Up from the pushed model: each step's artifact is an output of its producer's COMPLETE
     event and the producer's inputs are that event's inputs, URI for URI."""
-    stages = {e["job"]["name"].split(".", 1)[1]: e
-              for e in _stage_events(lineage_run.events, lineage_run.run_id)
-              if e["eventType"] == "COMPLETE"}
+    stages = {stage: events[-1] for stage, events
+              in stage_events(lineage_run.events, lineage_run.run_id).items()
+              if events[-1]["eventType"] == "COMPLETE"}
     store = lineage_run.store()
     pushed = max(a.id for a in store.get_artifacts_by_type("PushedModel"))
     trace = lineage_json(session_capsys, lineage_run.home, "trace", str(pushed))
@@ -98,10 +87,10 @@ def test_datasets_name_the_uris_of_lineage_trace(lineage_run, session_capsys):
         if not made_by or made_by["node"] not in stages:
             continue
         event = stages[made_by["node"]]
-        assert step["uri"] in _uris(event, "outputs"), (step["uri"], event["outputs"])
+        assert step["uri"] in dataset_uris(event, "outputs"), (step["uri"], event["outputs"])
         inputs = {a.uri for a in store.get_artifacts_by_id(
             [i for ids in made_by["inputs"].values() for i in ids])}
-        assert inputs == _uris(event, "inputs"), (made_by["node"], inputs, event["inputs"])
+        assert inputs == dataset_uris(event, "inputs"), (made_by["node"], inputs, event["inputs"])
 
 
 def test_a_failed_stage_sends_fail_naming_the_error(receiver, tmp_path, capfd):

@@ -6,7 +6,8 @@ model, and MLMD holds the same lineage shape as a local run.
 A second run of the same DAG in one process (`dag.test()`) was merged into this one (2026-11-23,
 test-tier times): it proved nothing this run does not (the DAG parses, every task succeeds, one
 model is pushed, MLMD is complete), and a stage that only works after another ran in the same
-process is what this run catches. Its checks of the DAG's schedule and retries are made here."""
+process is what this run catches. Its checks of the DAG's schedule and retries are made here.
+The same run checks the OpenLineage events every task process sends (issue 42)."""
 
 import json
 import os
@@ -21,6 +22,7 @@ from benchmarks.support.mlmd import connect
 from components.push.layout import served_versions
 from runners import cli
 from tests.e2e.test_object_store_run import _tiny_corpus
+from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
 pytestmark = pytest.mark.slow
 
@@ -88,9 +90,13 @@ def test_airflow_runs_each_task_in_its_own_process(tmp_path):
     """One DAG run (`airflow dags trigger`), then one `airflow tasks test` process per task in
     the DAG's dependency order: the tasks share nothing but MLMD and the pipeline root. Catches:
     a task that needs state left in memory by an upstream task of the same process (what
-    `dag.test()` cannot see), a DAG whose dependencies miss an edge (a task would find no input)."""
+    `dag.test()` cannot see), a DAG whose dependencies miss an edge (a task would find no input).
+    Every task process sends its OpenLineage events to an HTTP endpoint here (check_openlineage)."""
     corpus = small_corpus(tmp_path)
     dag_file, env = compile_dag(tmp_path, corpus)
+    receiver = Receiver()
+    env = {k: v for k, v in env.items() if k not in ("OPENLINEAGE_DISABLED", "OPENLINEAGE_CONFIG")}
+    env["OPENLINEAGE_URL"] = receiver.url
     airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
     order = subprocess.run([sys.executable, "-c", PARSE_AND_SERIALIZE, str(dag_file)], env=env,
                            capture_output=True, text=True, timeout=HANG_GUARD_S, check=True)
@@ -104,11 +110,39 @@ def test_airflow_runs_each_task_in_its_own_process(tmp_path):
                               capture_output=True, text=True, timeout=HANG_GUARD_S)
         assert proc.returncode == 0 and "Marking task as SUCCESS" in proc.stdout + proc.stderr, (
             task, proc.stdout[-2000:], proc.stderr[-4000:])
-    check_pushed_run(tmp_path, corpus)
+    receiver.close()
+    lin, trace = check_pushed_run(tmp_path, corpus)
+    check_openlineage([body for _, body in receiver.events], tasks, lin, trace)
+
+
+def check_openlineage(events, tasks, lin, trace):
+    """The Airflow path of issue 42, item 3: each task sent START then COMPLETE (its own process,
+    the DAG's callbacks), every event valid against the spec as the client carries it, the stages'
+    parent the Airflow run; each traced artifact is an output of its producer's COMPLETE event and
+    the producer's inputs are that event's inputs, URI for URI (as from a local run,
+    tests/e2e/test_openlineage_run.py)."""
+    for event in events:
+        check_run_event(event)
+    by_stage = stage_events(events, "one-run")
+    assert {stage: [e["eventType"] for e in got] for stage, got in by_stage.items()} == {
+        task: ["START", "COMPLETE"] for task in tasks}, by_stage
+    checked = 0
+    for step in trace["steps"]:
+        made_by = step.get("made_by")
+        if not made_by:
+            continue
+        complete = by_stage[made_by["node"]][-1]
+        assert step["uri"] in dataset_uris(complete, "outputs"), (step["uri"], complete["outputs"])
+        inputs = {a.uri for a in lin.store.get_artifacts_by_id(
+            [i for ids in made_by["inputs"].values() for i in ids])}
+        assert inputs == dataset_uris(complete, "inputs"), (made_by["node"], complete["inputs"])
+        checked += 1
+    assert checked >= 5, trace
 
 
 def check_pushed_run(tmp_path, corpus):
-    """One version pushed; MLMD: one complete run with every stage and the local run's lineage."""
+    """One version pushed; MLMD: one complete run with every stage and the local run's lineage.
+    Returns the store's Lineage and the pushed version's trace."""
     versions = served_versions(str(tmp_path / "serving" / "gpt"))
     assert len(versions) == 1
     lin = Lineage(connect(str(tmp_path / "metadata.sqlite")))
@@ -126,3 +160,4 @@ def check_pushed_run(tmp_path, corpus):
                          "Schema": "CuratedSchemaGen"}
     examples = next(s for s in trace["steps"] if s["type"] == "Examples")
     assert examples["raw_input"]["input"] == corpus
+    return lin, trace

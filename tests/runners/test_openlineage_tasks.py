@@ -33,10 +33,12 @@ def receiver(monkeypatch):
     server.close()
 
 
-def _fake_tfx_entrypoint(monkeypatch, outcome):
+def _fake_tfx_entrypoint(monkeypatch, outcome, seen_argv=None):
     module = types.ModuleType("kubeflow_v2_run_executor")
 
     def main(argv):
+        if seen_argv is not None:
+            seen_argv.extend(argv)
         if outcome:
             raise outcome
     def parse_flags(argv):
@@ -70,6 +72,36 @@ def test_a_kubeflow_step_sends_start_and_its_end(receiver, monkeypatch, outcome,
     assert parent["run"]["runId"] == ol.run_uuid(ol.RunRecord("run-7", "bigtrain"))
     if outcome:
         assert events[1]["run"]["facets"]["errorMessage"]["message"] == "RuntimeError: no space"
+
+
+def test_a_kubeflow_step_without_outputs_is_named_by_its_task_flag(receiver, monkeypatch):
+    """AnomaliesGate has inputs only: its pipeline and run come from its input's URI, its name
+    from the spec's --bigtrain_task (KFP's {{$.pipeline_task_name}}), which TFX's entrypoint
+    never sees. Caught on the old code: its events went out as job bigtrain.unknown of run
+    'unknown' (seen in tests/e2e/test_kfp_contract.py)."""
+    seen = []
+    _fake_tfx_entrypoint(monkeypatch, None, seen)
+    gate_input = {"inputs": EXECUTOR_INPUT["inputs"], "outputs": {"outputFile": "/nonexistent/o.json"}}
+    argv = ["kfp_entrypoint", "--executor_class_path", "x.Gate", "--json_serialized_invocation_args",
+            json.dumps(gate_input), "--bigtrain_task", "AnomaliesGate"]
+    with pytest.raises(SystemExit):
+        kfp_entrypoint.main(argv)
+    events = [body for _, body in receiver.events]
+    assert [(e["eventType"], e["job"]["name"]) for e in events] == [
+        ("START", "bigtrain.AnomaliesGate"), ("COMPLETE", "bigtrain.AnomaliesGate")]
+    from pipeline.lineage import openlineage_events as ol
+    parent = events[0]["run"]["facets"]["parent"]["run"]["runId"]
+    assert parent == ol.run_uuid(ol.RunRecord("run-7", "bigtrain"))
+    assert "--bigtrain_task" not in seen and "AnomaliesGate" not in seen
+    assert seen[-2:] == ["--json_serialized_invocation_args", json.dumps(gate_input)]
+
+
+def test_an_unresolved_task_placeholder_is_no_name():
+    """A KFP backend before 2.4 passes the placeholder as it is: no task name, not a job called
+    '{{$.pipeline_task_name}}'."""
+    argv = ["e", "--x", "1", "--bigtrain_task", "{{$.pipeline_task_name}}"]
+    assert kfp_entrypoint.split_task(argv) == (["e", "--x", "1"], None)
+    assert kfp_entrypoint.split_task(["e", "--bigtrain_task=Pusher"]) == (["e"], "Pusher")
 
 
 def test_an_airflow_task_sends_start_and_its_end(receiver, tmp_path):

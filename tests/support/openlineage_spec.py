@@ -138,6 +138,23 @@ def check_run_event(data: dict) -> RunEvent:
     return event
 
 
+def stage_events(events: list[dict], run_id: str, pipeline: str = "bigtrain") -> dict[str, list]:
+    """{stage: its events, in the order received} of the stages of one pipeline run: the events
+    whose parent facet names that run (the parent's own events are left out)."""
+    parent = ol.run_uuid(ol.RunRecord(run_id, pipeline))
+    by_stage = {}
+    for event in events:
+        if event["run"]["facets"].get("parent", {}).get("run", {}).get("runId") == parent:
+            by_stage.setdefault(event["job"]["name"].split(".", 1)[1], []).append(event)
+    return by_stage
+
+
+def dataset_uris(event: dict, side: str) -> set[str]:
+    """The URIs of an event's input or output datasets, rebuilt from (namespace, name)."""
+    return {d["name"] if d["namespace"] == "file" else f"{d['namespace']}/{d['name']}"
+            for d in event.get(side) or []}
+
+
 class Receiver:
     """POST bodies received on 127.0.0.1 (the OpenLineage HTTP transport's api/v1/lineage)."""
 

@@ -9,17 +9,20 @@ context (`bigtrain lineage runs`, the UI)."""
 from __future__ import annotations
 
 import json
+import logging
 import numbers
 import os
 
 from components import config as config_lib
 from components.common import fs
+from components.common.errors import ObjectStoreError
 from components.config.tracking import resolved
 from components.push.properties import PUSHED_DESTINATION
 from components.tracking import EXTERNAL
 
 FINAL_KINDS = ("Model", "ModelEvaluation", "ModelBlessing", "PushedModel")
 MLMD_RUN_TAG = "bigtrain.mlmd_run_context_id"
+LOGGER = logging.getLogger("bigtrain.tracking")
 COPY_STAGING = ".tracking-copies"   # <home>/.tracking-copies/<run id>/: outputs on an object store
 
 
@@ -83,7 +86,13 @@ def copy_outputs(trackers, report, names: list[str], staging: str) -> None:
         local = folder
         if fs.is_remote(folder):
             local = os.path.join(staging, name)
-            fs.copytree(folder, local)
+            try:
+                fs.copytree(folder, local)
+            except ObjectStoreError as err:   # the run is done: its trackers keep the URI only
+                fs.rmtree(local)
+                LOGGER.warning("tracking.copy_artifacts: %s not copied (%s); the tracker runs "
+                               "hold its URI only", name, err)
+                continue
         try:
             trackers.copy_folder(name, local)
         finally:

@@ -18,9 +18,10 @@ INIT_TIMEOUT_S = 30
 # ~/.local/share/wandb (an artifact's staged copies): kept under the tracker's folder, unless
 # the environment sets them (the user's choice).
 PLACES = {"WANDB_CACHE_DIR": "cache", "WANDB_DATA_DIR": "data", "WANDB_ARTIFACT_DIR": "artifacts"}
-PHASES = ("1-start", "2-train", "3-final")
+PHASES = ("1-start", "2-train", "3-final")   # identity["phase"]: its folder's suffix, in order
+# The W&B artifact type of each output tracking.copy_artifacts may name.
 ARTIFACT_TYPES = {"Model": "model", "PushedModel": "model", "ModelRun": "run",
-                  "ModelEvaluation": "evaluation"}   # identity["phase"]: its folder's suffix, in order
+                  "ModelEvaluation": "evaluation"}
 
 
 def wandb_run_id(bigtrain_run_id: str) -> str:

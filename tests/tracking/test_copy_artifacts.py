@@ -125,6 +125,30 @@ def test_an_output_on_an_object_store_is_staged_in_the_home_then_removed(tmp_pat
     assert not (tmp_path / COPY_STAGING).exists()
 
 
+def test_an_unreadable_output_is_a_warning_and_the_others_are_copied(tmp_path, monkeypatch, caplog):
+    """The run is over when copies are made: a store that fails the read costs that copy (its
+    URI stays on the tracker run), not the run's end."""
+    from components.common import fs
+    from components.common.errors import ObjectStoreError
+
+    def unreachable(source, destination, skip=()):
+        raise ObjectStoreError(f"walk {source} failed: connection refused")
+    monkeypatch.setattr(fs, "copytree", unreachable)
+    seen = []
+
+    class Recorder:
+        def copy_folder(self, name, folder):
+            seen.append((name, folder))
+    local = a_folder(tmp_path / "served" / "3")
+    report = report_of({"Model": {"uri": "s3://bucket/Trainer/model/5"},
+                        "PushedModel": {"pushed": 1, "pushed_destination": local}})
+    with caplog.at_level("WARNING", logger="bigtrain.tracking"):
+        copy_outputs(Recorder(), report, ["Model", "PushedModel"], str(tmp_path / COPY_STAGING / RUN_ID))
+    assert seen == [("PushedModel", local)]
+    assert "tracking.copy_artifacts: Model not copied (walk s3://bucket/Trainer/model/5 failed" in caplog.text
+    assert not (tmp_path / COPY_STAGING).exists()
+
+
 @pytest.mark.parametrize("names, message", [
     (("Examples",), "'Examples' is not one of"),
     (("Model", "Model"), "names an output twice")])

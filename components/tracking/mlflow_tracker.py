@@ -12,6 +12,7 @@ import os
 import pathlib
 import time
 
+from components.common import fs
 from components.config.tracking import MLFLOW_ARTIFACTS
 from components.tracking import PIPELINE_TAG, RUN_TAG, flat_params
 
@@ -89,4 +90,4 @@ def artifact_root(uri: str) -> str | None:
     if not uri.startswith("sqlite:///"):
         return None
     database = uri[len("sqlite:///"):]
-    return pathlib.Path(os.path.dirname(os.path.abspath(database)), MLFLOW_ARTIFACTS).as_uri()
+    return pathlib.Path(os.path.dirname(fs.absolute(database)), MLFLOW_ARTIFACTS).as_uri()

@@ -17,6 +17,7 @@ import pytest
 from components.common.errors import EXIT_TRACKER
 from tests.e2e.conftest import lineage_text, run_cli
 from tests.support.mlflow_server import mlflow_server_uri
+from tests.support.openlineage_spec import Receiver, check_run_event, stage_events
 from tests.support.wandb_offline import read_run
 
 pytestmark = pytest.mark.slow
@@ -50,17 +51,28 @@ def closed_port() -> int:
 
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory, session_capsys):
+    """Issue 42's "done when" in one run: every tracker on, OpenLineage's HTTP transport pointed
+    at a receiver on 127.0.0.1."""
     uri = mlflow_server_uri()
     home = str(tmp_path_factory.mktemp("trackhome"))
     corpus = os.path.join(home, "corpus")
     _tiny_corpus(corpus)
     experiment = f"e2e-{os.path.basename(home)}-{os.getpid()}"
-    run = run_cli(session_capsys, home, *small_args(corpus),
-                  "--set", "tracking.backends=[tensorboard,mlflow,wandb]",
-                  "--set", f"tracking.mlflow_uri={uri}",
-                  "--set", f"tracking.mlflow_experiment={experiment}",
-                  "--set", "tracking.copy_artifacts=[PushedModel]")
+    receiver, monkeypatch = Receiver(), pytest.MonkeyPatch()
+    monkeypatch.setenv("OPENLINEAGE_URL", receiver.url)
+    monkeypatch.delenv("OPENLINEAGE_DISABLED", raising=False)
+    monkeypatch.delenv("OPENLINEAGE_CONFIG", raising=False)
+    try:
+        run = run_cli(session_capsys, home, *small_args(corpus),
+                      "--set", "tracking.backends=[tensorboard,mlflow,wandb]",
+                      "--set", f"tracking.mlflow_uri={uri}",
+                      "--set", f"tracking.mlflow_experiment={experiment}",
+                      "--set", "tracking.copy_artifacts=[PushedModel]")
+    finally:
+        monkeypatch.undo()
+        receiver.close()
     run.uri, run.corpus = uri, corpus
+    run.lineage_events = [body for _, body in receiver.events]
     return run
 
 
@@ -134,6 +146,30 @@ def test_both_trackers_hold_a_copy_of_the_served_version(tracked, tmp_path):
                    if kind == "artifact"]
     assert {e.path: e.digest for e in artifact.manifest.contents} == {
         rel: base64.b64encode(hashlib.md5(data).digest()).decode() for rel, data in files.items()}
+
+
+def test_one_run_id_in_mlflow_wandb_and_openlineage(tracked):
+    """The bigtrain run id names the MLflow run (tag), the W&B run (its id) and the OpenLineage
+    parent run (a UUID derived from it) of one and the same run, whose every stage sent START and
+    COMPLETE; the Trainer's OpenLineage figures are the MLflow run's final figures."""
+    from mlflow.tracking import MlflowClient
+    from components.tracking.wandb_tracker import wandb_run_id
+    from pipeline.lineage import openlineage_events as ol
+    ids = tracker_ids(tracked)
+    mlflow_run = MlflowClient(tracking_uri=tracked.uri).get_run(ids["mlflow"])
+    assert mlflow_run.data.tags["bigtrain.run_id"] == tracked.run_id
+    assert ids["wandb"] == wandb_run_id(tracked.run_id)
+    for event in tracked.lineage_events:
+        check_run_event(event)
+    parent = [e for e in tracked.lineage_events if e["job"]["name"] == "bigtrain"]
+    assert [e["eventType"] for e in parent] == ["START", "COMPLETE"]
+    assert {e["run"]["runId"] for e in parent} == {ol.run_uuid(ol.RunRecord(tracked.run_id, "bigtrain"))}
+    by_stage = stage_events(tracked.lineage_events, tracked.run_id)
+    stages = {s for s in tracked.states() if not s.endswith("resolver")}
+    assert {k: [e["eventType"] for e in v] for k, v in by_stage.items()} == {
+        s: ["START", "COMPLETE"] for s in stages}
+    figures = by_stage["Trainer"][-1]["run"]["facets"]["bigtrain"]["figures"]
+    assert figures["eval_loss"] == mlflow_run.data.metrics["final.Trainer.eval_loss"]
 
 
 def test_the_tracker_ids_are_in_lineage_runs_trace_and_on_the_ui(tracked, session_capsys):

@@ -36,6 +36,23 @@ def configured() -> bool:
     return OpenLineageClient._find_yaml_config_path() is not None
 
 
+def new_client():
+    """An OpenLineageClient from the client's own configuration, leaving os.environ as it was.
+    The client copies OPENLINEAGE_URL into OPENLINEAGE__TRANSPORT__TRANSPORTS__DEFAULT_HTTP__* of
+    the process environment and never removes them (and skips the copy once they exist): in a
+    long-lived process (a notebook, an Airflow worker, the test suite) every later run would
+    still send to the first URL, even with OPENLINEAGE_URL changed or unset. It reads its
+    configuration while it is made, so the environment is restored right after."""
+    from openlineage.client import OpenLineageClient
+    before = {k: v for k, v in os.environ.items() if k.startswith("OPENLINEAGE__")}
+    try:
+        return OpenLineageClient()
+    finally:
+        for key in [k for k in os.environ if k.startswith("OPENLINEAGE__") and k not in before]:
+            del os.environ[key]
+        os.environ.update(before)
+
+
 class Emitter:
     """One run's sender: the client made once when configured; after the first failure it sends
     nothing more (one warning names the event, the transport and the error)."""
@@ -43,8 +60,7 @@ class Emitter:
     def __init__(self, client=None):
         self.client = client
         if client is None and configured():
-            from openlineage.client import OpenLineageClient
-            self.client = OpenLineageClient()
+            self.client = new_client()
         self.failed = False
         self.sent = 0
 

@@ -4,6 +4,7 @@ client carries it (tests/support/openlineage_spec.py). No TFX, no network."""
 
 import json
 import logging
+import os
 
 import pytest
 from openlineage.client.serde import Serde
@@ -123,6 +124,25 @@ def test_a_refusing_transport_warns_once_and_sends_no_more(caplog):
     assert [r.getMessage() for r in caplog.records if "OpenLineageNotSent" in r.getMessage()] == [
         caplog.records[0].getMessage()]
     assert "START event of job bigtrain.Trainer" in caplog.records[0].getMessage()
+
+
+def test_a_client_leaves_the_environment_as_it_was(monkeypatch, tmp_path):
+    """OpenLineageClient() copies OPENLINEAGE_URL into OPENLINEAGE__TRANSPORT__* of os.environ
+    for good. Caught on the old code (seen in CI: a later test of the same process found a client
+    configured with nothing set): a second emitter after OPENLINEAGE_URL is unset still had a
+    client, and one after it changed still sent to the first URL."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:9")
+    first = openlineage_emit.Emitter()
+    assert first.client is not None
+    assert not [k for k in os.environ if k.startswith("OPENLINEAGE__")]
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:10")
+    assert openlineage_emit.Emitter().client.transport.url == "http://127.0.0.1:10"
+    monkeypatch.delenv("OPENLINEAGE_URL")
+    assert openlineage_emit.Emitter().client is None
 
 
 def test_nothing_configured_means_no_client(monkeypatch, tmp_path):

@@ -23,13 +23,7 @@ import sys
 import traceback
 
 from components.common import fs
-
-
-# The step's task name, which the compiled spec passes as KFP's `{{$.pipeline_task_name}}`
-# placeholder (runners/kubeflow.py; KFP's backend resolves it since 2.4, Vertex AI always has): a
-# step without outputs (AnomaliesGate) has no output URI to read it from. Taken out of argv before
-# TFX's entrypoint parses it.
-TASK_FLAG = "--bigtrain_task"
+from runners.kubeflow import TASK_FLAG
 
 
 def split_task(argv: list[str]) -> tuple[list[str], str | None]:

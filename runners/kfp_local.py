@@ -38,6 +38,7 @@ import time
 import uuid
 
 from components.common.errors import BigtrainError
+from runners.kubeflow import TASK_PLACEHOLDER
 
 OUTPUT_METADATA_FILE = os.path.join("kfp_outputs", "output_metadata.json")
 
@@ -161,7 +162,7 @@ def container_command(container: dict, ex_input: dict, task_name: str = "") -> l
     python first on PATH)."""
     text = json.dumps(ex_input)
     command = [sys.executable if part == "python" else part for part in container.get("command", [])]
-    return command + [arg.replace("{{$}}", text).replace("{{$.pipeline_task_name}}", task_name)
+    return command + [arg.replace("{{$}}", text).replace(TASK_PLACEHOLDER, task_name)
                       for arg in container.get("args", [])]
 
 

@@ -4,6 +4,7 @@ pipeline root, serving directory and Beam arguments come from the config."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from components.config import Config
@@ -11,7 +12,11 @@ from components.config import Config
 # Every container step starts here: runners/kfp_entrypoint.py registers the object-store
 # filesystems, then hands over to TFX's kubeflow_v2_run_executor (the entrypoint KFP runs).
 ENTRYPOINT_COMMAND = ["python", "-m", "runners.kfp_entrypoint"]
-TASK_PLACEHOLDER = "{{$.pipeline_task_name}}"   # KFP's runtime placeholder: the task's name
+# Every step's task name, as TASK_FLAG with KFP's runtime placeholder TASK_PLACEHOLDER (resolved
+# by KFP's backend since 2.4 and by Vertex AI): a step without outputs (AnomaliesGate) has no
+# output URI to read it from. kfp_entrypoint takes it out of argv before TFX's entrypoint parses.
+TASK_FLAG = "--bigtrain_task"
+TASK_PLACEHOLDER = "{{$.pipeline_task_name}}"
 
 
 def compile_kubeflow(config: Config, out_file: str) -> str:
@@ -37,11 +42,8 @@ def compile_kubeflow(config: Config, out_file: str) -> str:
 
 
 def name_each_step(spec_file: str) -> None:
-    """Give every container step its task name (kfp_entrypoint.TASK_FLAG with KFP's
+    """Give every container step its task name (TASK_FLAG with KFP's
     `{{$.pipeline_task_name}}` placeholder): the spec TFX wrote, rewritten in place."""
-    import json
-
-    from runners.kfp_entrypoint import TASK_FLAG
     with open(spec_file, encoding="utf-8") as fh:
         job = json.load(fh)
     for executor in job["pipelineSpec"]["deploymentSpec"]["executors"].values():

@@ -116,7 +116,7 @@ def finish_tracking(config: config_lib.Config, store, run_context, error, report
     trackers = _trackers(config, run_context.name, PHASES[2])
     trackers.start(None, {})
     trackers.log_final(figures, tags)
-    copy_outputs(trackers, report, tracking_settings(config)["copy_artifacts"],
+    copy_outputs(trackers, report, list(config.tracking.copy_artifacts),
                  os.path.join(config.paths.home, COPY_STAGING, run_context.name))
     ids = trackers.ids()
     trackers.finish("FAILED" if error is not None else "FINISHED")

@@ -53,10 +53,9 @@ def test_every_stage_sends_schema_valid_start_and_complete(lineage_run, session_
     assert lineage_run.paths == {"/api/v1/lineage"}
     for event in lineage_run.events:
         check_run_event(event)
-    stages = [e for events in stage_events(lineage_run.events, lineage_run.run_id).values()
-              for e in events]
-    by_stage = {stage: [e["eventType"] for e in events]
-                for stage, events in stage_events(lineage_run.events, lineage_run.run_id).items()}
+    per_stage = stage_events(lineage_run.events, lineage_run.run_id)
+    stages = [e for events in per_stage.values() for e in events]
+    by_stage = {stage: [e["eventType"] for e in events] for stage, events in per_stage.items()}
     stage_names = {s for s in lineage_run.states() if not s.endswith("resolver")}  # no stages
     assert set(by_stage) == stage_names and len(stage_names) >= 8, (by_stage, stage_names)
     assert all(types == ["START", "COMPLETE"] for types in by_stage.values()), by_stage

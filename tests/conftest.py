@@ -77,26 +77,37 @@ LONGEST_GROUPS = [
 ]
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Group tests for xdist (above), then order the groups longest first: loadgroup hands groups
-    out in collection order (--no-loadscope-reorder), and a long group that starts last leaves the
-    other workers idle at the end. Without xdist the order changes nothing a test may rely on:
-    tests share state only through fixtures, whatever runs first builds them."""
-    group_of = xdist_groups(items)
+def run_order(items, group_of: dict[str, str]) -> list:
+    """The items in the order they run: groups longest first (LONGEST_GROUPS), then slow-marked
+    groups before fast ones, then in collection order; within a group, module by module in path
+    order (the order `pytest tests/` collects them), each module's tests in their own order.
+    Caught by path: the e2e chain's modules build on each other's runs in one home (test_lineage
+    counts the runs before test_tuning adds its own), so a command line naming them in another
+    order failed 9 of them (2026-11-28)."""
     first_seen, slow = {}, set()
     for index, item in enumerate(items):
         group = group_of[item.nodeid]
-        item.add_marker(pytest.mark.xdist_group(group))
         first_seen.setdefault(group, index)
         if item.get_closest_marker("slow"):
             slow.add(group)
 
-    def rank(group: str) -> tuple:
+    def rank(item) -> tuple:
+        group = group_of[item.nodeid]
         known = LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
-        return (known, group not in slow, first_seen[group])
+        return (known, group not in slow, first_seen[group], _module(item))
 
-    items.sort(key=lambda item: rank(group_of[item.nodeid]))
+    return sorted(items, key=rank)   # stable: a module's tests keep their order
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group tests for xdist (above), then order them (run_order): loadgroup hands groups out in
+    collection order (--no-loadscope-reorder), and a long group that starts last leaves the other
+    workers idle at the end."""
+    group_of = xdist_groups(items)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of[item.nodeid]))
+    items[:] = run_order(items, group_of)
 
 
 _EXIT_STATUS = [0]

@@ -59,6 +59,28 @@ def test_a_module_with_module_fixtures_stays_whole_and_shared_fixtures_share_a_w
         "tests/config/test_d.py::test_six": "tests/config/test_d.py"}
 
 
+def test_a_group_runs_module_by_module_in_path_order_whatever_the_command_line_order():
+    """The e2e chain's modules build on each other's runs in one home. Caught: `pytest
+    tests/e2e/test_tuning.py tests/e2e/test_lineage.py ...` running them in the order named (9
+    chain tests failed so on 2026-11-28), a module's own tests reordered, a long group no longer
+    first."""
+    def item(nodeid, slow=True):
+        marker = SimpleNamespace(name="slow") if slow else None
+        return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name: marker)
+
+    named = [item("tests/config/test_d.py::test_fast", slow=False),
+             item("tests/e2e/test_tuning.py::test_b"), item("tests/e2e/test_tuning.py::test_a"),
+             item("tests/e2e/test_lineage.py::test_z"), item("tests/e2e/test_lineage.py::test_y"),
+             item("tests/e2e/test_bad_input.py::test_x")]
+    group_of = {i.nodeid: "tests/config/test_d.py" for i in named[:1]}
+    group_of.update({i.nodeid: "e2e-pipeline-runs" for i in named[1:]})
+    assert [i.nodeid for i in conftest.run_order(named, group_of)] == [
+        "tests/e2e/test_bad_input.py::test_x",
+        "tests/e2e/test_lineage.py::test_z", "tests/e2e/test_lineage.py::test_y",
+        "tests/e2e/test_tuning.py::test_b", "tests/e2e/test_tuning.py::test_a",
+        "tests/config/test_d.py::test_fast"]
+
+
 def test_every_ranked_group_exists():
     """A renamed module or group would silently lose its rank (and start last)."""
     shared = set(conftest.SHARED_FIXTURE_GROUPS.values())

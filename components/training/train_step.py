@@ -264,7 +264,10 @@ def make_train_step(model, optimizer, strategy, state: TrainState, *, global_bat
         tf.distribute.get_replica_context().merge_call(apply_or_skip, args=(grads, finite))
         return loss, grad_norm, finite
 
-    @tf.function
+    # autograph=False: every branch and loop here is explicit (tf.cond, tf.while_loop; Python ifs
+    # on static settings): converting the source buys nothing, and it cost a process's first
+    # step 1.0-1.6 CPU-s of 4.8-9.1 (benchmarks/trace_cost.py, docs/benchmarks.md).
+    @tf.function(autograph=False)
     def train_step(iterator):
         # The loop's iterator (input.distribute) yields each replica its share, on its device; a
         # plain iterator of global batches also works (each replica then slices its share).

@@ -1,0 +1,95 @@
+"""Start-up cost of a training run: CPU seconds of the first call of bigtrain's train step as the
+product builds it (autograph off) against the same Python function traced with autograph on
+(tf.function's default; the product's until 2026-11-28), in one run.
+
+    python benchmarks/trace_cost.py                  # tiny preset: one_device, and mirrored on 2 CPU replicas
+    python benchmarks/trace_cost.py --repeats 5
+
+Each measurement is a fresh process, as a `bigtrain run` or a train worker is: autograph keeps
+what it converted for the life of a process, so a process's first trace is the one that pays for
+the conversion (parsing and rewriting the source of every function the step calls). The child
+builds the tiny model, then times the first train step (its trace, Grappler's rewrite and one
+step) in its own CPU seconds. The variants alternate; medians are printed with the machine.
+(The evaluation's batch function gained nothing measurable without autograph: 0.71 against
+0.63 CPU-s, within the noise, 2026-11-28; it keeps TF's default.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks._machine import describe  # noqa: E402
+
+
+def child(strategy_name: str, autograph: bool) -> dict:
+    """In a fresh process: CPU seconds of the first train step."""
+    import numpy as np
+    import tensorflow as tf
+
+    from components.config import build_config
+    from components.tokenizer.byte_level import PAD_ID
+    from components.training import loop, train_step
+    from components.training.strategy import make_strategy
+
+    config = build_config("tiny", overrides=[f"runtime.strategy={strategy_name}"])
+    strategy = make_strategy(config.runtime)
+    model, state, optimizer, _ = loop.build_training(config, strategy)
+    step = train_step.make_train_step(
+        model, optimizer, strategy, state, global_batch_size=config.train.global_batch_size,
+        accumulation_steps=config.train.accumulation_steps, clip_norm=config.train.clip_norm,
+        dynamic_loss_scale=False, pad_id=PAD_ID)
+    if autograph:
+        step = tf.function(step.python_function)        # the same function, autograph on
+    batch, seq_len = config.train.global_batch_size, config.data.seq_len
+    ids = np.random.default_rng(0).integers(1, 256, size=(batch, seq_len + 1))   # (B, T + 1)
+    start = time.process_time()
+    step(iter([(tf.constant(ids[:, :-1]), tf.constant(ids[:, 1:]))]))
+    return {"train_cpu_s": time.process_time() - start,
+            "replicas": strategy.num_replicas_in_sync}
+
+
+def measure(strategy_name: str, autograph: bool) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", strategy_name,
+                          "--autograph" if autograph else "--no-autograph"],
+                         check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--autograph", action=argparse.BooleanOptionalAction, default=False,
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.autograph)))
+        return
+    print(f"machine: {describe()}")
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M')}")
+    for strategy_name in ("one_device", "mirrored"):
+        runs = {True: [], False: []}
+        for _ in range(args.repeats):
+            for autograph in (False, True):
+                runs[autograph].append(measure(strategy_name, autograph)["train_cpu_s"])
+        off, on = statistics.median(runs[False]), statistics.median(runs[True])
+        print(f"{strategy_name}: first train step {off:.2f} CPU-s as built (autograph off) vs "
+              f"{on:.2f} with autograph: {off / on:.2f}x (medians of {args.repeats} fresh "
+              f"processes each; all: {spread(runs[False])} vs {spread(runs[True])})")
+
+
+def spread(values) -> str:
+    return " ".join(f"{v:.2f}" for v in sorted(values))
+
+
+if __name__ == "__main__":
+    main()

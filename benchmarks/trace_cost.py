@@ -27,10 +27,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks._machine import describe  # noqa: E402
+from benchmarks._machine import cpu_seconds, describe  # noqa: E402
 
 
-def child(strategy_name: str, autograph: bool) -> dict:
+def child(strategy_name: str, autograph: bool) -> float:
     """In a fresh process: CPU seconds of the first train step."""
     import numpy as np
     import tensorflow as tf
@@ -51,13 +51,12 @@ def child(strategy_name: str, autograph: bool) -> dict:
         step = tf.function(step.python_function)        # the same function, autograph on
     batch, seq_len = config.train.global_batch_size, config.data.seq_len
     ids = np.random.default_rng(0).integers(1, 256, size=(batch, seq_len + 1))   # (B, T + 1)
-    start = time.process_time()
+    start = cpu_seconds()
     step(iter([(tf.constant(ids[:, :-1]), tf.constant(ids[:, 1:]))]))
-    return {"train_cpu_s": time.process_time() - start,
-            "replicas": strategy.num_replicas_in_sync}
+    return cpu_seconds() - start
 
 
-def measure(strategy_name: str, autograph: bool) -> dict:
+def measure(strategy_name: str, autograph: bool) -> float:
     out = subprocess.run([sys.executable, __file__, "--child", strategy_name,
                           "--autograph" if autograph else "--no-autograph"],
                          check=True, capture_output=True, text=True, cwd=ROOT)
@@ -80,7 +79,7 @@ def main(argv=None) -> None:
         runs = {True: [], False: []}
         for _ in range(args.repeats):
             for autograph in (False, True):
-                runs[autograph].append(measure(strategy_name, autograph)["train_cpu_s"])
+                runs[autograph].append(measure(strategy_name, autograph))
         off, on = statistics.median(runs[False]), statistics.median(runs[True])
         print(f"{strategy_name}: first train step {off:.2f} CPU-s as built (autograph off) vs "
               f"{on:.2f} with autograph: {off / on:.2f}x (medians of {args.repeats} fresh "

@@ -27,13 +27,19 @@ def test_planted():
 """
 
 
-def run_session(pytester, source: str, budget: dict | None):
+def run_session(pytester, source: str, budget: dict | None, *, own_process: bool = False):
+    """own_process: run the session in a fresh interpreter (PYTHONPATH must reach ROOT), for a
+    check that reads the process's CPU; in this process, threads that other tests left behind (a
+    Beam job killed mid-stage) add theirs: a CI run once saw `pass` take 1.5 CPU-s, 60.7 s wall."""
     pytester.makepyfile(test_planted=source)
     args = ["-p", "tests.support.ledger", "-p", "no:cacheprovider", "-p", "no:xdist"]
     if budget is not None:
         pytester.path.joinpath("budget.json").write_text(json.dumps(budget))
         args += ["--ledger-budget", "budget.json"]
-    result = pytester.runpytest(*args)
+    if own_process:
+        result = pytester.runpytest_subprocess(*args)
+    else:
+        result = pytester.runpytest(*args)
     with open(pytester.path / "build" / "test-ledger.json", encoding="utf-8") as fh:
         return result, json.load(fh)
 
@@ -114,7 +120,7 @@ def test_a_child_process_records_its_event_against_the_test_that_started_it(pyte
     assert book["groups"]["children"]["events"] == {"pipeline_run": 1}
 
 
-def test_the_ledger_file_and_summary(pytester):
+def test_the_ledger_file_and_summary(pytester, monkeypatch):
     """Per test: wall and CPU seconds (own + children), tier, group; the summary's top list and
     tiers. A child that burns CPU shows up as the test's children CPU."""
     source = """
@@ -129,8 +135,9 @@ def test_cheap():
     pass
 """
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
-    result, book = run_session(pytester, source, None)
-    assert result.ret == pytest.ExitCode.OK
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    result, book = run_session(pytester, source, None, own_process=True)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     by_name = {t["nodeid"].rsplit("::", 1)[1]: t for t in book["tests"]}
     burn, cheap = by_name["test_burns_in_a_child"], by_name["test_cheap"]
     assert (burn["tier"], cheap["tier"]) == ("slow", "fast")

@@ -22,13 +22,13 @@ from benchmarks.support.mlmd import connect
 from components.push.layout import served_versions
 from runners import cli
 from tests.e2e.test_object_store_run import _tiny_corpus
+from tests.support.fork_server import ForkServer
 from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
 pytestmark = pytest.mark.slow
 
-# Parses the DAG file once (TensorFlow and TFX: ~10 s of CPU per process), checks its schedule
-# and retries, stores it in Airflow's database (what `airflow dags reserialize` does) and prints
-# the task order: one process for what took two.
+# Parses the DAG file, checks its schedule and retries, stores it in Airflow's database (what
+# `airflow dags reserialize` does) and prints the task order: one process for what took two.
 PARSE_AND_SERIALIZE = """
 import json, sys
 from airflow.models.dagbag import DagBag
@@ -41,6 +41,9 @@ bag.sync_to_db()
 print("TASK_ORDER", json.dumps([t.task_id for t in dag.topological_sort()]))
 """
 
+# What the DAG file imports (runners/airflow.py build_dag), imported once by the fork server.
+DAG_IMPORTS = ["airflow.__main__", "tensorflow", "tfx.orchestration.airflow.airflow_dag_runner",
+               "pipeline.pipeline", "runners.airflow", "runners.openlineage_emit"]
 # A guard against a hung process, not a speed limit: at a load average of 25 on the 2-core VM
 # (2026-11-27) the parsing process alone passed the old 300 s limit, importing TensorFlow.
 HANG_GUARD_S = 3600
@@ -91,25 +94,26 @@ def test_airflow_runs_each_task_in_its_own_process(tmp_path):
     the DAG's dependency order: the tasks share nothing but MLMD and the pipeline root. Catches:
     a task that needs state left in memory by an upstream task of the same process (what
     `dag.test()` cannot see), a DAG whose dependencies miss an edge (a task would find no input).
-    Every task process sends its OpenLineage events to an HTTP endpoint here (check_openlineage)."""
+    Every task process sends its OpenLineage events to an HTTP endpoint here (check_openlineage).
+    The processes are forks of one server that imported what the DAG file imports and ran
+    nothing (tests/support/fork_server.py), as Airflow's executors fork them: 43 CPU-s where
+    fresh interpreters took 174 (each imported TensorFlow and TFX again)."""
     corpus = small_corpus(tmp_path)
     dag_file, env = compile_dag(tmp_path, corpus)
     receiver = Receiver()
     env = {k: v for k, v in env.items() if k not in ("OPENLINEAGE_DISABLED", "OPENLINEAGE_CONFIG")}
     env["OPENLINEAGE_URL"] = receiver.url
-    airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
-    order = subprocess.run([sys.executable, "-c", PARSE_AND_SERIALIZE, str(dag_file)], env=env,
-                           capture_output=True, text=True, timeout=HANG_GUARD_S, check=True)
-    (line,) = [l for l in order.stdout.splitlines() if l.startswith("TASK_ORDER ")]
-    tasks = json.loads(line.split(" ", 1)[1])
-    assert len(tasks) == 9 and tasks[-1] == "Pusher", tasks
-    subprocess.run([airflow, "dags", "trigger", "bigtrain", "-r", "one-run"], env=env, check=True,
-                   capture_output=True, timeout=HANG_GUARD_S)
-    for task in tasks:
-        proc = subprocess.run([airflow, "tasks", "test", "bigtrain", task, "one-run"], env=env,
-                              capture_output=True, text=True, timeout=HANG_GUARD_S)
-        assert proc.returncode == 0 and "Marking task as SUCCESS" in proc.stdout + proc.stderr, (
-            task, proc.stdout[-2000:], proc.stderr[-4000:])
+    with ForkServer(env, DAG_IMPORTS, hang_guard_s=HANG_GUARD_S) as server:
+        code, out = server.python(PARSE_AND_SERIALIZE, [str(dag_file)])
+        assert code == 0, out[-4000:]
+        (line,) = [l for l in out.splitlines() if l.startswith("TASK_ORDER ")]
+        tasks = json.loads(line.split(" ", 1)[1])
+        assert len(tasks) == 9 and tasks[-1] == "Pusher", tasks
+        code, out = server.airflow(["dags", "trigger", "bigtrain", "-r", "one-run"])
+        assert code == 0, out[-4000:]
+        for task in tasks:
+            code, out = server.airflow(["tasks", "test", "bigtrain", task, "one-run"])
+            assert code == 0 and "Marking task as SUCCESS" in out, (task, out[-6000:])
     receiver.close()
     lin, trace = check_pushed_run(tmp_path, corpus)
     check_openlineage([body for _, body in receiver.events], tasks, lin, trace)

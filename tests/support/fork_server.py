@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +51,7 @@ class ForkServer:
         if self._proc.poll() is None:
             self._proc.stdin.close()
             self._proc.wait(timeout=self._hang_guard_s)
+        shutil.rmtree(self._logs, ignore_errors=True)   # our own temporary folder
 
     def airflow(self, args: list[str]) -> tuple[int, str]:
         """`airflow ARGS` through Airflow's own entry point."""

@@ -1,0 +1,58 @@
+"""tests/support/fork_server.py, the server whose forks run the Airflow test's tasks: each command
+in its own process (nothing in memory from an earlier command), its exit status and its whole
+output returned, its stdin not the server's request pipe. A small preload (json), no TensorFlow."""
+
+import os
+
+import pytest
+
+from tests.support.fork_server import ForkServer
+
+ONE_GLOBAL = """
+import sys, json
+print("before", getattr(json, "SET_BY_A_COMMAND", None))
+json.SET_BY_A_COMMAND = sys.argv[1]
+print("pid", __import__("os").getpid())
+"""
+
+
+@pytest.fixture
+def server():
+    with ForkServer(dict(os.environ), ["json"], hang_guard_s=120) as s:   # each command: ~0.1 s
+        yield s
+
+
+def test_a_command_sees_nothing_an_earlier_one_set_in_memory(server):
+    """Caught: commands run in the server itself (or in one long-lived child), so that a task
+    could read what an upstream task left in a module."""
+    outs = [server.python(ONE_GLOBAL, [value]) for value in ("first", "second")]
+    assert [code for code, _ in outs] == [0, 0]
+    assert all("before None" in out for _, out in outs), outs
+    pids = {line.split()[1] for _, out in outs for line in out.splitlines() if line.startswith("pid")}
+    assert len(pids) == 2 and str(os.getpid()) not in pids
+
+
+@pytest.mark.parametrize("code, status", [("raise SystemExit(3)", 3), ("import sys; sys.exit()", 0),
+                                          ("raise ValueError('boom')", 1), ("import os; os._exit(5)", 5)])
+def test_the_exit_status_is_the_commands(server, code, status):
+    got, out = server.python(code, [])
+    assert got == status, out
+    if "ValueError" in code:
+        assert "ValueError: boom" in out   # the traceback, as an interpreter prints it
+
+
+def test_stdout_and_stderr_are_returned_and_stdin_is_empty(server):
+    """Caught: a command that reads stdin would read the server's next requests."""
+    code, out = server.python("import sys; print('out'); print('err', file=sys.stderr); "
+                              "print('stdin', repr(sys.stdin.read()))", [])
+    assert code == 0 and "out" in out and "err" in out and "stdin ''" in out, out
+    assert server.python("print('still serving')", [])[1].strip() == "still serving"
+
+
+@pytest.mark.slow   # ~5 CPU-s: Airflow's imports
+def test_an_airflow_command_runs_airflows_entry_point(tmp_path):
+    env = dict(os.environ, AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    with ForkServer(env, ["airflow.__main__"], hang_guard_s=600) as s:
+        code, out = s.airflow(["version"])
+    import airflow
+    assert code == 0 and out.strip().splitlines()[-1] == airflow.__version__, out

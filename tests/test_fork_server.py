@@ -56,3 +56,25 @@ def test_an_airflow_command_runs_airflows_entry_point(tmp_path):
         code, out = s.airflow(["version"])
     import airflow
     assert code == 0 and out.strip().splitlines()[-1] == airflow.__version__, out
+
+
+WAIT_FOR_FILE = """
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+print("saw it", os.environ["ONLY_HERE"])
+"""
+
+
+def test_started_commands_run_at_the_same_time_each_in_its_own_environment(server, tmp_path):
+    """What two training workers need: the first command waits for a file the second creates, so
+    it ends only if both run at once (a server that ran a command to its end before starting the
+    next would hang until the guard); each sees the environment it was started with."""
+    flag = str(tmp_path / "flag")
+    entry = "tests.support.fork_server:exec_code"
+    waiting = server.start(entry, ["-c", WAIT_FOR_FILE, flag], env=dict(os.environ, ONLY_HERE="first"))
+    creating = server.start(entry, ["-c", f"open({flag!r}, 'w').close()"], env={"ONLY_HERE": "second"})
+    assert server.wait(creating)[0] == 0
+    code, out, err = server.wait(waiting)
+    assert (code, out.strip(), err) == (0, "saw it first", ""), (out, err)
+    assert "ONLY_HERE" not in os.environ

@@ -2,7 +2,9 @@
 interpreter imports them once, then runs each command in a fork of itself, which exits when the
 command ends. Airflow runs its tasks this way in production (LocalExecutor and
 StandardTaskRunner fork after the imports), so a task still runs in its own process, with nothing
-in memory from another task: only the imports are shared.
+in memory from another task: only the imports are shared. The preloaded modules must not start
+TensorFlow's runtime (no op at import time): a fork would inherit it without its threads. Threads
+that imports start (OpenBLAS's, jemalloc's and Arrow's pools) have fork handlers of their own.
 
 Measured 2026-11-28 on the Intel Xeon 2-core VM (tests/runners/test_airflow.py's 11 processes):
 173.8 CPU-s as fresh interpreters (about 13 CPU-s each for TensorFlow, TFX and bigtrain's pipeline
@@ -10,6 +12,8 @@ before any work), 43.0 in one server's forks.
 
     with ForkServer(env, preload=["tensorflow"]) as server:
         code, output = server.airflow(["tasks", "test", "bigtrain", "Trainer", "run-1"])
+        a, b = server.start(ENTRY, argv_a, env_a), server.start(ENTRY, argv_b, env_b)  # at once
+        (code_a, out_a, err_a), (code_b, out_b, err_b) = server.wait(a), server.wait(b)
 
 The server: `python -m tests.support.fork_server MODULE...`; requests and replies are JSON lines
 on its stdin and stdout (its own prints go to stderr)."""
@@ -25,13 +29,22 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AIRFLOW = "airflow.__main__:main"
+
+
+@dataclass(frozen=True)
+class Started:
+    pid: int
+    stdout: str
+    stderr: str
 
 
 class ForkServer:
-    """A server process with `preload` imported, in `env`; each call's output is returned whole.
-    hang_guard_s: a guard against a hung command, not a speed limit."""
+    """A server process with `preload` imported, in `env`. hang_guard_s: a guard against a hung
+    command (it is killed), not a speed limit."""
 
     def __init__(self, env: dict, preload: list[str], hang_guard_s: float = 3600):
         self._hang_guard_s = hang_guard_s
@@ -53,56 +66,90 @@ class ForkServer:
             self._proc.wait(timeout=self._hang_guard_s)
         shutil.rmtree(self._logs, ignore_errors=True)   # our own temporary folder
 
+    def start(self, entry: str, argv: list[str], env: dict | None = None) -> Started:
+        """Forks a child that calls ENTRY ("module:function") with sys.argv = ARGV, as a console
+        script does, in ENV (default: the server's); returns at once."""
+        self._calls += 1
+        logs = [os.path.join(self._logs, f"{self._calls}.{name}") for name in ("out", "err")]
+        reply = self._ask({"entry": entry, "argv": argv, "env": env, "stdout": logs[0], "stderr": logs[1]})
+        return Started(reply["pid"], *logs)
+
+    def wait(self, started: Started) -> tuple[int, str, str]:
+        """The child's exit status, stdout and stderr; killed after hang_guard_s (TimeoutError)."""
+        reply = self._ask({"wait": started.pid}, kill_on_timeout=started.pid)
+        return (reply["exit_code"], *(_read(path) for path in (started.stdout, started.stderr)))
+
+    def kill(self, started: list[Started]) -> None:
+        """SIGKILL to those still running (a worker whose peer failed would wait for it forever);
+        the server reaps them when it exits."""
+        for child in started:
+            try:
+                os.kill(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def run(self, entry: str, argv: list[str], env: dict | None = None) -> tuple[int, str]:
+        code, out, err = self.wait(self.start(entry, argv, env))
+        return code, out + err
+
     def airflow(self, args: list[str]) -> tuple[int, str]:
-        """`airflow ARGS` through Airflow's own entry point."""
-        return self._call({"airflow": args})
+        """`airflow ARGS` through Airflow's own entry point: exit status, stdout + stderr."""
+        return self.run(AIRFLOW, ["airflow", *args])
 
     def python(self, code: str, args: list[str]) -> tuple[int, str]:
         """`python -c CODE ARGS`: CODE runs as __main__ with sys.argv ["-c", *ARGS]."""
-        return self._call({"code": code, "args": args})
+        return self.run("tests.support.fork_server:exec_code", ["-c", code, *args])
 
-    def _call(self, request: dict) -> tuple[int, str]:
-        self._calls += 1
-        request["log"] = os.path.join(self._logs, f"{self._calls}.log")
+    def _ask(self, request: dict, kill_on_timeout: int | None = None) -> dict:
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
         with selectors.DefaultSelector() as sel:
             sel.register(self._proc.stdout, selectors.EVENT_READ)
             if not sel.select(timeout=self._hang_guard_s):
-                self._proc.kill()
-                raise TimeoutError(f"fork server: no reply in {self._hang_guard_s} s to {request}")
+                os.kill(kill_on_timeout, signal.SIGKILL) if kill_on_timeout else self._proc.kill()
+                shown = {key: value for key, value in request.items() if key != "env"}
+                raise TimeoutError(f"fork server: no reply in {self._hang_guard_s} s to {shown}")
         line = self._proc.stdout.readline()
         if not line:
             raise RuntimeError(f"fork server exited ({self._proc.wait()}) during {request}")
-        with open(request["log"], encoding="utf-8", errors="replace") as fh:
-            return json.loads(line)["exit_code"], fh.read()
+        return json.loads(line)
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def exec_code() -> None:
+    """`python -c`: sys.argv is ["-c", CODE, *ARGS]; CODE runs with sys.argv ["-c", *ARGS]."""
+    code = sys.argv.pop(1)
+    exec(compile(code, "<-c>", "exec"), {"__name__": "__main__"})
 
 
 def _run_in_child(request: dict) -> int:
-    """In the fork: the command's stdout and stderr to its log, Airflow's fork preparation
-    (airflow/task/task_runner/standard_task_runner.py: default signals, no shared DB handles)."""
+    """In the fork: its environment, stdin empty, stdout and stderr to its logs, and Airflow's
+    fork preparation (airflow/task/task_runner/standard_task_runner.py: default signals, no
+    shared DB handles); then the entry point, whose exit status is the child's."""
+    if request["env"] is not None:
+        os.environ.clear()
+        os.environ.update(request["env"])
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)   # stdin is the server's request pipe
-    fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if "airflow" in sys.modules:
+    if "airflow.settings" in sys.modules:
         from airflow import settings
         settings.engine.pool.dispose()
         settings.engine.dispose()
+    module, function = request["entry"].split(":")
+    sys.argv = list(request["argv"])
     try:
-        if "airflow" in request:
-            from airflow.__main__ import main
-            sys.argv = ["airflow", *request["airflow"]]
-            main()
-        else:
-            sys.argv = ["-c", *request["args"]]
-            exec(compile(request["code"], "<-c>", "exec"), {"__name__": "__main__"})
-        return 0
+        result = getattr(importlib.import_module(module), function)()
+        return result if isinstance(result, int) else 0
     except SystemExit as err:
         return err.code if isinstance(err.code, int) else (0 if err.code is None else 1)
-    except BaseException:   # noqa: BLE001 (printed to the command's log, as an interpreter would)
+    except BaseException:   # noqa: BLE001 (printed to the command's stderr, as an interpreter would)
         import traceback
         traceback.print_exc()
         return 1
@@ -115,19 +162,23 @@ def serve(preload: list[str]) -> None:
         importlib.import_module(name)
     for line in sys.stdin:
         request = json.loads(line)
-        sys.stdout.flush()   # nothing buffered here may be written again by the fork
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = _run_in_child(request)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        replies.write(json.dumps({"exit_code": os.waitstatus_to_exitcode(status)}) + "\n")
+        if "wait" in request:
+            _, status = os.waitpid(request["wait"], 0)
+            reply = {"exit_code": os.waitstatus_to_exitcode(status)}
+        else:
+            sys.stdout.flush()   # nothing buffered here may be written again by the fork
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = _run_in_child(request)
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            reply = {"pid": pid}
+        replies.write(json.dumps(reply) + "\n")
         replies.flush()
 
 

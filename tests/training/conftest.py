@@ -7,6 +7,7 @@ import tensorflow as tf
 from components.common import listing
 from components.corpus.documents import split_for
 from tests.support import sequences
+from tests.support.fork_server import ForkServer
 from components.text_example_gen import shards as shard_files
 from components.config import build_config
 
@@ -51,3 +52,21 @@ def tiny_config(*overrides):
     """The default (llama) block with grouped-query attention: 2 query heads, 1 key/value head."""
     return build_config("tiny", overrides=[*TINY_OVERRIDES, "runtime.strategy=one_device",
                                            *overrides])
+
+
+# What `bigtrain plumbing train-worker` imports. The multi-worker tests' workers are forks of one
+# server per module that imported them (tests/support/fork_server.py), not fresh interpreters
+# importing TensorFlow again (~5 CPU-s each); nothing of TensorFlow's runtime starts before the
+# fork, so each worker starts its own, with its own TF_CONFIG.
+WORKER_IMPORTS = ["runners.cli", "runners.cli_plumbing", "components.serving.export",
+                  "components.tokenizer.artifact", "components.training.worker"]
+# A guard against a hung collective (a worker waiting for a peer that never comes), not a speed
+# check. A worker needs ~30-60 CPU-s (the traced step, the chief's export); on a 2-core VM shared
+# by ~25 busy processes (2026-11-27) two workers took over 300 s of wall: far above any such load.
+WORKER_TIMEOUT_S = 1800
+
+
+@pytest.fixture(scope="module")
+def worker_server():
+    with ForkServer(dict(os.environ), WORKER_IMPORTS, hang_guard_s=WORKER_TIMEOUT_S) as server:
+        yield server

@@ -1,5 +1,6 @@
 """MultiWorkerMirroredStrategy through TF_CONFIG: two worker processes on loopback ports end with
-the same weights, equal (within 1e-5) to single-process training on the same global batch.
+the same weights, equal (within 1e-5) to single-process training on the same global batch. The
+workers are forks of the module's `worker_server` (tests/training/conftest.py).
 
 The plain two-worker job (3 steps, a checkpoint at 2) runs once per module (`first_job`): the
 match with one process and the resume from separate --out folders both read that job; the resume
@@ -9,8 +10,6 @@ job of its own (other input settings)."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import portpicker
@@ -22,11 +21,7 @@ from tests.training.conftest import tiny_config
 pytestmark = pytest.mark.slow
 
 OVERRIDES = ["train.train_steps=3", "train.checkpoint_every=2"]
-# A worker's limit: a guard against a hung collective (a worker waiting for a peer that never
-# comes), not a speed check. A worker needs ~30-60 CPU-s (TensorFlow's import, the traced step, the
-# chief's export); on a 2-core VM shared by ~25 busy processes (2026-11-27) two workers took over
-# 300 s of wall, so the limit is far above any such load.
-WORKER_TIMEOUT_S = 1800
+BIGTRAIN = "runners.cli:console_main"   # the console script's entry point (pyproject.toml)
 
 
 def config_args(*overrides):
@@ -44,13 +39,13 @@ def _examples(shards, folder):
 
 
 @pytest.fixture(scope="module")
-def first_job(shards, tmp_path_factory):
+def first_job(shards, tmp_path_factory, worker_server):
     """The plain two-worker job, run once: its folder, examples, the workers' summaries, their
     weights and whether each wrote a serving model, read when the job ended (the resume test
     then changes the folder)."""
     folder = tmp_path_factory.mktemp("first_job")
     examples = _examples(shards, folder)
-    outputs = _run_workers(examples, folder, OVERRIDES)
+    outputs = _run_workers(worker_server, examples, folder, OVERRIDES)
     return dict(folder=folder, examples=examples, outputs=outputs,
                 weights=[_weights(folder / f"w{i}.npz") for i in range(2)],
                 named=[dict(np.load(folder / f"w{i}.npz")) for i in range(2)],
@@ -73,32 +68,29 @@ def test_two_workers_match_single_process(first_job, shards, tmp_path):
         assert max(float(np.max(np.abs(a - b))) for a, b in zip(values, reference)) <= 1e-5
 
 
-def _run_workers(examples, tmp_path, overrides, timeout=WORKER_TIMEOUT_S):
-    """Two train-worker processes, each with its own --out folder w<i>; their summaries, each
-    with its process's output under "log"."""
+def _run_workers(server, examples, tmp_path, overrides):
+    """Two train-worker processes (`bigtrain plumbing train-worker`, forks of the module's
+    worker_server), each with its own --out folder w<i>; their summaries, each with its process's
+    output under "log"."""
     ports = [portpicker.pick_unused_port() for _ in range(2)]
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
-    bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
-    procs = []
+    started = []
     for index in range(2):
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
                                                      "task": {"type": "worker", "index": index}}),
                    TF_CPP_MIN_LOG_LEVEL="2")
-        procs.append(subprocess.Popen(
-            [bigtrain, "plumbing", "train-worker", "--examples", str(examples), "--out", str(tmp_path / f"w{index}"),
-             "--weights-out", str(tmp_path / f"w{index}.npz"),
-             *config_args(*overrides, "runtime.strategy=multi_worker_mirrored")],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        started.append(server.start(BIGTRAIN, [
+            "bigtrain", "plumbing", "train-worker", "--examples", str(examples),
+            "--out", str(tmp_path / f"w{index}"), "--weights-out", str(tmp_path / f"w{index}.npz"),
+            *config_args(*overrides, "runtime.strategy=multi_worker_mirrored")], env))
     outputs = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            raise
-        assert proc.returncode == 0, err[-3000:]
-        outputs.append(dict(json.loads(out.strip().splitlines()[-1]), log=out + err))
+    try:
+        for worker in started:
+            code, out, err = server.wait(worker)
+            assert code == 0, err[-3000:]
+            outputs.append(dict(json.loads(out.strip().splitlines()[-1]), log=out + err))
+    finally:
+        server.kill(started)   # a peer of a failed or hung worker would wait for it forever
     return outputs
 
 
@@ -115,28 +107,28 @@ def _forget_last_checkpoint(directory):
         fh.writelines(f'all_model_checkpoint_paths: "{p}"\n' for p in paths[:-1])
 
 
-def test_two_workers_with_separate_out_folders_resume_together(first_job):
+def test_two_workers_with_separate_out_folders_resume_together(first_job, worker_server):
     """Fails before the fix: the non-chief looked for the resume point in <out>/checkpoints (the
     chief's folder on a shared file system), but with its own --out it writes only to
     <out>/checkpoints/.worker-1: it started at step 0 while the chief resumed at step 2 (the
     collectives then hang or the weights differ). Reference: the same run, uninterrupted (the
     module's first job)."""
     outputs = _resume_from_step_2_equals_uninterrupted(
-        first_job["examples"], first_job["folder"], OVERRIDES, full=first_job["named"])
+        worker_server, first_job["examples"], first_job["folder"], OVERRIDES, full=first_job["named"])
     assert [o["steps"] for o in outputs] == [3, 3]
 
 
-def _resume_from_step_2_equals_uninterrupted(examples, tmp_path, overrides, full=None) -> list[dict]:
+def _resume_from_step_2_equals_uninterrupted(server, examples, tmp_path, overrides, full=None) -> list[dict]:
     """Two workers train 3 steps (checkpoint at 2), each forgets its last checkpoint in its own
     --out folder and runs again: both resume from step 2 and end with the uninterrupted run's
     weights (1e-6). full: the uninterrupted workers' weights ({name: array} each) when that job
     already ran in tmp_path (else it runs here). Returns the resumed workers' summaries."""
     if full is None:
-        _run_workers(examples, tmp_path, overrides)
+        _run_workers(server, examples, tmp_path, overrides)
         full = [dict(np.load(tmp_path / f"w{i}.npz")) for i in range(2)]
     _forget_last_checkpoint(tmp_path / "w0" / "checkpoints")
     _forget_last_checkpoint(tmp_path / "w1" / "checkpoints" / ".worker-1")
-    outputs = _run_workers(examples, tmp_path, overrides)
+    outputs = _run_workers(server, examples, tmp_path, overrides)
     assert [o["resumed_from_step"] for o in outputs] == [2, 2]
     for index in range(2):
         resumed = np.load(tmp_path / f"w{index}.npz")
@@ -158,7 +150,7 @@ def _split_into_files(pattern, folder, count):
         writer.close()
 
 
-def test_stream_sharded_workers_read_their_share_and_resume_from_their_state(shards, tmp_path):
+def test_stream_sharded_workers_read_their_share_and_resume_from_their_state(shards, tmp_path, worker_server):
     """train.input_streams=4 over 4 train files on two worker processes: each worker reads only
     streams 0-1 or 2-3 (half the files), the weights equal one process training on the same
     global batches (1e-5), and a run resumed from step 2 restores each worker's own iterator
@@ -169,7 +161,7 @@ def test_stream_sharded_workers_read_their_share_and_resume_from_their_state(sha
     examples = tmp_path / "examples"
     _split_into_files(shards["train"], examples / "Split-train", 4)
     overrides = ["train.train_steps=3", "train.checkpoint_every=2", "train.input_streams=4"]
-    outputs = _resume_from_step_2_equals_uninterrupted(examples, tmp_path, overrides)
+    outputs = _resume_from_step_2_equals_uninterrupted(worker_server, examples, tmp_path, overrides)
     for index, output in enumerate(outputs):
         first = 2 * index
         assert f"({index + 1} of 2) reads streams {first}-{first + 1}" in output["log"]

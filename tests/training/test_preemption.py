@@ -26,9 +26,9 @@ import pytest
 from components.common.errors import EXIT_PREEMPTED, TrainingPreempted
 from components.training import loop
 from runners import cli
-from tests.training.conftest import tiny_config
+from tests.training.conftest import WORKER_TIMEOUT_S, tiny_config
 from tests.training.test_equivalence import max_difference
-from tests.training.test_multi_worker import WORKER_TIMEOUT_S, _weights, config_args
+from tests.training.test_multi_worker import _weights, config_args
 
 # Checkpoints at 4 and 8; the stop between them, so the input has been released up to step 4.
 OVERRIDES = ("train.train_steps=8", "train.checkpoint_every=4", "train.log_every=1")
@@ -142,7 +142,7 @@ def test_the_summary_is_read_from_stdout_alone(tmp_path):
 
 def finish(proc, timeout=WORKER_TIMEOUT_S) -> tuple[int, str, str]:
     """The process's exit status, stdout and stderr (the file start_worker opened); timeout: a
-    guard against a hung collective only (test_multi_worker.WORKER_TIMEOUT_S), not a speed
+    guard against a hung collective only (tests/training/conftest.py WORKER_TIMEOUT_S), not a speed
     check."""
     try:
         out, _ = proc.communicate(timeout=timeout)

@@ -39,11 +39,11 @@ def _state_elements(checkpoint_dir) -> int:
                if name.startswith(("optimizer/momentums/", "optimizer/velocities/")))
 
 
-def test_two_workers_sharded_equal_unsharded_and_resume_exactly(shards, tmp_path):
+def test_two_workers_sharded_equal_unsharded_and_resume_exactly(shards, tmp_path, worker_server):
     examples = tmp_path / "examples"
     os.makedirs(examples)
     shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
-    outputs = _run_workers(examples, tmp_path, [*SHARDED, "train.shard_optimizer_state=true"])
+    outputs = _run_workers(worker_server, examples, tmp_path, [*SHARDED, "train.shard_optimizer_state=true"])
     assert [o["num_replicas"] for o in outputs] == [2, 2] and [o["steps"] for o in outputs] == [20, 20]
     sharded = [_weights(tmp_path / f"w{i}.npz") for i in range(2)]
 
@@ -67,7 +67,7 @@ def test_two_workers_sharded_equal_unsharded_and_resume_exactly(shards, tmp_path
     # Kill and resume: forget the step-20 checkpoints, both workers resume from step 10.
     _forget_last_checkpoint(tmp_path / "w0" / "checkpoints")
     _forget_last_checkpoint(tmp_path / "w1" / "checkpoints" / ".worker-1")
-    outputs = _run_workers(examples, tmp_path, [*SHARDED, "train.shard_optimizer_state=true"])
+    outputs = _run_workers(worker_server, examples, tmp_path, [*SHARDED, "train.shard_optimizer_state=true"])
     assert [o["resumed_from_step"] for o in outputs] == [10, 10]
     for index in range(2):
         for a, b in zip(_weights(tmp_path / f"w{index}.npz"), sharded[index]):

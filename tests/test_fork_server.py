@@ -3,10 +3,12 @@ in its own process (nothing in memory from an earlier command), its exit status 
 output returned, its stdin not the server's request pipe. A small preload (json), no TensorFlow."""
 
 import os
+import signal
+import subprocess
 
 import pytest
 
-from tests.support.fork_server import ForkServer
+from tests.support.fork_server import ForkServer, Started
 
 ONE_GLOBAL = """
 import sys, json
@@ -78,3 +80,25 @@ def test_started_commands_run_at_the_same_time_each_in_its_own_environment(serve
     code, out, err = server.wait(waiting)
     assert (code, out.strip(), err) == (0, "saw it first", ""), (out, err)
     assert "ONLY_HERE" not in os.environ
+
+
+def test_a_hung_command_is_killed_and_the_server_goes_on(tmp_path):
+    """The hang guard ends the command, not the server, and the next reply is the next
+    command's: caught, a wait that leaves its reply unread (the next `start` read the stale
+    exit status: KeyError 'pid'). The command never ends by itself; the guard is its only end."""
+    with ForkServer(dict(os.environ), ["json"], hang_guard_s=2) as s:
+        with pytest.raises(TimeoutError, match="no reply in 2 s"):
+            s.python("import threading; threading.Event().wait()", [])
+        assert s.python("print('next')", []) == (0, "next\n")
+
+
+def test_kill_leaves_a_reaped_childs_pid_alone(server):
+    """A child that was waited for is reaped, and its pid may be another process's by now: kill
+    must not signal it. Caught: kill signalling every pid it is given (the stand-in for the
+    reused pid, a `sleep` of this test, dies by SIGKILL instead of the SIGTERM sent after)."""
+    done = server.start("tests.support.fork_server:exec_code", ["-c", "pass"])
+    assert server.wait(done)[0] == 0
+    other = subprocess.Popen(["sleep", "600"])
+    server.kill([Started(other.pid, done.stdout, done.stderr)])   # as if the pid were reused
+    other.terminate()
+    assert other.wait() == -signal.SIGTERM

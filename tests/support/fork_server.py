@@ -50,6 +50,7 @@ class ForkServer:
         self._hang_guard_s = hang_guard_s
         self._logs = tempfile.mkdtemp(prefix="fork-server-")
         self._calls = 0
+        self._running: set[int] = set()   # started and not yet reaped by a `wait`
         self._proc = subprocess.Popen([sys.executable, "-m", "tests.support.fork_server", *preload],
                                       env=env, cwd=ROOT, stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
@@ -72,21 +73,29 @@ class ForkServer:
         self._calls += 1
         logs = [os.path.join(self._logs, f"{self._calls}.{name}") for name in ("out", "err")]
         reply = self._ask({"entry": entry, "argv": argv, "env": env, "stdout": logs[0], "stderr": logs[1]})
+        self._running.add(reply["pid"])
         return Started(reply["pid"], *logs)
 
     def wait(self, started: Started) -> tuple[int, str, str]:
         """The child's exit status, stdout and stderr; killed after hang_guard_s (TimeoutError)."""
-        reply = self._ask({"wait": started.pid}, kill_on_timeout=started.pid)
+        try:
+            reply = self._ask({"wait": started.pid})
+        except TimeoutError:
+            os.kill(started.pid, signal.SIGKILL)
+            self._proc.stdout.readline()   # the reply to this wait, once the kill is reaped
+            raise
+        finally:
+            self._running.discard(started.pid)
         return (reply["exit_code"], *(_read(path) for path in (started.stdout, started.stderr)))
 
     def kill(self, started: list[Started]) -> None:
-        """SIGKILL to those still running (a worker whose peer failed would wait for it forever);
-        the server reaps them when it exits."""
+        """SIGKILL to those not yet waited for (a worker whose peer failed would wait for it
+        forever); the server reaps them when it exits. A reaped child's pid may belong to another
+        process by now: it is left alone."""
         for child in started:
-            try:
+            if child.pid in self._running:
+                self._running.discard(child.pid)
                 os.kill(child.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def run(self, entry: str, argv: list[str], env: dict | None = None) -> tuple[int, str]:
         code, out, err = self.wait(self.start(entry, argv, env))
@@ -100,18 +109,21 @@ class ForkServer:
         """`python -c CODE ARGS`: CODE runs as __main__ with sys.argv ["-c", *ARGS]."""
         return self.run("tests.support.fork_server:exec_code", ["-c", code, *args])
 
-    def _ask(self, request: dict, kill_on_timeout: int | None = None) -> dict:
+    def _ask(self, request: dict) -> dict:
+        """The server's reply; TimeoutError after hang_guard_s (a `start` that gets no reply
+        means the server itself hangs: it is killed; a `wait` is the caller's to end)."""
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
+        shown = {key: value for key, value in request.items() if key != "env"}
         with selectors.DefaultSelector() as sel:
             sel.register(self._proc.stdout, selectors.EVENT_READ)
             if not sel.select(timeout=self._hang_guard_s):
-                os.kill(kill_on_timeout, signal.SIGKILL) if kill_on_timeout else self._proc.kill()
-                shown = {key: value for key, value in request.items() if key != "env"}
+                if "wait" not in request:
+                    self._proc.kill()
                 raise TimeoutError(f"fork server: no reply in {self._hang_guard_s} s to {shown}")
         line = self._proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"fork server exited ({self._proc.wait()}) during {request}")
+            raise RuntimeError(f"fork server exited ({self._proc.wait()}) during {shown}")
         return json.loads(line)
 
 

@@ -30,8 +30,9 @@ def mixture_run(tmp_path_factory, session_capsys):
     root = tmp_path_factory.mktemp("mixture-run")
     corpus = make_sources(str(root / "corpus"))
     data = cleaning_data(corpus, plant(corpus, str(root)))
+    # One block: what is checked here is the data stage's mixture and its lineage to the push.
     config = config_lib.build_config("tiny", overrides=[
-        "train.train_steps=30", "train.warmup_steps=5", "train.eval_batches=2",
+        "model.n_layer=1", "train.train_steps=30", "train.warmup_steps=5", "train.eval_batches=2",
         "eval.max_batches=2", "eval.variant_batches=1", "eval.max_loss=10.0",
         "export.quantize=[]", "eval.sets=[]"])
     config = dataclasses.replace(config, data=dataclasses.replace(data, seq_len=64))

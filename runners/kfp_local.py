@@ -180,6 +180,14 @@ def merged_outputs(ex_input: dict, output_file: str) -> dict[str, list[dict]]:
     return outputs
 
 
+def launch(command: list[str], cwd: str, log_file: str) -> int:
+    """A container's process: COMMAND in CWD with this environment, stdout and stderr to LOG_FILE;
+    its exit status."""
+    with open(log_file, "wb") as log:
+        return subprocess.run(command, cwd=cwd, env=dict(os.environ), stdout=log,
+                              stderr=subprocess.STDOUT, check=False).returncode
+
+
 def run_container_task(task_name: str, job: dict, produced: dict, root: str, workdir: str) -> TaskResult:
     container = _executor(job["pipelineSpec"], _component(job["pipelineSpec"], task_name))["container"]
     task_dir = os.path.join(workdir, task_name)
@@ -188,14 +196,11 @@ def run_container_task(task_name: str, job: dict, produced: dict, root: str, wor
     ex_input = executor_input(task_name, job, produced, root, output_file)
     log_file = os.path.join(task_dir, "task.log")
     start = time.monotonic()
-    with open(log_file, "wb") as log:
-        done = subprocess.run(container_command(container, ex_input, task_name), cwd=task_dir,
-                              env=dict(os.environ),
-                              stdout=log, stderr=subprocess.STDOUT, check=False)
-    if done.returncode != 0:
+    returncode = launch(container_command(container, ex_input, task_name), task_dir, log_file)
+    if returncode != 0:
         with open(log_file, encoding="utf-8", errors="replace") as fh:
             tail = "".join(fh.readlines()[-15:])
-        raise KfpTaskError(f"task {task_name} exited with status {done.returncode} "
+        raise KfpTaskError(f"task {task_name} exited with status {returncode} "
                            f"(log {log_file}):\n{tail}")
     return TaskResult(task_name, "container", time.monotonic() - start,
                       merged_outputs(ex_input, output_file), ex_input, log_file)

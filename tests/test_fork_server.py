@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.support.fork_server import ForkServer, Started
+from tests.support.fork_server import ROOT, ForkServer, Started
 
 ONE_GLOBAL = """
 import sys, json
@@ -48,6 +48,41 @@ def test_stdout_and_stderr_are_returned_and_stdin_is_empty(server):
     code, out = server.python("import sys; print('out'); print('err', file=sys.stderr); "
                               "print('stdin', repr(sys.stdin.read()))", [])
     assert code == 0 and "out" in out and "err" in out and "stdin ''" in out, out
+    assert server.python("print('still serving')", [])[1].strip() == "still serving"
+
+
+def test_a_command_runs_in_its_own_folder_and_the_next_in_the_servers(server, tmp_path):
+    """What a KFP task needs (its own working folder, kfp_outputs/ relative to it). Caught: the
+    folder ignored (the command runs in the repository root), or the server itself changing
+    folder (the next command, started without one, would run in the first one's)."""
+    code, out = server.run("tests.support.fork_server:exec_code",
+                           ["-c", "import os; print(os.getcwd())"], cwd=str(tmp_path))
+    assert (code, out.strip()) == (0, str(tmp_path)), out
+    assert server.python("import os; print(os.getcwd())", [])[1].strip() == ROOT
+
+
+def test_a_module_runs_as_main_with_its_arguments(server):
+    """`python -m json.tool FILE`: the module's `if __name__ == "__main__"` block runs, with
+    sys.argv[1:] its arguments (caught: the module merely imported, or its name left in argv).
+    json.tool closes stdout when done: caught, a fork that flushed its closed stdout raised out of
+    the command and exited 1 (seen before the fix)."""
+    started = server.start_module("json.tool", ["--compact", os.path.join(ROOT, "tests", "suite_budget.json")])
+    code, out, err = server.wait(started)
+    assert code == 0 and out.startswith('{"_about":') and "\n" not in out.strip(), (out[:200], err)
+
+
+AT_EXIT = "import atexit; atexit.register(lambda: print('at exit'))"
+
+
+@pytest.mark.parametrize("interpreter_exit", [True, False])
+def test_a_command_ends_as_an_interpreter_only_when_asked(server, interpreter_exit):
+    """interpreter_exit (a KFP task's container process): atexit handlers and the C library's exit
+    run, where a process can still fail after its work (caught, with the fork's os._exit always:
+    no "at exit"); otherwise the fork ends as Airflow's forks do, without them."""
+    started = server.start("tests.support.fork_server:exec_code", ["-c", AT_EXIT],
+                           interpreter_exit=interpreter_exit)
+    code, out, err = server.wait(started)
+    assert (code, out, err) == (0, "at exit\n" if interpreter_exit else "", ""), (out, err)
     assert server.python("print('still serving')", [])[1].strip() == "still serving"
 
 

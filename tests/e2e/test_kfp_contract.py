@@ -6,6 +6,13 @@ tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor), with the Exec
 the way the KFP v2 driver and launcher build it. No MLMD: the stages share only the bucket and the
 artifacts one task's ExecutorOutput hands the next.
 
+Each task's process is a fork of one server that imported what every task's command imports
+before its executor (TASK_IMPORTS: the entrypoint, TFX's container entrypoint, TensorFlow with
+them; tests/support/fork_server.py), not a fresh interpreter: a fork still starts with nothing in
+memory from another task, its own folder and environment, and the spec's own `python -m`
+command and arguments; only the ~10 CPU-s of those imports per task are shared. Each executor's
+own modules (the Trainer's, TFDV for StatisticsGen) are imported in its fork, as in its container.
+
 Not run as on a cluster, and why: the two latest_blessed_model_resolver tasks are KFP *driver*
 tasks with no container (they query MLMD); they are emulated as a first run on a fresh store
 (no blessed model: the Evaluator gets an empty baseline). The open-source KFP backend refuses
@@ -19,6 +26,7 @@ artifact URI, a push that is not a loadable version in the bucket."""
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -26,6 +34,7 @@ import pytest
 from components.common import fs
 from runners import cli, kfp_local
 from tests.e2e.test_object_store_run import _tiny_corpus, s3_args
+from tests.support.fork_server import ForkServer
 from tests.support.objectstore import use_objectstore
 from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
@@ -33,6 +42,28 @@ pytestmark = pytest.mark.slow
 
 CONTAINER_TASKS = ["CuratedSchemaGen", "TextExampleGen", "StatisticsGen", "ExampleValidator",
                    "AnomaliesGate", "Trainer", "LanguageModelEvaluator", "Pusher"]
+
+
+# What runners.kfp_entrypoint imports in every task before it hands over to TFX's entrypoint
+# (its module and main()); nothing here starts TensorFlow's runtime.
+TASK_IMPORTS = ["runners.kfp_entrypoint", "absl.app", "runners.beam_staging",
+                "runners.openlineage_emit", "runners.kfp_local",
+                "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
+# A guard against a hung task, not a speed check (a task needs ~5-40 CPU-s).
+TASK_TIMEOUT_S = 1800
+
+
+def launch_in_fork(server: ForkServer):
+    """kfp_local.launch for the forks of `server`: the container's command must be the spec's
+    `python -m MODULE ARGS`; the task's stdout and then its stderr go to its log."""
+    def launch(command: list[str], cwd: str, log_file: str) -> int:
+        assert command[:2] == [sys.executable, "-m"], command[:3]
+        started = server.start_module(command[2], command[3:], env=dict(os.environ), cwd=cwd)
+        code, out, err = server.wait(started)
+        with open(log_file, "w", encoding="utf-8") as log:
+            log.write(out + err)
+        return code
+    return launch
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +82,9 @@ def kfp_run(tmp_path_factory):
         assert cli.main(["compile", "kubeflow", "--out", str(out), *s3_args(prefix),
                          "--set", "export.quantize=[]"]) == 0
         job = kfp_local.load_pipeline_job(str(out))
-        results = kfp_local.run_pipeline_job(job, str(work / "tasks"), run_id="contract")
+        with ForkServer(dict(os.environ), TASK_IMPORTS, hang_guard_s=TASK_TIMEOUT_S) as server:
+            monkeypatch.setattr(kfp_local, "launch", launch_in_fork(server))
+            results = kfp_local.run_pipeline_job(job, str(work / "tasks"), run_id="contract")
         receiver.close()
         yield (prefix, job, {r.name: r for r in results}, [r.name for r in results],
                [body for _, body in receiver.events])

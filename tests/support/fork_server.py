@@ -67,12 +67,17 @@ class ForkServer:
             self._proc.wait(timeout=self._hang_guard_s)
         shutil.rmtree(self._logs, ignore_errors=True)   # our own temporary folder
 
-    def start(self, entry: str, argv: list[str], env: dict | None = None) -> Started:
+    def start(self, entry: str, argv: list[str], env: dict | None = None,
+              cwd: str | None = None, interpreter_exit: bool = False) -> Started:
         """Forks a child that calls ENTRY ("module:function") with sys.argv = ARGV, as a console
-        script does, in ENV (default: the server's); returns at once."""
+        script does, in ENV (default: the server's) and the folder CWD (default: the server's,
+        the repository root); returns at once. interpreter_exit: the child ends as an
+        interpreter does (see _child), not as an Airflow fork."""
         self._calls += 1
         logs = [os.path.join(self._logs, f"{self._calls}.{name}") for name in ("out", "err")]
-        reply = self._ask({"entry": entry, "argv": argv, "env": env, "stdout": logs[0], "stderr": logs[1]})
+        reply = self._ask({"entry": entry, "argv": argv, "env": env, "cwd": cwd,
+                           "interpreter_exit": interpreter_exit,
+                           "stdout": logs[0], "stderr": logs[1]})
         self._running.add(reply["pid"])
         return Started(reply["pid"], *logs)
 
@@ -97,9 +102,17 @@ class ForkServer:
                 self._running.discard(child.pid)
                 os.kill(child.pid, signal.SIGKILL)
 
-    def run(self, entry: str, argv: list[str], env: dict | None = None) -> tuple[int, str]:
-        code, out, err = self.wait(self.start(entry, argv, env))
+    def run(self, entry: str, argv: list[str], env: dict | None = None,
+            cwd: str | None = None) -> tuple[int, str]:
+        code, out, err = self.wait(self.start(entry, argv, env, cwd))
         return code, out + err
+
+    def start_module(self, module: str, args: list[str], env: dict | None = None,
+                     cwd: str | None = None) -> Started:
+        """`python -m MODULE ARGS`, started as `start` starts a command; it ends as that
+        interpreter would (interpreter_exit)."""
+        return self.start("tests.support.fork_server:run_module", ["-m", module, *args], env, cwd,
+                          interpreter_exit=True)
 
     def airflow(self, args: list[str]) -> tuple[int, str]:
         """`airflow ARGS` through Airflow's own entry point: exit status, stdout + stderr."""
@@ -138,6 +151,14 @@ def exec_code() -> None:
     exec(compile(code, "<-c>", "exec"), {"__name__": "__main__"})
 
 
+def run_module() -> None:
+    """`python -m`: sys.argv is ["-m", MODULE, *ARGS]; MODULE runs as __main__ with sys.argv
+    [its file, *ARGS] (runpy, as the interpreter's -m does)."""
+    import runpy
+    module = sys.argv.pop(1)
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
 def _run_in_child(request: dict) -> int:
     """In the fork: its environment, stdin empty, stdout and stderr to its logs, and Airflow's
     fork preparation (airflow/task/task_runner/standard_task_runner.py: default signals, no
@@ -145,6 +166,8 @@ def _run_in_child(request: dict) -> int:
     if request["env"] is not None:
         os.environ.clear()
         os.environ.update(request["env"])
+    if request.get("cwd"):
+        os.chdir(request["cwd"])
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)   # stdin is the server's request pipe
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
         os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
@@ -167,6 +190,24 @@ def _run_in_child(request: dict) -> int:
         return 1
 
 
+def _child(request: dict) -> None:
+    """The fork's whole life. It ends as Airflow's forks end (os._exit: no atexit handlers, no
+    C++ static destructors), or with request["interpreter_exit"] as an interpreter ends (Python's
+    finalization, then the C library's exit): a command whose process can fail at exit after its
+    work (tensorflow-io's S3 client aborts there: components/common/fs.py exit_process) is seen
+    failing only then."""
+    code = 1
+    try:
+        code = _run_in_child(request)
+    finally:   # a command may close its streams (json.tool closes stdout)
+        for stream in (sys.stdout, sys.stderr):
+            if not stream.closed:
+                stream.flush()
+        if not request.get("interpreter_exit"):
+            os._exit(code)
+    sys.exit(code)   # out of serve(): the server's loop is the parent's
+
+
 def serve(preload: list[str]) -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)   # what imports print must not mix with the replies
@@ -182,13 +223,7 @@ def serve(preload: list[str]) -> None:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                code = 1
-                try:
-                    code = _run_in_child(request)
-                finally:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    os._exit(code)
+                _child(request)
             reply = {"pid": pid}
         replies.write(json.dumps(reply) + "\n")
         replies.flush()

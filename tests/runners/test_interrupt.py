@@ -32,8 +32,16 @@ def test_interrupt_traceback_only_with_verbose(config_interrupted, capsys):
     assert err.endswith("bigtrain: interrupted\n")
 
 
+# SIGINT's handler is set here, in the child, as Python sets it at start-up when SIGINT is not
+# ignored: a test run started in the background of a non-interactive shell (`make test &`)
+# ignores SIGINT, and an ignored SIGINT is inherited through exec (Python then installs no
+# handler: seen, the child slept on). Not with Popen's preexec_fn: that forks the xdist worker
+# and runs Python code there before the exec, and gRPC's fork handlers in that copy (the worker
+# had imported it) wrote "Epoll1Poller ... epoll_wait error: Bad file descriptor" onto the
+# child's stderr (CI, 2026-11-28 21:24).
 REAL_SIGINT = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from runners import cli
 
 def wait_for_ctrl_c(args):
@@ -57,13 +65,9 @@ def test_a_real_sigint_to_the_bigtrain_process_exits_130():
     import subprocess
     import sys
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    # SIGINT at its default in the child, as from a terminal: a test run started in the
-    # background of a non-interactive shell (`make test &`) ignores SIGINT, and an ignored SIGINT
-    # is inherited through exec (Python then installs no handler: seen, the child slept on).
     child = subprocess.Popen([sys.executable, "-c", REAL_SIGINT], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=repo,
-                             env=dict(os.environ, PYTHONPATH=repo),
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                             env=dict(os.environ, PYTHONPATH=repo))
     try:
         assert child.stdout.readline().strip() == "working"
         child.send_signal(signal.SIGINT)

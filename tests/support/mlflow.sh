@@ -26,8 +26,13 @@ unavailable() {  # outside CI the MLflow server tests skip with this reason; in 
   echo "$1" > "$DIR/unavailable"; rm -f "$DIR/env.sh"; exit 0
 }
 
-# The server runs as a process group (gunicorn and its workers): stop them all, by its pid.
-stop() { [ -f "$PIDFILE" ] && kill -- "-$(cat "$PIDFILE")" 2>/dev/null || true; rm -f "$PIDFILE"; }
+# The server runs as a process group (gunicorn and its workers): stop them all, by its pid. Its
+# job runner's huey consumers start sessions of their own (seen 2026-11-28: 3 left running,
+# ~240 MB each, after a stop): they are found by this venv's interpreter in their command line.
+stop() {
+  [ -f "$PIDFILE" ] && kill -- "-$(cat "$PIDFILE")" 2>/dev/null || true; rm -f "$PIDFILE"
+  pkill -f "^$VENV/bin/python -m huey.bin.huey_consumer " 2>/dev/null || true
+}
 # A stopped service leaves no env file: its tests then skip naming it, not fail to connect.
 if [ "${1:-start}" = stop ]; then stop; rm -f "$DIR/env.sh"; exit 0; fi
 rm -f "$DIR/unavailable"

@@ -1,4 +1,5 @@
-"""tests/support/fork_server.py, the server whose forks run the Airflow test's tasks: each command
+"""tests/support/fork_server.py, the server whose forks run the Airflow test's tasks, the KFP
+contract's container tasks and the multi-worker tests' workers: each command
 in its own process (nothing in memory from an earlier command), its exit status and its whole
 output returned, its stdin not the server's request pipe. A small preload (json), no TensorFlow."""
 

@@ -98,10 +98,11 @@ def base_args(corpus_root):
 
 
 # 2 blocks: a stack (block-to-block hand-off, per-block names in the export and the HF layout) at
-# half the tiny preset's depth; the runs that need the preset's 4 (a training window that outlasts
-# the test's own steps, a checkpoint size a small disk is sized for) set PRESET_DEPTH after it.
+# half the tiny preset's depth. MEASURED_DEPTH: the 4 blocks at which some runs' windows and sizes
+# were measured (a training window that outlasts the test's own steps, a checkpoint size a small
+# disk is sized for); those runs set it after base_args. Fixed at 4, whatever the preset becomes.
 CHAIN_DEPTH = ["--set", "model.n_layer=2"]
-PRESET_DEPTH = ["--set", "model.n_layer=4"]
+MEASURED_DEPTH = ["--set", "model.n_layer=4"]
 
 # The default held-out set at 16 KiB and 16 code-task items: every figure and reader of them is
 # exercised at an eighth of the default's Evaluator time (the chain evaluates 5 models).

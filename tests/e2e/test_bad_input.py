@@ -20,7 +20,7 @@ import pytest
 
 from runners import cli
 from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
-from tests.e2e.conftest import PRESET_DEPTH, base_args, lineage_json, run_cli
+from tests.e2e.conftest import MEASURED_DEPTH, base_args, lineage_json, run_cli
 
 pytestmark = pytest.mark.slow
 LOOSE_EVAL = ["--set", "eval.max_loss=100", "--set", "eval.max_loss_regression=100"]
@@ -92,11 +92,11 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
     # CI-sized; the float model only, evaluated on 2 batches: B's int8 and TFLite exports and
     # their evaluation proved nothing here (the variants are the chain's data_run's to test:
     # tests/e2e/test_pipeline.py), and no assertion here reads an evaluation figure
-    # PRESET_DEPTH: A's 40 steps after its first checkpoint must outlast the refused run and the
+    # MEASURED_DEPTH: A's 40 steps after its first checkpoint must outlast the refused run and the
     # lineage read below (as measured before the chain went to 2 blocks)
     short = ["--set", "train.train_steps=60", "--set", "train.checkpoint_every=20",
              "--set", "export.quantize=[]", "--set", "eval.max_batches=2",
-             "--set", "eval.sets=[]", *PRESET_DEPTH]   # held-out set and code tasks: the chain's
+             "--set", "eval.sets=[]", *MEASURED_DEPTH]   # held-out set and code tasks: the chain's
     argv = [bigtrain, "run", "--home", home_copy, *base_args(corpus[0]), *LOOSE_EVAL, *short]
     before_served = served(home_copy)
     copied = checkpoint_dirs(home_copy)
@@ -218,7 +218,7 @@ def test_disk_full_while_writing_checkpoints(home_copy, corpus, capsys):
     # ckpt-20 (~3.1 MB) and its input state (~2-3 MB: 4 shuffle buffers) fit, ckpt-40 does not
     with small_disk(ckpt_root, "7m"):
         run = run_cli(capsys, home_copy, *base_args(corpus[0]), "--set", "train.checkpoint_every=20",
-                      *PRESET_DEPTH)   # the sizes above are the 4-block model's
+                      *MEASURED_DEPTH)   # the sizes above are the 4-block model's
         assert run.exit_code == EXIT_DISK_FULL, (run.stdout[-2000:], run.stderr)
         assert "no space left on device" in run.stderr and "partial checkpoint" in run.stderr
         directory = checkpoint_dir(home_copy)

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from components.common.errors import EXIT_PREEMPTED
-from tests.e2e.conftest import PRESET_DEPTH, base_args, lineage_json, run_cli
+from tests.e2e.conftest import MEASURED_DEPTH, base_args, lineage_json, run_cli
 
 pytestmark = pytest.mark.slow
 LOOSE_EVAL = ["--set", "eval.max_loss=100", "--set", "eval.max_loss_regression=100"]
@@ -31,7 +31,7 @@ SMALL_TAIL = ["--set", "export.quantize=[]", "--set", "eval.max_batches=2",
 # trains those. 400 steps (its 360 took ~60 s there, 2026-11-27) proved nothing more.
 TRAIN_STEPS = 120
 TRAINING = ["--set", f"train.train_steps={TRAIN_STEPS}", "--set", "train.checkpoint_every=20",
-            "--set", "train.log_every=20", *PRESET_DEPTH]   # the step times above are 4 blocks
+            "--set", "train.log_every=20", *MEASURED_DEPTH]   # the step times above are 4 blocks
 
 
 # Signal -> the stopped step's checkpoint on disk: the rest of a step, a read of up to 19 steps of

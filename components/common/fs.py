@@ -315,14 +315,17 @@ def check_bucket(uri: str) -> None:
 
 def _s3_client():
     """boto3 (Beam's S3 client too): AWS_ENDPOINT_URL names a non-AWS endpoint. Bounded: 5 s to
-    connect, 60 s per read, 3 attempts."""
+    connect, 60 s per read; attempts and retry mode from AWS_MAX_ATTEMPTS and AWS_RETRY_MODE,
+    the same settings tensorflow-io reads (S3_CLIENT_DEFAULTS: 3 attempts in all)."""
     bound_s3_retries()
     import boto3
     import botocore.config
     # A new session each time: boto3.client() reuses one default session, whose credentials are
-    # resolved once per process (a later change of the environment would go unseen).
+    # resolved once per process (a later change of the environment would go unseen). No retries
+    # in the Config: it would override AWS_MAX_ATTEMPTS (and its max_attempts counts retries,
+    # not attempts: {"max_attempts": 3} made 4).
     return boto3.session.Session().client("s3", config=botocore.config.Config(
-        connect_timeout=5, read_timeout=60, retries={"max_attempts": 3}))
+        connect_timeout=5, read_timeout=60))
 
 
 def _s3_put(path: str, bucket: str, key: str, data: bytes, **conditions) -> None:

@@ -22,8 +22,9 @@ from runners import cli, local
 from runners.home import check_home
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# Seconds one fs call may take against a stopped endpoint: about 2 to 5 s with the bounded
-# retries, 51 s with the SDK's default ones (generous for a loaded 2-core machine).
+# Seconds one fs call may take against a stopped endpoint, imports done before (the probe): about
+# 2 to 5 s with the bounded retries, 51 s with the SDK's default ones. A bound far above the
+# need: the calls' retries are in tensorflow-io's C++ client, where Python cannot count them.
 CALL_BOUND_S = 30
 
 
@@ -49,6 +50,7 @@ def stopped_store_env(endpoint: str) -> dict[str, str]:
 PROBE = textwrap.dedent("""
     import json, sys, time
     from components.common import fs
+    fs._load_s3()  # tensorflow and tensorflow-io imported before any call is timed
     calls = {
         "exists": lambda: fs.exists("s3://bucket/root/a.json"),
         "isdir": lambda: fs.isdir("s3://bucket/root"),

@@ -29,6 +29,21 @@ def use_objectstore(monkeypatch) -> str:
     return f"s3://{env['BIGTRAIN_S3_BUCKET']}/tests/{uuid.uuid4().hex[:12]}"
 
 
+def record_s3_attempts(monkeypatch) -> list[str]:
+    """A list that gets "METHOD url" of every HTTP attempt boto3 makes in this process
+    from now on, retries included (botocore's Endpoint._send runs once per attempt): the count
+    shows a bounded check, where a wall-time limit would also count a cold TensorFlow import."""
+    import botocore.endpoint
+    attempts: list[str] = []
+    send = botocore.endpoint.Endpoint._send
+
+    def counted_send(endpoint, request):
+        attempts.append(f"{request.method} {request.url}")
+        return send(endpoint, request)
+    monkeypatch.setattr(botocore.endpoint.Endpoint, "_send", counted_send)
+    return attempts
+
+
 @contextlib.contextmanager
 def moto_server(log_path: str, **environment: str):
     """A second moto server of the objectstore venv on a free loopback port (the shared one keeps

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.support.fork_server import ROOT, ForkServer, Started
+from tests.support.fork_server import ROOT, ForkServer, Forked, Started
 
 ONE_GLOBAL = """
 import sys, json
@@ -138,3 +138,40 @@ def test_kill_leaves_a_reaped_childs_pid_alone(server):
     server.kill([Started(other.pid, done.stdout, done.stderr)])   # as if the pid were reused
     other.terminate()
     assert other.wait() == -signal.SIGTERM
+
+
+SIGNALLED = """
+import os, sys, time
+print("group", os.getpgid(0) == os.getpid(), "session", os.getsid(0) == os.getpid(), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+try:   # the flag inside: a SIGINT as soon as it exists lands here
+    open(sys.argv[1], "w").close()
+    time.sleep(600)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    raise SystemExit(130)
+"""
+
+
+@pytest.mark.parametrize("new_session", [True, False])
+def test_a_popen_like_fork_is_polled_signalled_and_leads_its_own_group(server, tmp_path,
+                                                                       new_session):
+    """What the e2e tests of signalled `bigtrain` runs use (Forked): poll while it runs and after,
+    SIGINT seen as KeyboardInterrupt (a fresh interpreter's handler), stdout and stderr in one
+    file, and with new_session a process group of its own for killpg. Caught: SIGINT left at the
+    default action (exit -2, nothing printed), a poll that blocks or reaps without keeping the
+    status for the wait (ChildProcessError), no setsid (group False)."""
+    flag, output = tmp_path / "started", str(tmp_path / "out")
+    proc = Forked(server, server.start("tests.support.fork_server:exec_code",
+                                       ["-c", SIGNALLED, str(flag)], interpreter_exit=True,
+                                       output=output, new_session=new_session))
+    while not flag.exists():
+        assert proc.poll() is None, open(output).read()
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130 and proc.poll() == 130, open(output).read()
+    assert open(output).read().splitlines() == [
+        f"group {new_session} session {new_session}", "to stderr", "KeyboardInterrupt"]
+    proc.kill()   # an ended fork: nothing to signal, no error
+    with pytest.raises(subprocess.TimeoutExpired):
+        Forked(server, server.start("tests.support.fork_server:exec_code",
+                                    ["-c", "import time; time.sleep(600)"])).wait(timeout=0.2)

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -68,18 +69,29 @@ class ForkServer:
         shutil.rmtree(self._logs, ignore_errors=True)   # our own temporary folder
 
     def start(self, entry: str, argv: list[str], env: dict | None = None,
-              cwd: str | None = None, interpreter_exit: bool = False) -> Started:
+              cwd: str | None = None, interpreter_exit: bool = False, output: str | None = None,
+              new_session: bool = False) -> Started:
         """Forks a child that calls ENTRY ("module:function") with sys.argv = ARGV, as a console
         script does, in ENV (default: the server's) and the folder CWD (default: the server's,
         the repository root); returns at once. interpreter_exit: the child ends as an
-        interpreter does (see _child), not as an Airflow fork."""
+        interpreter does (see _child), not as an Airflow fork. output: one file for stdout and
+        stderr together (default: two of the server's). new_session: the child leads a session
+        and process group of its own (Popen's start_new_session)."""
         self._calls += 1
-        logs = [os.path.join(self._logs, f"{self._calls}.{name}") for name in ("out", "err")]
+        logs = [output, output] if output else [
+            os.path.join(self._logs, f"{self._calls}.{name}") for name in ("out", "err")]
         reply = self._ask({"entry": entry, "argv": argv, "env": env, "cwd": cwd,
-                           "interpreter_exit": interpreter_exit,
+                           "interpreter_exit": interpreter_exit, "new_session": new_session,
                            "stdout": logs[0], "stderr": logs[1]})
         self._running.add(reply["pid"])
         return Started(reply["pid"], *logs)
+
+    def poll(self, started: Started) -> int | None:
+        """The child's exit status once it has ended (the server reaps it), else None."""
+        code = self._ask({"poll": started.pid})["exit_code"]
+        if code is not None:
+            self._running.discard(started.pid)
+        return code
 
     def wait(self, started: Started) -> tuple[int, str, str]:
         """The child's exit status, stdout and stderr; killed after hang_guard_s (TimeoutError)."""
@@ -108,11 +120,17 @@ class ForkServer:
         return code, out + err
 
     def start_module(self, module: str, args: list[str], env: dict | None = None,
-                     cwd: str | None = None) -> Started:
-        """`python -m MODULE ARGS`, started as `start` starts a command; it ends as that
-        interpreter would (interpreter_exit)."""
+                     cwd: str | None = None, **options) -> Started:
+        """`python -m MODULE ARGS`, started as `start` starts a command (options: its output,
+        new_session); it ends as that interpreter would (interpreter_exit)."""
         return self.start("tests.support.fork_server:run_module", ["-m", module, *args], env, cwd,
-                          interpreter_exit=True)
+                          interpreter_exit=True, **options)
+
+    def popen_module(self, module: str, args: list[str], env: dict | None = None,
+                     **options) -> "Forked":
+        """`python -m MODULE ARGS` as start_module starts it, as a Popen-like handle (Forked), for
+        tests that signal a process and watch it end."""
+        return Forked(self, self.start_module(module, args, env, **options))
 
     def airflow(self, args: list[str]) -> tuple[int, str]:
         """`airflow ARGS` through Airflow's own entry point: exit status, stdout + stderr."""
@@ -140,6 +158,35 @@ class ForkServer:
         return json.loads(line)
 
 
+class Forked:
+    """What a test of a signalled process uses of subprocess.Popen (pid, poll, wait with a
+    timeout, kill, returncode), for a fork of the server."""
+
+    def __init__(self, server: ForkServer, started: Started):
+        self._server, self._started = server, started
+        self.pid, self.returncode = started.pid, None
+        self.stdout, self.stderr = started.stdout, started.stderr   # the files
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._server.poll(self._started)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Polls (the server stays free for other requests); subprocess.TimeoutExpired after
+        timeout seconds, as Popen.wait."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"fork {self.pid}", timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            self._server.kill([self._started])
+
+
 def _read(path: str) -> str:
     with open(path, encoding="utf-8", errors="replace") as fh:
         return fh.read()
@@ -163,15 +210,23 @@ def _run_in_child(request: dict) -> int:
     """In the fork: its environment, stdin empty, stdout and stderr to its logs, and Airflow's
     fork preparation (airflow/task/task_runner/standard_task_runner.py: default signals, no
     shared DB handles); then the entry point, whose exit status is the child's."""
+    if request.get("new_session"):
+        os.setsid()
     if request["env"] is not None:
         os.environ.clear()
         os.environ.update(request["env"])
     if request.get("cwd"):
         os.chdir(request["cwd"])
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)   # stdin is the server's request pipe
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.dup2(os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
+    if request["stderr"] == request["stdout"]:
+        os.dup2(1, 2)   # one file, as Popen's stderr=STDOUT
+    else:
+        os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+    # An interpreter starts with Python's SIGINT handler (KeyboardInterrupt); Airflow's forks
+    # with the default action.
+    signal.signal(signal.SIGINT, signal.default_int_handler if request.get("interpreter_exit")
+                  else signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if "airflow.settings" in sys.modules:
         from airflow import settings
@@ -213,11 +268,20 @@ def serve(preload: list[str]) -> None:
     os.dup2(2, 1)   # what imports print must not mix with the replies
     for name in preload:
         importlib.import_module(name)
+    ended = {}   # pid: exit status of a child a poll reaped, for its wait
     for line in sys.stdin:
         request = json.loads(line)
         if "wait" in request:
-            _, status = os.waitpid(request["wait"], 0)
-            reply = {"exit_code": os.waitstatus_to_exitcode(status)}
+            pid = request["wait"]
+            reply = {"exit_code": ended.pop(pid) if pid in ended
+                     else os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}
+        elif "poll" in request:
+            pid = request["poll"]
+            if pid not in ended:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    ended[pid] = os.waitstatus_to_exitcode(status)
+            reply = {"exit_code": ended.get(pid)}
         else:
             sys.stdout.flush()   # nothing buffered here may be written again by the fork
             sys.stderr.flush()

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import portpicker
@@ -26,6 +27,7 @@ import pytest
 from components.common.errors import EXIT_PREEMPTED, TrainingPreempted
 from components.training import loop
 from runners import cli
+from tests.support.fork_server import Forked
 from tests.training.conftest import WORKER_TIMEOUT_S, tiny_config
 from tests.training.test_equivalence import max_difference
 from tests.training.test_multi_worker import _weights, config_args
@@ -79,32 +81,37 @@ def worker_args(tmp_path, examples, index: int, *overrides) -> list[str]:
             "--weights-out", str(tmp_path / f"w{index}.npz"), *config_args(*OVERRIDES, *overrides)]
 
 
-def start_worker(tmp_path, examples, index: int, hold_step: int, env=None, *overrides):
-    """A train-worker process (held after hold_step when > 0: tests/training/preempt_child.py).
-    Its stdout (the HOLD line and the JSON summary: print only) is a pipe of its own; its stderr
-    (logging, bigtrain's messages, TensorFlow's C++ log) goes to a file, so no log line can land
-    after or inside the summary (the flake of 2026-11-27: `JSONDecodeError: Extra data`)."""
+def start_worker(server, tmp_path, examples, index: int, hold_step: int, env=None,
+                 *overrides) -> Forked:
+    """A train-worker process, a fork of the module's worker_server (held after hold_step when
+    > 0: tests/training/preempt_child.py). Its stdout (the HOLD line and the JSON summary: print
+    only) and its stderr (logging, bigtrain's messages, TensorFlow's C++ log) are files of their
+    own, so no log line can land after or inside the summary (the flake of 2026-11-27:
+    `JSONDecodeError: Extra data`)."""
     args = worker_args(tmp_path, examples, index, *overrides)
-    log_path = tmp_path / f"w{index}.hold{hold_step}.stderr"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.training.preempt_child", str(hold_step),
-             str(tmp_path / "go"), *args],
-            env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=subprocess.PIPE,
-            stderr=log, text=True)
-    proc.log_path = log_path
-    return proc
+    return server.popen_module("tests.training.preempt_child",
+                               [str(hold_step), str(tmp_path / "go"), *args],
+                               env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
-def wait_for_hold(proc) -> list[str]:
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("HOLD "):
-            return lines
-    proc.wait()
-    raise AssertionError("the worker ended before its hold:\n" + "".join(lines[-40:])
-                         + proc.log_path.read_text()[-4000:])
+def wait_for_hold(proc: Forked) -> None:
+    """Until the worker has printed its HOLD line; fails if it ends first (a guard, no clock
+    but the hung-worker one)."""
+    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    while not any(line.startswith("HOLD ") for line in _read(proc.stdout).splitlines()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the worker ended ({proc.returncode}) before its hold:\n"
+                                 + _read(proc.stdout)[-3000:] + _read(proc.stderr)[-4000:])
+        time.sleep(0.05)
+
+
+def _read(path: str) -> str:
+    """The file's text; "" before the fork has opened it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
 
 
 def summary_line(out: str) -> dict:
@@ -131,35 +138,33 @@ def test_the_summary_is_read_from_stdout_alone(tmp_path):
     merged, _ = proc.communicate()
     with pytest.raises(json.JSONDecodeError):
         json.loads(merged.splitlines()[-1])        # the old read of the merged output
-    with open(tmp_path / "log", "w") as log:
+    with open(tmp_path / "log", "w") as log:      # the files start_worker's forks write
         proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                                 stderr=log, text=True)
-    proc.log_path = tmp_path / "log"
-    code, out, err = finish(proc)
-    assert code == 0 and "CoordinationServiceError" in err
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "CoordinationServiceError" in _read(tmp_path / "log")
     assert summary_line(out) == {"resumed_from_step": 3, "steps": 8}
 
 
-def finish(proc, timeout=WORKER_TIMEOUT_S) -> tuple[int, str, str]:
-    """The process's exit status, stdout and stderr (the file start_worker opened); timeout: a
-    guard against a hung collective only (tests/training/conftest.py WORKER_TIMEOUT_S), not a speed
-    check."""
+def finish(proc: Forked, timeout=WORKER_TIMEOUT_S) -> tuple[int, str, str]:
+    """The process's exit status, stdout and stderr; timeout: a guard against a hung collective
+    only (tests/training/conftest.py WORKER_TIMEOUT_S), not a speed check."""
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
-    return proc.returncode, out, proc.log_path.read_text()
+    return code, _read(proc.stdout), _read(proc.stderr)
 
 
-@pytest.mark.slow   # a process importing TensorFlow
+@pytest.mark.slow   # a train-worker process (a fork of the module's server)
 def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, shards, tmp_path,
-                                                                capsys):
+                                                                capsys, worker_server):
     """The signalled worker is a process of its own; the resume is the same `train-worker`
     command run in this process (cli.main: its exit status and summary line), from the
     checkpoint and input state that process wrote."""
     examples = examples_folder(shards, tmp_path)
-    proc = start_worker(tmp_path, examples, 0, 2)
+    proc = start_worker(worker_server, tmp_path, examples, 0, 2)
     wait_for_hold(proc)
     os.kill(proc.pid, signal.SIGTERM)
     code, out, err = finish(proc)
@@ -177,9 +182,9 @@ def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, s
         np.testing.assert_allclose(value, reference, rtol=0, atol=1e-6)
 
 
-@pytest.mark.slow   # four processes importing TensorFlow, a two-worker job twice
+@pytest.mark.slow   # four train-worker processes, a two-worker job twice
 def test_sigterm_to_one_of_two_workers_stops_both_and_they_resume_exactly(uninterrupted, shards,
-                                                                          tmp_path):
+                                                                          tmp_path, worker_server):
     """Only worker 1 is signalled (its VM preempted): both stop after the same step, each writes
     its checkpoint and input state, both exit 75; run again, both resume there and end with the
     single-process uninterrupted weights (1e-5, the two-worker tolerance of test_multi_worker)."""
@@ -188,7 +193,7 @@ def test_sigterm_to_one_of_two_workers_stops_both_and_they_resume_exactly(uninte
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
 
     def job(hold_step):
-        return [start_worker(tmp_path, examples, i, hold_step, dict(os.environ, TF_CONFIG=json.dumps(
+        return [start_worker(worker_server, tmp_path, examples, i, hold_step, dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": cluster, "task": {"type": "worker", "index": i}})),
             "runtime.strategy=multi_worker_mirrored") for i in range(2)]
 

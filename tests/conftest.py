@@ -24,6 +24,17 @@ def pytest_configure(config):
     assert ensure_cpu_replicas(LOGICAL_CPUS) == LOGICAL_CPUS
 
 
+@pytest.fixture(scope="session")
+def bigtrain_server():
+    """`bigtrain` processes that a test signals, kills or watches, as forks of one server per
+    xdist worker that imported BIGTRAIN_IMPORTS (tests/support/fork_server.py): each is a process
+    of its own, with its own environment, signals and exit, without the ~10 CPU-s of imports a
+    fresh interpreter spends. `bigtrain_server.bigtrain(args, env, output=...)`."""
+    from tests.support.fork_server import BIGTRAIN_IMPORTS, ForkServer
+    with ForkServer(dict(os.environ), BIGTRAIN_IMPORTS) as server:
+        yield server
+
+
 # Under pytest-xdist (`make test`, `make test-fast`: -n auto --dist loadgroup) the tests that share
 # one of these expensive session fixtures run on one worker together, so the fixture is built
 # once per session and not once per worker. A module with module-scoped fixtures runs on one

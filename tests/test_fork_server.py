@@ -175,3 +175,21 @@ def test_a_popen_like_fork_is_polled_signalled_and_leads_its_own_group(server, t
     with pytest.raises(subprocess.TimeoutExpired):
         Forked(server, server.start("tests.support.fork_server:exec_code",
                                     ["-c", "import time; time.sleep(600)"])).wait(timeout=0.2)
+
+
+def test_a_command_gets_the_temp_folder_of_its_own_environment(tmp_path):
+    """A fork inherits the server's cached tempfile.tempdir; a command started with TMPDIR set
+    must write there (the interrupt test checks what Beam leaves in it). Caught: the cache kept
+    (the command prints the server's temp folder)."""
+    server_tmp = tmp_path / "server"
+    server_tmp.mkdir()
+    (tmp_path / "caches_tempdir.py").write_text("import tempfile\ntempfile.gettempdir()\n")
+    env = dict(os.environ, TMPDIR=str(server_tmp),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    with ForkServer(env, ["caches_tempdir"], hang_guard_s=120) as s:   # as TF's imports may
+        assert s.python("import tempfile; print(tempfile.tempdir)", [])[1].strip() == str(server_tmp)
+        started = s.start("tests.support.fork_server:exec_code",
+                          ["-c", "import tempfile; print(tempfile.gettempdir())"],
+                          env=dict(os.environ, TMPDIR=str(tmp_path)))
+        code, out, _ = s.wait(started)
+    assert (code, out.strip()) == (0, str(tmp_path))

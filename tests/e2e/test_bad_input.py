@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 
@@ -83,12 +82,12 @@ def served(home):
     return sorted(n for n in os.listdir(base) if n.isdigit()) if os.path.isdir(base) else []
 
 
-def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
+def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys, bigtrain_server):
     """A trains; a second run is refused (exit 4, names A) and lineage answers meanwhile; A is
     killed -9 after a checkpoint: lineage shows it abandoned. B takes the stale lock over (note),
     records A abandoned in MLMD, resumes training from A's checkpoint, and is killed -9 in the
-    middle of its push: no partial version is served. C pushes; A and B stay abandoned."""
-    bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
+    middle of its push: no partial version is served. C pushes; A and B stay abandoned. A and B
+    are processes of their own (forks of the session's bigtrain_server), C runs in this one."""
     # CI-sized; the float model only, evaluated on 2 batches: B's int8 and TFLite exports and
     # their evaluation proved nothing here (the variants are the chain's data_run's to test:
     # tests/e2e/test_pipeline.py), and no assertion here reads an evaluation figure
@@ -97,12 +96,11 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
     short = ["--set", "train.train_steps=60", "--set", "train.checkpoint_every=20",
              "--set", "export.quantize=[]", "--set", "eval.max_batches=2",
              "--set", "eval.sets=[]", *MEASURED_DEPTH]   # held-out set and code tasks: the chain's
-    argv = [bigtrain, "run", "--home", home_copy, *base_args(corpus[0]), *LOOSE_EVAL, *short]
+    argv = ["run", "--home", home_copy, *base_args(corpus[0]), *LOOSE_EVAL, *short]
     before_served = served(home_copy)
     copied = checkpoint_dirs(home_copy)
     runs_before = len(lineage_json(capsys, home_copy, "runs"))
-    log_a = open(os.path.join(home_copy, "..", "a.out"), "w")
-    a = subprocess.Popen(argv, stdout=log_a, stderr=subprocess.STDOUT)
+    a = bigtrain_server.bigtrain(argv, output=os.path.join(home_copy, "..", "a.out"))
     try:
         wait_for(lambda: checkpoint_dir(home_copy, copied) and os.path.exists(
             os.path.join(checkpoint_dir(home_copy, copied), "checkpoint")), 300,
@@ -136,8 +134,8 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys):
 
     # B: takes the lock over, records A abandoned, resumes, and is killed in the middle of its push
     log_b_path = os.path.join(home_copy, "..", "b.out")
-    b = subprocess.Popen(argv, stdout=open(log_b_path, "w"), stderr=subprocess.STDOUT,
-                         env=dict(os.environ, BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S="120"))
+    b = bigtrain_server.bigtrain(argv, dict(os.environ, BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S="120"),
+                                 output=log_b_path)
     base = os.path.join(home_copy, "serving", "gpt")
     try:
         wait_for(lambda: any(n.startswith(".incoming-") for n in os.listdir(base)), 300,

@@ -12,8 +12,6 @@ event, never for a time."""
 import glob
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -27,7 +25,7 @@ pytestmark = pytest.mark.slow
 HANG_GUARD_S = 900
 
 
-def _wait_for_file(path: str, proc: subprocess.Popen) -> None:
+def _wait_for_file(path: str, proc) -> None:
     deadline = time.monotonic() + HANG_GUARD_S
     while not os.path.exists(path):
         assert proc.poll() is None, f"the run ended ({proc.returncode}) before the data stage"
@@ -38,28 +36,26 @@ def _wait_for_file(path: str, proc: subprocess.Popen) -> None:
 @pytest.mark.parametrize("signum, exit_code, name", [(signal.SIGINT, 130, "SIGINT (Ctrl-C)"),
                                                      (signal.SIGTERM, 143, "SIGTERM")])
 def test_a_signal_in_the_data_stage_is_one_line_its_exit_code_and_recorded(
-        tmp_path, capsys, signum, exit_code, name):
+        tmp_path, capsys, signum, exit_code, name, bigtrain_server):
+    """The run is a fork of the session's bigtrain_server (a process of its own, with Python's
+    SIGINT handler as a fresh interpreter has: a suite started in a non-interactive shell's
+    background ignores SIGINT, and the run must still see the test's Ctrl-C)."""
     corpus, home, temp = tmp_path / "corpus", str(tmp_path / "home"), tmp_path / "tmp"
     for folder in (temp, corpus / "a", corpus / "b"):
         folder.mkdir(parents=True)
     _tiny_corpus(str(corpus))
     marker = str(tmp_path / "in_data_stage")
-    bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
-    proc = subprocess.Popen(
-        [bigtrain, "run", "--home", home, "--set", f"data.input={corpus}", "--set", "eval.sets=[]"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, BIGTRAIN_TEST_PAUSE_IN_DATA_STAGE=marker, TMPDIR=str(temp)),
-        # SIGINT at its default in the child: a suite started in a non-interactive shell's
-        # background ignores SIGINT, and an ignored SIGINT is inherited through exec (the run then
-        # never sees the test's Ctrl-C: it hung here so, 2026-11-28), as in test_interrupt.py.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    logs = (str(tmp_path / "run.out"), str(tmp_path / "run.err"))
+    proc = bigtrain_server.bigtrain(
+        ["run", "--home", home, "--set", f"data.input={corpus}", "--set", "eval.sets=[]"],
+        dict(os.environ, BIGTRAIN_TEST_PAUSE_IN_DATA_STAGE=marker, TMPDIR=str(temp)), output=logs)
     try:
         _wait_for_file(marker, proc)
         os.kill(proc.pid, signum)
-        out, err = proc.communicate(timeout=HANG_GUARD_S)
+        proc.wait(timeout=HANG_GUARD_S)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        proc.kill()
+    out, err = (open(path, encoding="utf-8", errors="replace").read() for path in logs)
     assert proc.returncode == exit_code, (out[-2000:], err[-4000:])
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-4000:]
     (line,) = [l for l in err.splitlines() if l.startswith("bigtrain: ")]

@@ -11,8 +11,6 @@ tests/training/test_preemption.py (in process, one train-worker, two workers).""
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -55,15 +53,12 @@ def latest_checkpoint_step(home) -> int | None:
     return max(steps, default=None)
 
 
-def preempt(args, log_path, home, after_step: int, send) -> tuple[int, str, dict]:
-    """Start `bigtrain run` in its own session, signal it (send(proc)) once a checkpoint after
-    after_step is on disk, and watch the checkpoints until it exits. Returns (exit code, output,
-    {step: seconds from the signal until its checkpoint was first seen on disk}): a periodic
-    checkpoint may land between the signal and the stop."""
-    bigtrain = os.path.join(os.path.dirname(sys.executable), "bigtrain")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([bigtrain, *args], stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+def preempt(server, args, log_path, home, after_step: int, send) -> tuple[int, str, dict]:
+    """Start `bigtrain run` in its own session (a fork of the session's bigtrain_server), signal
+    it (send(proc)) once a checkpoint after after_step is on disk, and watch the checkpoints until
+    it exits. Returns (exit code, output, {step: seconds from the signal until its checkpoint was
+    first seen on disk}): a periodic checkpoint may land between the signal and the stop."""
+    proc = server.bigtrain(args, output=str(log_path), new_session=True)
     try:
         deadline = time.monotonic() + 600
         while (latest_checkpoint_step(home) or 0) <= after_step:
@@ -87,10 +82,10 @@ def preempt(args, log_path, home, after_step: int, send) -> tuple[int, str, dict
 
 
 def test_sigterm_during_training_is_recorded_preempted_and_the_next_run_resumes(
-        corpus, tmp_path, capsys):
+        corpus, tmp_path, capsys, bigtrain_server):
     home = str(tmp_path / "home")
     args = ["run", "--home", home, *base_args(corpus[0]), *LOOSE_EVAL, *SMALL_TAIL, *TRAINING]
-    code, out, seen = preempt(args, tmp_path / "run.out", home, 0,
+    code, out, seen = preempt(bigtrain_server, args, tmp_path / "run.out", home, 0,
                               lambda proc: os.kill(proc.pid, signal.SIGTERM))
     assert code == EXIT_PREEMPTED, out[-3000:]
     assert "run PREEMPTED: training preempted at step" in out
@@ -108,7 +103,7 @@ def test_sigterm_during_training_is_recorded_preempted_and_the_next_run_resumes(
         ("Trainer", "preempted", "TrainingPreempted")]
 
     # Ctrl-C: SIGINT to the whole process group, during the resumed training.
-    code, out, seen = preempt(args, tmp_path / "again.out", home, stopped_at,
+    code, out, seen = preempt(bigtrain_server, args, tmp_path / "again.out", home, stopped_at,
                               lambda proc: os.killpg(proc.pid, signal.SIGINT))
     assert code == EXIT_PREEMPTED, out[-3000:]
     assert "SIGINT, written" in out and "Traceback" not in out

@@ -7,8 +7,6 @@ is a separate process: tensorflow-io reads its endpoint once per process."""
 
 import glob
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -25,7 +23,7 @@ SETTINGS = ["data.eval_fraction=0.3", "data.seq_len=64", "train.train_steps=400"
             "train.warmup_steps=2", "train.checkpoint_every=5", "eval.max_batches=4"]
 
 
-def _wait_for_trainer(home: str, run: subprocess.Popen, timeout: float = 900) -> None:
+def _wait_for_trainer(home: str, run, timeout: float = 900) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and run.poll() is None:
         for log in glob.glob(os.path.join(home, "runs", "*", "*.log")):
@@ -47,7 +45,7 @@ def _kill_server(port: int) -> None:
     raise AssertionError(f"no moto_server on port {port} to stop")
 
 
-def test_the_store_stopped_during_the_trainer_is_exit_8_naming_the_uri(tmp_path):
+def test_the_store_stopped_during_the_trainer_is_exit_8_naming_the_uri(tmp_path, bigtrain_server):
     import shutil
     import sysconfig
     corpus = tmp_path / "corpus"
@@ -63,20 +61,18 @@ def test_the_store_stopped_during_the_trainer_is_exit_8_naming_the_uri(tmp_path)
         home = str(tmp_path / "home")
         sets = [f"data.input={corpus}", "orchestrator.pipeline_root=s3://lost/root",
                 "orchestrator.serving_dir=s3://lost/serving", *SETTINGS]
-        with open(tmp_path / "out.log", "wb") as out, open(tmp_path / "err.log", "wb") as err:
-            run = subprocess.Popen([sys.executable, "-m", "runners.cli", "run", "--home", home,
-                                    *[a for s in sets for a in ("--set", s)]],
-                                   cwd=ROOT, env=env, stdout=out, stderr=err)
-            try:
-                _wait_for_trainer(home, run)
-                _kill_server(int(endpoint.rsplit(":", 1)[1]))
-                stopped = time.monotonic()
-                code = run.wait(timeout=900)
-                seconds = time.monotonic() - stopped
-            finally:
-                if run.poll() is None:
-                    run.kill()
-                    run.wait()
+        # A process of its own (tensorflow-io reads its endpoint once per process): a fork of
+        # the session's bigtrain_server, which imported no tensorflow-io.
+        run = bigtrain_server.bigtrain(["run", "--home", home, *[a for s in sets for a in ("--set", s)]],
+                                       env, output=(str(tmp_path / "out.log"), str(tmp_path / "err.log")))
+        try:
+            _wait_for_trainer(home, run)
+            _kill_server(int(endpoint.rsplit(":", 1)[1]))
+            stopped = time.monotonic()
+            code = run.wait(timeout=900)
+            seconds = time.monotonic() - stopped
+        finally:
+            run.kill()
     stderr = (tmp_path / "err.log").read_text(errors="replace")
     assert code == 8, stderr[-3000:]
     named = [line for line in stderr.splitlines() if line.startswith("bigtrain:")]

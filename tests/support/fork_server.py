@@ -34,6 +34,11 @@ from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AIRFLOW = "airflow.__main__:main"
+# What a `bigtrain` process spends its start on before any work (~10-13 CPU-s as a fresh
+# interpreter): third-party modules only, so that no bigtrain module reads its environment at
+# import (components/push: BIGTRAIN_PUSH_*) in the server instead of in the command.
+BIGTRAIN_IMPORTS = ["tensorflow", "keras", "apache_beam", "tfx.components",
+                    "tfx.orchestration.local.local_dag_runner"]
 
 
 @dataclass(frozen=True)
@@ -69,17 +74,20 @@ class ForkServer:
         shutil.rmtree(self._logs, ignore_errors=True)   # our own temporary folder
 
     def start(self, entry: str, argv: list[str], env: dict | None = None,
-              cwd: str | None = None, interpreter_exit: bool = False, output: str | None = None,
-              new_session: bool = False) -> Started:
+              cwd: str | None = None, interpreter_exit: bool = False,
+              output: str | tuple[str, str] | None = None, new_session: bool = False) -> Started:
         """Forks a child that calls ENTRY ("module:function") with sys.argv = ARGV, as a console
         script does, in ENV (default: the server's) and the folder CWD (default: the server's,
         the repository root); returns at once. interpreter_exit: the child ends as an
         interpreter does (see _child), not as an Airflow fork. output: one file for stdout and
-        stderr together (default: two of the server's). new_session: the child leads a session
-        and process group of its own (Popen's start_new_session)."""
+        stderr together, or a (stdout, stderr) pair of files (default: two of the server's).
+        new_session: the child leads a session and process group of its own (Popen's
+        start_new_session)."""
         self._calls += 1
-        logs = [output, output] if output else [
-            os.path.join(self._logs, f"{self._calls}.{name}") for name in ("out", "err")]
+        if output is None:
+            logs = [os.path.join(self._logs, f"{self._calls}.{name}") for name in ("out", "err")]
+        else:
+            logs = [output, output] if isinstance(output, str) else list(output)
         reply = self._ask({"entry": entry, "argv": argv, "env": env, "cwd": cwd,
                            "interpreter_exit": interpreter_exit, "new_session": new_session,
                            "stdout": logs[0], "stderr": logs[1]})
@@ -131,6 +139,10 @@ class ForkServer:
         """`python -m MODULE ARGS` as start_module starts it, as a Popen-like handle (Forked), for
         tests that signal a process and watch it end."""
         return Forked(self, self.start_module(module, args, env, **options))
+
+    def bigtrain(self, args: list[str], env: dict | None = None, **options) -> "Forked":
+        """`bigtrain ARGS` (`python -m runners.cli`) as popen_module starts it."""
+        return self.popen_module("runners.cli", args, env, **options)
 
     def airflow(self, args: list[str]) -> tuple[int, str]:
         """`airflow ARGS` through Airflow's own entry point: exit status, stdout + stderr."""
@@ -215,6 +227,7 @@ def _run_in_child(request: dict) -> int:
     if request["env"] is not None:
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None   # gettempdir() caches the server's TMPDIR: read this one's
     if request.get("cwd"):
         os.chdir(request["cwd"])
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)   # stdin is the server's request pipe

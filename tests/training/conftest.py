@@ -55,7 +55,7 @@ def tiny_config(*overrides):
 
 
 # What `bigtrain plumbing train-worker` imports. The multi-worker tests' workers are forks of one
-# server per module that imported them (tests/support/fork_server.py), not fresh interpreters
+# server per xdist worker (session-scoped: the modules that start workers share it) that imported them (tests/support/fork_server.py), not fresh interpreters
 # importing TensorFlow again (~5 CPU-s each); nothing of TensorFlow's runtime starts before the
 # fork, so each worker starts its own, with its own TF_CONFIG.
 WORKER_IMPORTS = ["runners.cli", "runners.cli_plumbing", "components.serving.export",
@@ -66,7 +66,9 @@ WORKER_IMPORTS = ["runners.cli", "runners.cli_plumbing", "components.serving.exp
 WORKER_TIMEOUT_S = 1800
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def worker_server():
+    """Each command gets its environment from its caller (TF_CONFIG differs per worker); the
+    server's own is the session's at its start."""
     with ForkServer(dict(os.environ), WORKER_IMPORTS, hang_guard_s=WORKER_TIMEOUT_S) as server:
         yield server

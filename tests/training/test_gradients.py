@@ -18,8 +18,6 @@ global count of real targets (the replicas' shares then hold very different toke
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -248,8 +246,9 @@ def test_accumulation_graph_does_not_grow_with_k(shards):
 
 
 @pytest.mark.slow
-def test_two_workers_match_reference(ids, tmp_path):
-    """MultiWorkerMirroredStrategy (2 processes on loopback, TF_CONFIG) x 2 micro-batches."""
+def test_two_workers_match_reference(ids, tmp_path, worker_server):
+    """MultiWorkerMirroredStrategy (2 processes on loopback, TF_CONFIG: forks of the module's
+    worker_server, tests/training/conftest.py) x 2 micro-batches."""
     config = tiny_config("runtime.strategy=one_device")
     keras.utils.set_random_seed(config.train.seed)
     weights = build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE).get_weights()
@@ -260,18 +259,14 @@ def test_two_workers_match_reference(ids, tmp_path):
     for index in range(2):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
             {"cluster": cluster, "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "tests.training.multi_worker_gradients", str(tmp_path / "in.npz"),
-             str(tmp_path / f"out{index}.npz")], env=env, stderr=subprocess.PIPE, text=True,
-            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
-    for proc in procs:
-        try:
-            _, err = proc.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            raise
-        assert proc.returncode == 0, err[-3000:]
+        procs.append(worker_server.start_module("tests.training.multi_worker_gradients", [
+            str(tmp_path / "in.npz"), str(tmp_path / f"out{index}.npz")], env=env))
+    try:
+        for proc in procs:
+            code, _, err = worker_server.wait(proc)
+            assert code == 0, err[-3000:]
+    finally:
+        worker_server.kill(procs)   # a peer of a failed or hung worker would wait for it forever
     ref_loss, ref_grads = reference(config, weights, ids)
     for index in range(2):
         out = np.load(tmp_path / f"out{index}.npz")

@@ -193,3 +193,12 @@ def test_a_command_gets_the_temp_folder_of_its_own_environment(tmp_path):
                           env=dict(os.environ, TMPDIR=str(tmp_path)))
         code, out, _ = s.wait(started)
     assert (code, out.strip()) == (0, str(tmp_path))
+
+
+def test_the_bigtrain_entry_is_the_console_scripts():
+    """Forked `bigtrain` runs call what the installed script calls (caught: a renamed entry point
+    the forks would not follow)."""
+    import tomllib
+    from tests.support.fork_server import BIGTRAIN_ENTRY
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        assert tomllib.load(fh)["project"]["scripts"]["bigtrain"] == BIGTRAIN_ENTRY

@@ -37,6 +37,7 @@ AIRFLOW = "airflow.__main__:main"
 # What a `bigtrain` process spends its start on before any work (~10-13 CPU-s as a fresh
 # interpreter): third-party modules only, so that no bigtrain module reads its environment at
 # import (components/push: BIGTRAIN_PUSH_*) in the server instead of in the command.
+BIGTRAIN_ENTRY = "runners.cli:console_main"   # pyproject.toml's [project.scripts] bigtrain
 BIGTRAIN_IMPORTS = ["tensorflow", "keras", "apache_beam", "tfx.components",
                     "tfx.orchestration.local.local_dag_runner"]
 
@@ -141,8 +142,12 @@ class ForkServer:
         return Forked(self, self.start_module(module, args, env, **options))
 
     def bigtrain(self, args: list[str], env: dict | None = None, **options) -> "Forked":
-        """`bigtrain ARGS` (`python -m runners.cli`) as popen_module starts it."""
-        return self.popen_module("runners.cli", args, env, **options)
+        """`bigtrain ARGS` as the console script runs it (its entry point, sys.argv[0] the
+        script's path: a lock's holder names that command), ending as an interpreter ends; a
+        Popen-like handle (Forked). options: start's output and new_session."""
+        script = os.path.join(os.path.dirname(sys.executable), "bigtrain")
+        return Forked(self, self.start(BIGTRAIN_ENTRY, [script, *args], env,
+                                       interpreter_exit=True, **options))
 
     def airflow(self, args: list[str]) -> tuple[int, str]:
         """`airflow ARGS` through Airflow's own entry point: exit status, stdout + stderr."""

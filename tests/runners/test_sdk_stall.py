@@ -25,6 +25,7 @@ import pytest
 
 from components.common.errors import SdkWorkerError
 from tests.support import stalling_steps
+from tests.support.fork_server import Forked
 from tests.support.beam_worker_pool import ROOT, portable_args, worker_pids, worker_pool
 
 pytestmark = pytest.mark.slow
@@ -40,11 +41,11 @@ SLOW_STALL_S = 60.0    # the slow stage's setting: 60 x its 1 s between elements
 SLOW_ELEMENTS = 80     # of SLOW_S (1 s) each: one bundle of 80 s, 1.33 times the setting, so a
                        # watchdog counting bundles only would stop it
 ELEMENTS = 50          # the stuck stages' (they stall at element 3)
-_CHILD = "from tests.runners.test_sdk_stall import child; child()"
+_CHILD = "tests.runners.test_sdk_stall:child"   # its argv: -c PORT STEP STALL_S OUTCOME_FILE
 
 
 def child():
-    """The child: one stage (`python -c _CHILD PORT STEP STALL_S OUTCOME_FILE`) made as a TFX Beam
+    """The child: one stage (_CHILD with PORT STEP STALL_S OUTCOME_FILE) made as a TFX Beam
     executor makes it, during a run on the pool; writes its outcome as JSON to OUTCOME_FILE (not
     to its output, where Beam's threads' tracebacks on stderr can split the line: seen in CI)."""
     import apache_beam as beam
@@ -67,23 +68,28 @@ def child():
         json.dump(outcome, fh)
 
 
-def run_stage(port, step, tmp_path, stall_s=STALL_S):
-    """(outcome, output) of the child's stage; fails the test when it outlives GUARD_S."""
-    outcome_file = str(tmp_path / "outcome.json")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(port), step, str(stall_s), outcome_file], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+def run_stage(server, port, step, tmp_path, stall_s=STALL_S):
+    """(outcome, output) of the child's stage, a fork of the session's bigtrain_server (Beam and
+    TensorFlow imported) in a session of its own; fails the test when it outlives GUARD_S."""
+    outcome_file, output = str(tmp_path / "outcome.json"), str(tmp_path / "child.out")
+    proc = Forked(server, server.start(_CHILD, ["-c", str(port), step, str(stall_s), outcome_file],
+                                       interpreter_exit=True, output=output, new_session=True))
     try:
-        out, _ = proc.communicate(timeout=GUARD_S)
+        proc.wait(timeout=GUARD_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"the {step} stage hung: no outcome within {GUARD_S} s\n{out[-3000:]}")
+        proc.wait()
+        pytest.fail(f"the {step} stage hung: no outcome within {GUARD_S} s\n{_read(output)[-3000:]}")
+    out = _read(output)
     assert os.path.exists(outcome_file) and proc.returncode == 0, (
         f"exit {proc.returncode}\n{out[:4000]}\n...\n{out[-3000:]}")
     with open(outcome_file) as fh:
         return json.load(fh), out
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
 
 
 def no_workers_left(pool, timeout=30.0) -> bool:
@@ -95,10 +101,11 @@ def no_workers_left(pool, timeout=30.0) -> bool:
 
 
 @pytest.mark.parametrize("step", ["stuck", "stopped"])
-def test_a_worker_that_stalls_after_connecting_fails_the_stage_naming_the_pool(step, tmp_path):
+def test_a_worker_that_stalls_after_connecting_fails_the_stage_naming_the_pool(step, tmp_path,
+                                                                              bigtrain_server):
     log = tmp_path / "pool.log"
     with worker_pool(str(log)) as (port, pool):
-        outcome, out = run_stage(port, step, tmp_path)
+        outcome, out = run_stage(bigtrain_server, port, step, tmp_path)
         assert outcome["error"] and outcome["type"] == SdkWorkerError.__name__, (outcome, out[-3000:])
         assert (f"the SDK worker from the pool at localhost:{port} made no progress in "
                 f"StatisticsGen for ") in outcome["error"], outcome
@@ -115,8 +122,8 @@ def test_a_worker_that_stalls_after_connecting_fails_the_stage_naming_the_pool(s
     assert log.read_text().count("Starting worker with command") == 2
 
 
-def test_a_slow_but_progressing_stage_is_not_stopped(tmp_path):
+def test_a_slow_but_progressing_stage_is_not_stopped(tmp_path, bigtrain_server):
     with worker_pool(str(tmp_path / "pool.log")) as (port, _):
-        outcome, out = run_stage(port, "slow", tmp_path, SLOW_STALL_S)
+        outcome, out = run_stage(bigtrain_server, port, "slow", tmp_path, SLOW_STALL_S)
     assert outcome["error"] is None, out[-3000:]
     assert outcome["seconds"] >= SLOW_ELEMENTS * stalling_steps.SLOW_S >= 1.25 * SLOW_STALL_S, outcome

@@ -146,7 +146,8 @@ print("group", os.getpgid(0) == os.getpid(), "session", os.getsid(0) == os.getpi
 print("to stderr", file=sys.stderr, flush=True)
 try:   # the flag inside: a SIGINT as soon as it exists lands here
     open(sys.argv[1], "w").close()
-    time.sleep(600)
+    for _ in range(12000):   # short sleeps: a signal that comes just before a sleep's system
+        time.sleep(0.05)     # call is handled at the next one, not after the whole sleep
 except KeyboardInterrupt:
     print("KeyboardInterrupt", flush=True)
     raise SystemExit(130)

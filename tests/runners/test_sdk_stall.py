@@ -73,7 +73,8 @@ def run_stage(server, port, step, tmp_path, stall_s=STALL_S):
     TensorFlow imported) in a session of its own; fails the test when it outlives GUARD_S."""
     outcome_file, output = str(tmp_path / "outcome.json"), str(tmp_path / "child.out")
     proc = Forked(server, server.start(_CHILD, ["-c", str(port), step, str(stall_s), outcome_file],
-                                       interpreter_exit=True, output=output, new_session=True))
+                                       dict(os.environ), interpreter_exit=True, output=output,
+                                       new_session=True))
     try:
         proc.wait(timeout=GUARD_S)
     except subprocess.TimeoutExpired:

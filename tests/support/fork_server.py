@@ -146,6 +146,7 @@ class ForkServer:
         script's path: a lock's holder names that command), ending as an interpreter ends; a
         Popen-like handle (Forked). options: start's output and new_session."""
         script = os.path.join(os.path.dirname(sys.executable), "bigtrain")
+        env = dict(os.environ) if env is None else env   # as Popen: the caller's, not the server's
         return Forked(self, self.start(BIGTRAIN_ENTRY, [script, *args], env,
                                        interpreter_exit=True, **options))
 

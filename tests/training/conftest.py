@@ -69,6 +69,10 @@ WORKER_TIMEOUT_S = 1800
 @pytest.fixture(scope="session")
 def worker_server():
     """Each command gets its environment from its caller (TF_CONFIG differs per worker); the
-    server's own is the session's at its start."""
-    with ForkServer(dict(os.environ), WORKER_IMPORTS, hang_guard_s=WORKER_TIMEOUT_S) as server:
+    server's own is the session's at its start, its TensorFlow import counted by the ledger in
+    its own group whichever module starts it."""
+    from tests.support.ledger import counted_as
+    with counted_as("worker-server"):
+        server = ForkServer(dict(os.environ), WORKER_IMPORTS, hang_guard_s=WORKER_TIMEOUT_S)
+    with server:
         yield server

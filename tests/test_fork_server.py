@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.support.fork_server import ROOT, ForkServer, Forked, Started
+from tests.support.fork_server import ROOT, ForkServer, Started
 
 ONE_GLOBAL = """
 import sys, json
@@ -163,9 +163,8 @@ def test_a_popen_like_fork_is_polled_signalled_and_leads_its_own_group(server, t
     default action (exit -2, nothing printed), a poll that blocks or reaps without keeping the
     status for the wait (ChildProcessError), no setsid (group False)."""
     flag, output = tmp_path / "started", str(tmp_path / "out")
-    proc = Forked(server, server.start("tests.support.fork_server:exec_code",
-                                       ["-c", SIGNALLED, str(flag)], interpreter_exit=True,
-                                       output=output, new_session=new_session))
+    proc = server.popen("tests.support.fork_server:exec_code", ["-c", SIGNALLED, str(flag)],
+                        interpreter_exit=True, output=output, new_session=new_session)
     while not flag.exists():
         assert proc.poll() is None, open(output).read()
     os.kill(proc.pid, signal.SIGINT)
@@ -174,8 +173,8 @@ def test_a_popen_like_fork_is_polled_signalled_and_leads_its_own_group(server, t
         f"group {new_session} session {new_session}", "to stderr", "KeyboardInterrupt"]
     proc.kill()   # an ended fork: nothing to signal, no error
     with pytest.raises(subprocess.TimeoutExpired):
-        Forked(server, server.start("tests.support.fork_server:exec_code",
-                                    ["-c", "import time; time.sleep(600)"])).wait(timeout=0.2)
+        server.popen("tests.support.fork_server:exec_code",
+                     ["-c", "import time; time.sleep(600)"]).wait(timeout=0.2)
 
 
 def test_a_command_gets_the_temp_folder_of_its_own_environment(tmp_path):

@@ -25,7 +25,6 @@ import pytest
 
 from components.common.errors import SdkWorkerError
 from tests.support import stalling_steps
-from tests.support.fork_server import Forked
 from tests.support.beam_worker_pool import ROOT, portable_args, worker_pids, worker_pool
 
 pytestmark = pytest.mark.slow
@@ -72,25 +71,19 @@ def run_stage(server, port, step, tmp_path, stall_s=STALL_S):
     """(outcome, output) of the child's stage, a fork of the session's bigtrain_server (Beam and
     TensorFlow imported) in a session of its own; fails the test when it outlives GUARD_S."""
     outcome_file, output = str(tmp_path / "outcome.json"), str(tmp_path / "child.out")
-    proc = Forked(server, server.start(_CHILD, ["-c", str(port), step, str(stall_s), outcome_file],
-                                       dict(os.environ), interpreter_exit=True, output=output,
-                                       new_session=True))
+    proc = server.popen(_CHILD, ["-c", str(port), step, str(stall_s), outcome_file],
+                        dict(os.environ), interpreter_exit=True, output=output, new_session=True)
     try:
         proc.wait(timeout=GUARD_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        pytest.fail(f"the {step} stage hung: no outcome within {GUARD_S} s\n{_read(output)[-3000:]}")
-    out = _read(output)
+        pytest.fail(f"the {step} stage hung: no outcome within {GUARD_S} s\n{proc.read()[0][-3000:]}")
+    out = proc.read()[0]   # stdout and stderr: one file
     assert os.path.exists(outcome_file) and proc.returncode == 0, (
         f"exit {proc.returncode}\n{out[:4000]}\n...\n{out[-3000:]}")
     with open(outcome_file) as fh:
         return json.load(fh), out
-
-
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return fh.read()
 
 
 def no_workers_left(pool, timeout=30.0) -> bool:

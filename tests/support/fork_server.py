@@ -135,6 +135,12 @@ class ForkServer:
         return self.start("tests.support.fork_server:run_module", ["-m", module, *args], env, cwd,
                           interpreter_exit=True, **options)
 
+    def popen(self, entry: str, argv: list[str], env: dict | None = None,
+              **options) -> "Forked":
+        """A command started as `start` starts it (options: start's), as a Popen-like handle
+        (Forked), for tests that signal a process and watch it end."""
+        return Forked(self, self.start(entry, argv, env, **options))
+
     def popen_module(self, module: str, args: list[str], env: dict | None = None,
                      **options) -> "Forked":
         """`python -m MODULE ARGS` as start_module starts it, as a Popen-like handle (Forked), for
@@ -147,8 +153,7 @@ class ForkServer:
         Popen-like handle (Forked). options: start's output and new_session."""
         script = os.path.join(os.path.dirname(sys.executable), "bigtrain")
         env = dict(os.environ) if env is None else env   # as Popen: the caller's, not the server's
-        return Forked(self, self.start(BIGTRAIN_ENTRY, [script, *args], env,
-                                       interpreter_exit=True, **options))
+        return self.popen(BIGTRAIN_ENTRY, [script, *args], env, interpreter_exit=True, **options)
 
     def airflow(self, args: list[str]) -> tuple[int, str]:
         """`airflow ARGS` through Airflow's own entry point: exit status, stdout + stderr."""
@@ -204,10 +209,19 @@ class Forked:
         if self.poll() is None:
             self._server.kill([self._started])
 
+    def read(self) -> tuple[str, str]:
+        """What it has written so far to stdout and stderr (the same text twice when one file
+        holds both)."""
+        return _read(self.stdout), _read(self.stderr)
+
 
 def _read(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return fh.read()
+    """The file's text; "" before the fork has opened it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
 
 
 def exec_code() -> None:

@@ -247,7 +247,7 @@ def test_accumulation_graph_does_not_grow_with_k(shards):
 
 @pytest.mark.slow
 def test_two_workers_match_reference(ids, tmp_path, worker_server):
-    """MultiWorkerMirroredStrategy (2 processes on loopback, TF_CONFIG: forks of the module's
+    """MultiWorkerMirroredStrategy (2 processes on loopback, TF_CONFIG: forks of the session's
     worker_server, tests/training/conftest.py) x 2 micro-batches."""
     config = tiny_config("runtime.strategy=one_device")
     keras.utils.set_random_seed(config.train.seed)

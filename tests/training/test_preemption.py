@@ -83,7 +83,7 @@ def worker_args(tmp_path, examples, index: int, *overrides) -> list[str]:
 
 def start_worker(server, tmp_path, examples, index: int, hold_step: int, env=None,
                  *overrides) -> Forked:
-    """A train-worker process, a fork of the module's worker_server (held after hold_step when
+    """A train-worker process, a fork of the session's worker_server (held after hold_step when
     > 0: tests/training/preempt_child.py). Its stdout (the HOLD line and the JSON summary: print
     only) and its stderr (logging, bigtrain's messages, TensorFlow's C++ log) are files of their
     own, so no log line can land after or inside the summary (the flake of 2026-11-27:
@@ -98,20 +98,12 @@ def wait_for_hold(proc: Forked) -> None:
     """Until the worker has printed its HOLD line; fails if it ends first (a guard, no clock
     but the hung-worker one)."""
     deadline = time.monotonic() + WORKER_TIMEOUT_S
-    while not any(line.startswith("HOLD ") for line in _read(proc.stdout).splitlines()):
+    while not any(line.startswith("HOLD ") for line in proc.read()[0].splitlines()):
         if proc.poll() is not None or time.monotonic() > deadline:
+            out, err = proc.read()
             raise AssertionError(f"the worker ended ({proc.returncode}) before its hold:\n"
-                                 + _read(proc.stdout)[-3000:] + _read(proc.stderr)[-4000:])
+                                 + out[-3000:] + err[-4000:])
         time.sleep(0.05)
-
-
-def _read(path: str) -> str:
-    """The file's text; "" before the fork has opened it."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return ""
 
 
 def summary_line(out: str) -> dict:
@@ -142,7 +134,7 @@ def test_the_summary_is_read_from_stdout_alone(tmp_path):
         proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                                 stderr=log, text=True)
         out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 0 and "CoordinationServiceError" in _read(tmp_path / "log")
+    assert proc.returncode == 0 and "CoordinationServiceError" in (tmp_path / "log").read_text()
     assert summary_line(out) == {"resumed_from_step": 3, "steps": 8}
 
 
@@ -154,10 +146,10 @@ def finish(proc: Forked, timeout=WORKER_TIMEOUT_S) -> tuple[int, str, str]:
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
-    return code, _read(proc.stdout), _read(proc.stderr)
+    return (code, *proc.read())
 
 
-@pytest.mark.slow   # a train-worker process (a fork of the module's server)
+@pytest.mark.slow   # a train-worker process (a fork of the session's worker_server)
 def test_sigterm_to_a_train_worker_exits_75_and_resumes_exactly(uninterrupted, shards, tmp_path,
                                                                 capsys, worker_server):
     """The signalled worker is a process of its own; the resume is the same `train-worker`

@@ -202,3 +202,35 @@ def test_the_bigtrain_entry_is_the_console_scripts():
     from tests.support.fork_server import BIGTRAIN_ENTRY
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
         assert tomllib.load(fh)["project"]["scripts"]["bigtrain"] == BIGTRAIN_ENTRY
+
+
+BURN = """
+import sys, time
+while time.process_time() < float(sys.argv[1]):   # CPU-s, not wall: a busy loop
+    pass
+"""
+
+
+@pytest.mark.parametrize("reaped_by", ["wait", "poll"])
+def test_a_forks_cpu_counts_once_in_the_waiting_process(reaped_by):
+    """The test-cost ledger reads this process's CPU-s (tests/support/ledger.cpu_seconds): a fork
+    is the server's child, so its CPU reaches our RUSAGE_CHILDREN only when the server exits, at
+    whichever test closes a session's server. The reply that reaps a fork carries its CPU-s,
+    credited at once; the server's exit takes the credit back. A fork burns 1 CPU-s (its own
+    clock, so load cannot change it); the server without preload starts in ~0.05 CPU-s.
+    Caught: no credit (the fork's second is missing after the wait: delta < 1), the credit not
+    taken back at the server's exit (the second counted twice: delta >= 2), a poll that reaps
+    without crediting."""
+    from tests.support.ledger import cpu_seconds
+    start = sum(cpu_seconds())
+    with ForkServer(dict(os.environ), [], hang_guard_s=120) as s:
+        if reaped_by == "wait":
+            assert s.python(BURN, ["1.0"])[0] == 0
+        else:
+            proc = s.popen("tests.support.fork_server:exec_code", ["-c", BURN, "1.0"])
+            assert proc.wait(timeout=120) == 0   # polls, asleep between (Forked.wait)
+            assert s.poll(proc._started) == 0   # asked again: reaps nothing, credits nothing
+        after_fork = sum(cpu_seconds()) - start
+        assert 1.0 <= after_fork < 2.0, after_fork
+    after_exit = sum(cpu_seconds()) - start
+    assert 1.0 <= after_exit < 2.0, after_exit

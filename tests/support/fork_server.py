@@ -42,6 +42,16 @@ BIGTRAIN_IMPORTS = ["tensorflow", "keras", "apache_beam", "tfx.components",
                     "tfx.orchestration.local.local_dag_runner"]
 
 
+# CPU-s of the forks that servers of this process reaped and that the servers' own exit has not
+# yet brought into this process's RUSAGE_CHILDREN (a fork is the server's child, not ours). The
+# test-cost ledger adds it, so a fork's CPU counts in the test that waited for it, and once.
+_forks_cpu_s = [0.0]
+
+
+def forks_cpu_seconds() -> float:
+    return _forks_cpu_s[0]
+
+
 @dataclass(frozen=True)
 class Started:
     pid: int
@@ -58,6 +68,7 @@ class ForkServer:
         self._logs = tempfile.mkdtemp(prefix="fork-server-")
         self._calls = 0
         self._running: set[int] = set()   # started and not yet reaped by a `wait`
+        self._forks_cpu_s = 0.0           # what this server's reaped forks added to _forks_cpu_s
         self._proc = subprocess.Popen([sys.executable, "-m", "tests.support.fork_server", *preload],
                                       env=env, cwd=ROOT, stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
@@ -72,6 +83,9 @@ class ForkServer:
         if self._proc.poll() is None:
             self._proc.stdin.close()
             self._proc.wait(timeout=self._hang_guard_s)
+        # Reaped: its RUSAGE_CHILDREN, in ours now, holds the forks' CPU-s credited before.
+        _forks_cpu_s[0] -= self._forks_cpu_s
+        self._forks_cpu_s = 0.0
         shutil.rmtree(self._logs, ignore_errors=True)   # our own temporary folder
 
     def start(self, entry: str, argv: list[str], env: dict | None = None,
@@ -108,7 +122,7 @@ class ForkServer:
             reply = self._ask({"wait": started.pid})
         except TimeoutError:
             os.kill(started.pid, signal.SIGKILL)
-            self._proc.stdout.readline()   # the reply to this wait, once the kill is reaped
+            self._credit(json.loads(self._proc.stdout.readline()))   # the wait's reply, once reaped
             raise
         finally:
             self._running.discard(started.pid)
@@ -178,7 +192,14 @@ class ForkServer:
         line = self._proc.stdout.readline()
         if not line:
             raise RuntimeError(f"fork server exited ({self._proc.wait()}) during {shown}")
-        return json.loads(line)
+        return self._credit(json.loads(line))
+
+    def _credit(self, reply: dict) -> dict:
+        """A reply that reaped a fork carries its CPU-s (once): credited to this process."""
+        cpu_s = reply.get("cpu_s", 0.0)
+        self._forks_cpu_s += cpu_s
+        _forks_cpu_s[0] += cpu_s
+        return reply
 
 
 class Forked:
@@ -296,6 +317,15 @@ def _child(request: dict) -> None:
     sys.exit(code)   # out of serve(): the server's loop is the parent's
 
 
+def _reap(pid: int, options: int = 0) -> tuple[int | None, float]:
+    """(exit status or None if still running, its CPU-s: user + sys of the child and the
+    children it reaped, as wait4 reports them)."""
+    done, status, usage = os.wait4(pid, options)
+    if not done:
+        return None, 0.0
+    return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+
+
 def serve(preload: list[str]) -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)   # what imports print must not mix with the replies
@@ -304,17 +334,16 @@ def serve(preload: list[str]) -> None:
     ended = {}   # pid: exit status of a child a poll reaped, for its wait
     for line in sys.stdin:
         request = json.loads(line)
-        if "wait" in request:
-            pid = request["wait"]
-            reply = {"exit_code": ended.pop(pid) if pid in ended
-                     else os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}
-        elif "poll" in request:
-            pid = request["poll"]
-            if pid not in ended:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    ended[pid] = os.waitstatus_to_exitcode(status)
+        if "wait" in request or "poll" in request:
+            pid = request.get("wait", request.get("poll"))
             reply = {"exit_code": ended.get(pid)}
+            if pid not in ended:   # the reply that reaps the child carries its CPU-s, once
+                code, cpu_s = _reap(pid, 0 if "wait" in request else os.WNOHANG)
+                if code is not None:
+                    ended[pid] = reply["exit_code"] = code
+                    reply["cpu_s"] = cpu_s
+            if "wait" in request:
+                ended.pop(pid, None)
         else:
             sys.stdout.flush()   # nothing buffered here may be written again by the fork
             sys.stderr.flush()

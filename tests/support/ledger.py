@@ -38,6 +38,7 @@ import time
 
 import pytest
 
+from tests.support.fork_server import forks_cpu_seconds
 from tests.support.ledger_budget import (  # noqa: F401 (main: `python -m tests.support.ledger`)
     DEFAULT_BUDGET, DEFAULT_LEDGER, check_budget, load_budget, main, write_json)
 
@@ -88,10 +89,12 @@ def counted_as(group: str):
 
 
 def cpu_seconds() -> tuple[float, float]:
-    """(this process's user+sys, its reaped children's user+sys) so far."""
+    """(this process's user+sys, its children's user+sys) so far: the children it reaped, and
+    the forks its fork servers reaped (tests/support/fork_server.py; once the server exits they
+    are in RUSAGE_CHILDREN instead)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime + forks_cpu_seconds()
 
 
 # ---------------------------------------------------------------------------- the pytest plugin

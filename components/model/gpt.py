@@ -33,6 +33,10 @@ class CausalSelfAttention(keras.layers.Layer):
         self.proj = keras.layers.Dense(d_model, kernel_initializer=_normal(proj_std), name="proj",
                                        dtype=self.dtype_policy)
 
+    def build(self, input_shape):                                       # (B, T, C)
+        self.qkv.build(input_shape)
+        self.proj.build(input_shape)
+
     def split_heads(self, x, positions=None):
         """(B, T, C) compute dtype -> q, k, v each (B, H, T, D). (Positions are the model's
         embedding here; the argument matches llama.GroupedQueryAttention's for decoding.)"""
@@ -73,6 +77,11 @@ class Block(keras.layers.Layer):
                                      kernel_initializer=_normal(0.02), dtype=policy)
         self.fc_out = keras.layers.Dense(d_model, name="fc_out",
                                          kernel_initializer=_normal(residual_std), dtype=policy)
+
+    def build(self, input_shape):                                       # (B, T, C)
+        for layer in (self.ln1, self.attn, self.ln2, self.fc):
+            layer.build(input_shape)
+        self.fc_out.build((*input_shape[:-1], self.fc.units))
 
     def feed_forward(self, h):
         """GELU MLP: (B, T, C) compute dtype -> (B, T, C) compute dtype."""
@@ -136,6 +145,18 @@ class GPT(keras.Model):
             self.ln_f = RMSNorm(norm_eps, name="ln_f", dtype="float32")
         self.head = None if tie_embeddings else keras.layers.Dense(
             vocab_size, use_bias=False, kernel_initializer=_normal(0.02), name="head", dtype="float32")
+
+    def build(self, ids_shape):                                          # (B, T)
+        """Every variable from the shapes alone. Without it Keras builds a layer by tracing its
+        call() symbolically, and each nested layer again on its first call inside that trace: the
+        tiny preset's build_model took 2.0-2.4 CPU-s, about 0.2 s with these builds (a model is
+        built for every training run, serving copy and export)."""
+        stream = (*ids_shape, self.token_embedding.output_dim)            # (B, T, C)
+        self.token_embedding.build(ids_shape)
+        if self.position_embedding is not None:
+            self.position_embedding.build(ids_shape)
+        for layer in (*self.blocks, self.ln_f, *([self.head] if self.head is not None else [])):
+            layer.build(stream)
 
     def call(self, ids, training=False, seed=None):
         seed = self.dropout_seed(training, seed)

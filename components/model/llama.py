@@ -37,6 +37,13 @@ class GroupedQueryAttention(keras.layers.Layer):
         self.q_norm = RMSNorm(norm_eps, name="q_norm", dtype="float32") if qk_norm else None
         self.k_norm = RMSNorm(norm_eps, name="k_norm", dtype="float32") if qk_norm else None
 
+    def build(self, input_shape):                                       # (B, T, C)
+        self.qkv.build(input_shape)
+        self.proj.build((*input_shape[:-1], self.n_head * self.head_dim))
+        for norm in (self.q_norm, self.k_norm):
+            if norm is not None:
+                norm.build((None, None, None, self.head_dim))            # (B, H, T, D)
+
     def split_heads(self, x, positions):
         """x (B, T, C) compute dtype, positions int (1 or B, T) -> q (B, H, T, D), k and v
         (B, KV, T, D), compute dtype; q and k QK-normed (if on) and rotated at `positions`."""
@@ -86,6 +93,11 @@ class LlamaBlock(keras.layers.Layer):
                                      kernel_initializer=normal(0.02), dtype=policy)
         self.fc_out = keras.layers.Dense(d_model, use_bias=False, name="fc_out",
                                          kernel_initializer=normal(residual_std), dtype=policy)
+
+    def build(self, input_shape):                                       # (B, T, C)
+        for layer in (self.ln1, self.attn, self.ln2, self.fc):
+            layer.build(input_shape)
+        self.fc_out.build((*input_shape[:-1], self.hidden))
 
     def feed_forward(self, h):
         """SwiGLU: (B, T, C) compute dtype -> (B, T, C) compute dtype."""

@@ -66,3 +66,37 @@ def test_build_alone_creates_every_variable(arch, recwarn):
     model.build((None, 16))
     assert gpt.parameter_count(model) == PARAMETERS[arch]
     assert not [w for w in recwarn if "unbuilt state" in str(w.message)], [str(w.message) for w in recwarn]
+
+
+def _saved_model_walk(model) -> dict[str, int]:
+    """The reference: the object graph as tf.saved_model.save walks it (every attribute read)."""
+    import keras
+    import tensorflow as tf
+    out, seen = {}, set()
+
+    def walk(obj, prefix):
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            if isinstance(obj, (keras.Variable, tf.Variable)):
+                out[prefix] = id(obj)
+                return
+            for name, child in tf.train.TrackableView.children(obj, save_type="savedmodel").items():
+                walk(child, f"{prefix}/{name}")
+    walk(model, "model")
+    return out
+
+
+@pytest.mark.parametrize("arch", sorted(LAYERS))
+def test_weights_walk_names_what_saved_model_names(arch):
+    """components/model/weights.variable_paths walks the checkpoint view of the object graph (the
+    SavedModel view traces the whole model on each walk): the same path for the same variable,
+    every variable once. Caught: GPT's checkpoint children without its blocks (the block
+    variables missing), a walk that stops at the first level."""
+    from components.model.weights import variable_paths
+    model = gpt.GPT(context_length=16, n_layer=2, n_head=4, d_model=32, vocab_size=97, arch=arch,
+                    mlp_ratio=4, n_kv_head=2 if arch == "llama" else 0, qk_norm=arch == "llama",
+                    tie_embeddings=False)
+    model.build((None, 16))
+    ours = {path: id(variable) for path, variable in variable_paths(model).items()}
+    assert ours == _saved_model_walk(model)
+    assert len(ours) == len(model.weights) and "model/blocks/1/fc_out/_kernel" in ours

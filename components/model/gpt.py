@@ -155,8 +155,9 @@ class GPT(keras.Model):
         self.token_embedding.build(ids_shape)
         if self.position_embedding is not None:
             self.position_embedding.build(ids_shape)
-        for layer in (*self.blocks, self.ln_f, *([self.head] if self.head is not None else [])):
-            layer.build(stream)
+        for layer in (*self.blocks, self.ln_f, self.head):
+            if layer is not None:                                          # head: None if tied
+                layer.build(stream)
 
     def call(self, ids, training=False, seed=None):
         seed = self.dropout_seed(training, seed)

@@ -5,12 +5,13 @@ preset's build_model cost 2.0-2.4 CPU-s instead of ~0.25 (docs/benchmarks.md, "S
 tests", 2026-11-29). Every training run, serving copy, variant and export builds one.
 
 What is counted: how often each layer's call() runs while build_model builds (its one eager
-forward pass: once). Caught: any of GPT.build, the blocks' or the attention layers' build
-removed (their call() then runs 2-3 times). The weights a build makes are checked elsewhere
-against independent references (the hand-counted parameter totals of test_model_parallel and
-the transformers logits of tests/export/test_hf_transformers.py); on 2026-11-29 the explicit
-builds gave bit-identical weights, logits and stage devices to the traced ones for both archs,
-GQA with QK-norm, untied heads, float32 and mixed_bfloat16."""
+forward pass: once; GPT.build removed, each runs twice), and the variables build() alone creates
+(a block's or an attention layer's build removed: Keras marks it built without variables).
+The weights a build makes are checked elsewhere against independent references (the
+hand-counted parameter totals of test_model_parallel, the transformers logits of
+tests/export/test_hf_transformers.py); on 2026-11-29 the explicit builds gave bit-identical
+weights, logits and stage devices to the traced ones for both archs, GQA with QK-norm, untied
+heads, float32 and mixed_bfloat16."""
 
 import dataclasses
 import functools
@@ -55,14 +56,19 @@ def test_build_model_runs_each_call_once(arch, monkeypatch):
 PARAMETERS = {"llama": 30_976, "gpt2": 32_192}
 
 
+def _unbuilt(arch: str) -> gpt.GPT:
+    """The model PARAMETERS counts, not yet built."""
+    return gpt.GPT(context_length=16, n_layer=2, n_head=4, d_model=32, vocab_size=97, arch=arch,
+                   mlp_ratio=4, n_kv_head=2 if arch == "llama" else 0, qk_norm=arch == "llama",
+                   tie_embeddings=False)
+
+
 @pytest.mark.parametrize("arch", sorted(LAYERS))
 def test_build_alone_creates_every_variable(arch, recwarn):
     """model.build(shape) with no call: every variable exists, no layer left to build lazily.
     Caught: a block's or an attention layer's build removed (Keras' default build then marks the
     layer built without variables and warns of its unbuilt state; the count comes out short)."""
-    model = gpt.GPT(context_length=16, n_layer=2, n_head=4, d_model=32, vocab_size=97, arch=arch,
-                    mlp_ratio=4, n_kv_head=2 if arch == "llama" else 0, qk_norm=arch == "llama",
-                    tie_embeddings=False)
+    model = _unbuilt(arch)
     model.build((None, 16))
     assert gpt.parameter_count(model) == PARAMETERS[arch]
     assert not [w for w in recwarn if "unbuilt state" in str(w.message)], [str(w.message) for w in recwarn]
@@ -93,9 +99,7 @@ def test_weights_walk_names_what_saved_model_names(arch):
     every variable once. Caught: GPT's checkpoint children without its blocks (the block
     variables missing), a walk that stops at the first level."""
     from components.model.weights import variable_paths
-    model = gpt.GPT(context_length=16, n_layer=2, n_head=4, d_model=32, vocab_size=97, arch=arch,
-                    mlp_ratio=4, n_kv_head=2 if arch == "llama" else 0, qk_norm=arch == "llama",
-                    tie_embeddings=False)
+    model = _unbuilt(arch)
     model.build((None, 16))
     ours = {path: id(variable) for path, variable in variable_paths(model).items()}
     assert ours == _saved_model_walk(model)

@@ -56,8 +56,9 @@ def tiny_config(*overrides):
 
 # What `bigtrain plumbing train-worker` imports. The multi-worker tests' workers are forks of one
 # server per xdist worker (session-scoped: the modules that start workers share it) that imported
-# them (tests/support/fork_server.py), not fresh interpreters importing TensorFlow again (~5 CPU-s each); nothing of TensorFlow's runtime starts before the
-# fork, so each worker starts its own, with its own TF_CONFIG.
+# them (tests/support/fork_server.py), not fresh interpreters importing TensorFlow again (~5 CPU-s
+# each); nothing of TensorFlow's runtime starts before the fork, so each worker starts its own,
+# with its own TF_CONFIG.
 WORKER_IMPORTS = ["runners.cli", "runners.cli_plumbing", "components.serving.export",
                   "components.tokenizer.artifact", "components.training.worker"]
 # A guard against a hung collective (a worker waiting for a peer that never comes), not a speed

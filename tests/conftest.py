@@ -26,16 +26,17 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def bigtrain_server():
-    """`bigtrain` processes that a test signals, kills or watches, as forks of one server per
-    xdist worker that imported BIGTRAIN_IMPORTS (tests/support/fork_server.py): each is a process
-    of its own, with its own environment, signals and exit, without the ~10 CPU-s of imports a
+    """`bigtrain` processes that a test signals, kills or watches, and the multi-worker tests'
+    train-workers (tests/training/conftest.py worker_server), as forks of one server per xdist
+    worker that imported BIGTRAIN_IMPORTS (tests/support/fork_server.py): each is a process of
+    its own, with its own environment, signals and exit, without the ~10 CPU-s of imports a
     fresh interpreter spends. `bigtrain_server.bigtrain(args, env, output=...)`. The ledger
     counts the server's one TensorFlow import in its own group whichever test starts it (the
     forks run in their caller's environment: their runs count in the caller's group)."""
-    from tests.support.fork_server import BIGTRAIN_IMPORTS, ForkServer
+    from tests.support.fork_server import BIGTRAIN_IMPORTS, SESSION_HANG_GUARD_S, ForkServer
     from tests.support.ledger import counted_as
     with counted_as("bigtrain-server"):
-        server = ForkServer(dict(os.environ), BIGTRAIN_IMPORTS)
+        server = ForkServer(dict(os.environ), BIGTRAIN_IMPORTS, hang_guard_s=SESSION_HANG_GUARD_S)
     with server:
         yield server
 

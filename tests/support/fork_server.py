@@ -40,6 +40,10 @@ AIRFLOW = "airflow.__main__:main"
 BIGTRAIN_ENTRY = "runners.cli:console_main"   # pyproject.toml's [project.scripts] bigtrain
 BIGTRAIN_IMPORTS = ["tensorflow", "keras", "apache_beam", "tfx.components",
                     "tfx.orchestration.local.local_dag_runner"]
+# The session server's (tests/conftest.py bigtrain_server) guard against a hung fork (a `bigtrain`
+# run, a train-worker waiting for a peer that never comes), not a speed check: far above any run
+# a test starts.
+SESSION_HANG_GUARD_S = 1800
 
 
 # CPU-s of the forks that servers of this process reaped and that the servers' own exit has not

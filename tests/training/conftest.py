@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from components.common import listing
 from components.corpus.documents import split_for
+from tests.support.fork_server import SESSION_HANG_GUARD_S
 from tests.support import sequences
-from tests.support.fork_server import ForkServer
 from components.text_example_gen import shards as shard_files
 from components.config import build_config
 
@@ -54,26 +54,19 @@ def tiny_config(*overrides):
                                            *overrides])
 
 
-# What `bigtrain plumbing train-worker` imports. The multi-worker tests' workers are forks of one
-# server per xdist worker (session-scoped: the modules that start workers share it) that imported
-# them (tests/support/fork_server.py), not fresh interpreters importing TensorFlow again (~5 CPU-s
-# each); nothing of TensorFlow's runtime starts before the fork, so each worker starts its own,
-# with its own TF_CONFIG.
-WORKER_IMPORTS = ["runners.cli", "runners.cli_plumbing", "components.serving.export",
-                  "components.tokenizer.artifact", "components.training.worker"]
 # A guard against a hung collective (a worker waiting for a peer that never comes), not a speed
 # check. A worker needs ~30-60 CPU-s (the traced step, the chief's export); on a 2-core VM shared
 # by ~25 busy processes (2026-11-27) two workers took over 300 s of wall: far above any such load.
-WORKER_TIMEOUT_S = 1800
+# The session's fork server waits with this guard.
+WORKER_TIMEOUT_S = SESSION_HANG_GUARD_S
 
 
 @pytest.fixture(scope="session")
-def worker_server():
-    """Each command gets its environment from its caller (TF_CONFIG differs per worker); the
-    server's own is the session's at its start, its TensorFlow import counted by the ledger in
-    its own group whichever module starts it."""
-    from tests.support.ledger import counted_as
-    with counted_as("worker-server"):
-        server = ForkServer(dict(os.environ), WORKER_IMPORTS, hang_guard_s=WORKER_TIMEOUT_S)
-    with server:
-        yield server
+def worker_server(bigtrain_server):
+    """The multi-worker tests' train-workers (`bigtrain plumbing train-worker`) are forks of the
+    session's one fork server (tests/conftest.py bigtrain_server), not fresh interpreters
+    importing TensorFlow again; nothing of TensorFlow's runtime starts before the fork, so each
+    worker starts its own, with its own TF_CONFIG (each command's environment is its caller's).
+    Until 2026-11-29 they had a server of their own, which imported TensorFlow once more per
+    xdist worker: the bigtrain modules it preloaded cost 0.07 CPU-s after the third-party ones."""
+    return bigtrain_server

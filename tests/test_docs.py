@@ -261,7 +261,7 @@ def test_ci_runs_the_first_command_on_a_valid_budget():
     """.ci/run runs the suite and `make run` (the README's first command); its --set budget is a
     valid config that keeps the default input."""
     script = read(os.path.join(REPO, ".ci", "run"))
-    assert re.search(r"^\s*make test\b", script, re.M) and re.search(r"^if make run ARGS=", script, re.M)
+    assert re.search(r"^\s*make test\b", script, re.M) and re.search(r"^  \$NICE make run ARGS=", script, re.M)
     budget = re.findall(r"--set (\S+?)\"?$|--set (\S+?)[ \"]", script, re.M)
     overrides = ["".join(groups) for groups in budget]
     assert len(overrides) >= 3, overrides

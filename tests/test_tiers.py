@@ -90,8 +90,8 @@ def test_every_ranked_group_exists():
 
 def test_make_test_keeps_its_services_and_ci_times_each_phase():
     """`make test` does what it did before the split: set-up, then every service, then the suite;
-    .ci/run times set-up, each service, the suite (`make test` itself, as the README shows it)
-    and the README's first command. Caught: a service dropped from `make test` (its tests would
+    .ci/run times the venv, set-up and each service (side by side), the suite (`make test`
+    itself, as the README shows it) and the README's first command (beside the suite). Caught: a service dropped from `make test` (its tests would
     skip outside CI), a service CI starts untimed or not at all, CI no longer running `make test`."""
     with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
         text = fh.read()
@@ -101,12 +101,15 @@ def test_make_test_keeps_its_services_and_ci_times_each_phase():
     assert re.search(r"^services: \$\(SERVICES\)$", text, re.M)
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
         ci = fh.read()
-    assert "  phase_start setup\n  make setup || status=$?\n  phase_end $status\n" in ci
-    chains = re.search(r"^    service_chains (.*) \|\| status=\$\?$", ci, re.M).group(1)
-    chained = [target for chain in re.findall(r'"([^"]*)"', chains) for target in chain.split()]
-    assert sorted(chained) == sorted(services)       # each service started (and timed) once
+    assert "  phase_start venv\n  make uv || status=$?\n  phase_end $status\n" in ci
+    chains = re.search(r"^    side_by_side (.*) \|\| status=\$\?$", ci, re.M).group(1)
+    chained = [target for chain in re.findall(r'"([^"]*)"|(\S+)', chains)
+               for target in "".join(chain).split()]
+    assert sorted(chained) == sorted(["setup", *services])   # each started (and timed) once
     assert 'phase_start "test suite"\n    make test || status=$?\n    phase_end $status' in ci
-    assert 'phase_start "first command"\nif make run ARGS=' in ci
+    assert 'background_phase "$jobs_dir" "first command" first_command\n' in ci
+    assert 'collect_phase "$jobs_dir" "first command" ' in ci      # and its failure fails CI
+    assert re.search(r"^first_command\(\) \{\n  \$NICE make run ARGS=", ci, re.M)
 
 
 def test_the_cost_ledger_is_registered_for_every_run():

@@ -55,6 +55,7 @@ class LanguageModelServer:
         self.pieces = tf.constant(pieces)
         self.longest_piece = max(1, max(len(p) for p in pieces))
         self._decoders = {}   # cached -> the sampling loop's tf.function (_sampling_decode)
+        self._forward = None  # the model's forward pass as one tf.function (_logits)
 
     # -- tokenization and windows ---------------------------------------------------------------
     def _ids(self, strings):
@@ -86,10 +87,19 @@ class LanguageModelServer:
                        constant_values=self.pad_id)
         return dense, tf.cast(limits - starts, tf.int32)
 
+    def _logits(self, ids):
+        """ids int32 (B, T <= context) -> float32 logits (B, T, V). One tf.function that
+        token_logits, serving_default, score and the uncached decoder call: an export traces the
+        model's forward pass once for all of them, not once per signature, and saves one copy."""
+        if self._forward is None:
+            self._forward = tf.function(
+                lambda ids: tf.cast(self.model(ids, training=False), tf.float32),
+                input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
+        return self._forward(ids)
+
     def _next_logits(self, window, lengths):
         # Causal attention: right padding cannot change the logits at position length - 1.
-        logits = self.model(window, training=False)                   # (B, T, V)
-        return tf.cast(tf.gather(logits, lengths - 1, batch_dims=1), tf.float32)  # (B, V)
+        return tf.gather(self._logits(window), lengths - 1, batch_dims=1)   # (B, V)
 
     # -- decoding -------------------------------------------------------------------------------
     def _slide(self, window, lengths, positions, done, cache, cached):
@@ -202,7 +212,7 @@ class LanguageModelServer:
                   tf.debugging.assert_non_negative(input_ids, message="input_ids must be >= 0"),
                   tf.debugging.assert_less(input_ids, self.vocab_size, message=f"input_ids must be < {self.vocab_size}")]
         with tf.control_dependencies(checks):
-            return {"logits": tf.cast(self.model(input_ids, training=False), tf.float32)}
+            return {"logits": self._logits(input_ids)}
 
     def serving_default(self, prompt):
         window, lengths = self._last_window(self._encode(prompt))
@@ -272,7 +282,7 @@ class LanguageModelServer:
                                 "continuation must have one value per prompt")
         ids = tf.concat([self._encode(prompt), self._ids(continuation)], axis=1)
         window, lengths = self._last_window(ids)
-        log_probs = tf.nn.log_softmax(tf.cast(self.model(window, training=False), tf.float32))
+        log_probs = tf.nn.log_softmax(self._logits(window))
         per_position = tf.gather(log_probs[:, :-1], window[:, 1:], batch_dims=2)   # (B, T-1): id j+1
         position = tf.range(1, self.context_length)[None]
         scored = (position >= (lengths - tokens)[:, None]) & (position < lengths[:, None])

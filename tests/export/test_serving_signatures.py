@@ -329,6 +329,22 @@ def test_generate_and_sample_trace_one_shared_decoding_loop(monkeypatch):
     assert len(traced) == 1
 
 
+def test_the_forward_signatures_trace_one_shared_forward_pass():
+    """token_logits, serving_default and score call the model's forward pass through one
+    tf.function (LanguageModelServer._logits): an export traces it once for the three, not once
+    per signature, and saves one copy of it. Counts the model's Python calls, one per trace,
+    while the three signatures are traced. Caught: a signature calling the model itself."""
+    from components.serving.export import input_signatures, signature_functions
+    from components.serving.server import LanguageModelServer
+    server = LanguageModelServer(tiny_model(), CONTEXT, 8, tokenizer=ByteTokenizer())
+    traced, model = [], server.model
+    server.model = lambda *args, **kw: traced.append(1) or model(*args, **kw)
+    for name in ("token_logits", "serving_default", "score"):
+        tf.function(signature_functions(server)[name], input_signature=input_signatures()[name],
+                    autograph=False).get_concrete_function()
+    assert len(traced) == 1
+
+
 def test_each_endpoint_is_traced_once_per_export_without_gradients(tmp_path):
     """write_archive traces every endpoint once; keras.export.ExportArchive traced each twice (its
     variable listing outside the save context, then tf.saved_model.save inside it: the trace cache

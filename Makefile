@@ -22,24 +22,20 @@ XDIST_FAST ?= -n auto --dist loadgroup --no-loadscope-reorder
 # compiled once too, for every process the tests start.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
-.PHONY: setup uv run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
+.PHONY: setup run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
         objectstore-lock browser \
         hf-loader hf-loader-lock mlflow mlflow-stop mlflow-lock
 
 setup: $(STAMP)
 
-# The venv with uv in it and nothing else yet: what set-up and the services' own venvs install
-# with (.ci/run installs those side by side once this exists); idempotent and quiet.
-uv:
+# Bytecode is compiled once here (~45 s): with PYTHONDONTWRITEBYTECODE set (as in CI and this VM)
+# every process would otherwise compile TF/TFX from source: 21 -> 8.5 s CPU per import.
+$(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11) on PATH"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
 	  || { echo "$(PYTHON) is not Python 3.11"; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-
-# Bytecode is compiled once here (~45 s): with PYTHONDONTWRITEBYTECODE set (as in CI and this VM)
-# every process would otherwise compile TF/TFX from source: 21 -> 8.5 s CPU per import.
-$(STAMP): requirements.lock pyproject.toml | uv
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip sync --python $(BIN)/python --quiet --compile-bytecode requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)

@@ -55,7 +55,11 @@ class LanguageModelServer:
         self.pieces = tf.constant(pieces)
         self.longest_piece = max(1, max(len(p) for p in pieces))
         self._decoders = {}   # cached -> the sampling loop's tf.function (_sampling_decode)
-        self._forward = None  # the model's forward pass as one tf.function (_logits)
+        # The model's forward pass as one tf.function, which every signature that needs whole
+        # logits calls (_logits): an export traces it once, not once per signature.
+        self._forward = tf.function(
+            lambda ids: tf.cast(self.model(ids, training=False), tf.float32),
+            input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
 
     # -- tokenization and windows ---------------------------------------------------------------
     def _ids(self, strings):
@@ -91,10 +95,6 @@ class LanguageModelServer:
         """ids int32 (B, T <= context) -> float32 logits (B, T, V). One tf.function that
         token_logits, serving_default, score and the uncached decoder call: an export traces the
         model's forward pass once for all of them, not once per signature, and saves one copy."""
-        if self._forward is None:
-            self._forward = tf.function(
-                lambda ids: tf.cast(self.model(ids, training=False), tf.float32),
-                input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
         return self._forward(ids)
 
     def _next_logits(self, window, lengths):

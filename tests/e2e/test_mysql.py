@@ -15,7 +15,7 @@ import pytest
 
 from components.common import errors
 from runners import cli
-from tests.e2e.conftest import base_args, run_cli
+from tests.e2e.conftest import ONE_DEVICE, base_args, run_cli
 from tests.support.mlmd import mysql_server
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def lineage_flags(mysql) -> list[str]:
 CHEAPER_MODEL = ["--set", "model.n_layer=1", "--set", "train.train_steps=10",
                  "--set", "train.warmup_steps=2", "--set", "train.checkpoint_every=5",
                  "--set", "train.eval_batches=2", "--set", "eval.max_batches=2",
-                 "--set", "eval.batch_size=8", "--set", "eval.max_loss=10"]
+                 "--set", "eval.batch_size=8", "--set", "eval.max_loss=10", *ONE_DEVICE]
 
 
 def mysql_args(mysql, corpus_root) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 
 from components.common import fs
 from runners import cli
-from tests.e2e.conftest import run_cli
+from tests.e2e.conftest import ONE_DEVICE, run_cli
 from tests.support.objectstore import use_objectstore
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,8 @@ def s3_args(prefix: str) -> list[str]:
             "--set", "model.n_layer=1", "--set", "train.eval_batches=2",
             # 10 steps learn little: a loose threshold so the model is blessed and pushed.
             "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
-            "--set", "eval.sets=[]"]   # the held-out set and code tasks: the chain's
+            "--set", "eval.sets=[]",   # the held-out set and code tasks: the chain's
+            *ONE_DEVICE]
 
 
 @pytest.fixture(scope="module")

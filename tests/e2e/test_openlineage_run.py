@@ -10,17 +10,11 @@ import os
 
 import pytest
 
-from tests.e2e.conftest import lineage_json, run_cli
+from tests.e2e.conftest import SMALL_RUN, lineage_json, run_cli
 from tests.e2e.test_object_store_run import _tiny_corpus
 from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
 pytestmark = pytest.mark.slow
-SMALL = ["--set", "data.eval_fraction=0.3", "--set", "data.seq_len=64",
-         "--set", "train.train_steps=10", "--set", "train.warmup_steps=2",
-         "--set", "train.checkpoint_every=5", "--set", "train.log_every=5",
-         "--set", "model.n_layer=1", "--set", "train.eval_batches=2",
-         "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
-         "--set", "eval.sets=[]", "--set", "export.quantize=[]"]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +36,7 @@ def lineage_run(receiver, tmp_path_factory, session_capsys):
         os.makedirs(os.path.join(corpus, sub))
     _tiny_corpus(corpus)
     home = str(tmp_path_factory.mktemp("olhome"))
-    run = run_cli(session_capsys, home, "--set", f"data.input={corpus}", *SMALL)
+    run = run_cli(session_capsys, home, "--set", f"data.input={corpus}", *SMALL_RUN)
     run.events = [body for _, body in receiver.events]
     run.paths = {path for path, _ in receiver.events}
     return run

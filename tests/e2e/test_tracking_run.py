@@ -15,7 +15,7 @@ import socket
 import pytest
 
 from components.common.errors import EXIT_TRACKER
-from tests.e2e.conftest import lineage_text, run_cli
+from tests.e2e.conftest import SMALL_RUN, lineage_text, run_cli
 from tests.support.mlflow_server import mlflow_server_uri
 from tests.support.openlineage_spec import Receiver, check_run_event, stage_events
 from tests.support.wandb_offline import read_run
@@ -34,13 +34,8 @@ def _tiny_corpus(root: str) -> None:
 
 
 def small_args(corpus: str) -> list[str]:
-    return ["--set", f"data.input={corpus}", "--set", "data.eval_fraction=0.3",
-            "--set", "data.seq_len=64", "--set", "train.train_steps=10",
-            "--set", "train.warmup_steps=2", "--set", "train.checkpoint_every=5",
-            "--set", "train.log_every=5", "--set", "train.eval_every=5",
-            "--set", "model.n_layer=1", "--set", "train.eval_batches=2",
-            "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
-            "--set", "eval.sets=[]", "--set", "export.quantize=[]"]
+    """SMALL_RUN, validating every 5 steps (the validation figures are tracked too)."""
+    return ["--set", f"data.input={corpus}", *SMALL_RUN, "--set", "train.eval_every=5"]
 
 
 def closed_port() -> int:

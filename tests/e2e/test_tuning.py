@@ -24,7 +24,7 @@ import pytest
 from pipeline.lineage.store import Lineage, properties
 from runners import cli
 from pipeline.lineage.report import format_report
-from tests.e2e.conftest import base_args, run_cli
+from tests.e2e.conftest import ONE_DEVICE, base_args, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,8 @@ TUNE = ["--set", "tune.trials=3", "--set", "tune.steps_per_trial=6", "--set", "t
         "--set", "tune.space.learning_rate=[1e-3, 2e-2]", "--set", "tune.space.warmup_steps=[1, 3]",
         "--set", "train.train_steps=30", "--set", "train.warmup_steps=5",
         "--set", "export.quantize=[]", "--set", "eval.max_batches=4",
-        "--set", "eval.sets=[]"]   # the held-out set and code tasks: the chain's to test
+        "--set", "eval.sets=[]",   # the held-out set and code tasks: the chain's to test
+        *ONE_DEVICE]   # each trial and the Trainer trace their step once, not per replica
 # The tuning runs stop after the Trainer. The fine-tune runs whole: --until through the
 # base_model_resolver fails ('ResolvedChannel' object has no attribute 'producer_component_id').
 UNTIL = ["--until", "Trainer"]

@@ -64,6 +64,7 @@ def compile_dag(tmp_path, corpus):
                  "train.eval_batches=2", "eval.max_loss=10", "eval.max_batches=2",
                  "eval.batch_size=8", "export.quantize=[]",
                  "eval.sets=[]",   # the held-out set and code tasks: the chain's to test
+                 "runtime.strategy=one_device",   # tests/e2e/conftest.py ONE_DEVICE
                  f"orchestrator.pipeline_root={tmp_path / 'root'}",
                  f"orchestrator.serving_dir={tmp_path / 'serving'}",
                  f"orchestrator.metadata_path={tmp_path / 'metadata.sqlite'}",

@@ -1,6 +1,8 @@
 """Start-up cost of a training run: CPU seconds of the first call of bigtrain's train step as the
-product builds it (autograph off) against the same Python function traced with autograph on
-(tf.function's default; the product's until 2026-11-28), in one run.
+product builds it against two variants, in one run: the same Python function traced with
+autograph on (tf.function's default; the product's until 2026-11-28), and the optimizer with
+Keras's own AdamW update (the learning rate and alpha per variable and replica; the product's
+until 2026-12-06: train_step._StepScalarsOnce).
 
     python benchmarks/trace_cost.py                  # tiny preset: one_device, and mirrored on 2 CPU replicas
     python benchmarks/trace_cost.py --repeats 5
@@ -30,8 +32,12 @@ sys.path.insert(0, ROOT)
 from benchmarks._machine import cpu_seconds, describe  # noqa: E402
 
 
-def child(strategy_name: str, autograph: bool) -> float:
+VARIANTS = ("as built", "autograph on", "Keras's AdamW update")
+
+
+def child(strategy_name: str, variant: str) -> float:
     """In a fresh process: CPU seconds of the first train step."""
+    import keras
     import numpy as np
     import tensorflow as tf
 
@@ -40,6 +46,10 @@ def child(strategy_name: str, autograph: bool) -> float:
     from components.training import loop, train_step
     from components.training.strategy import make_strategy
 
+    if variant == VARIANTS[2]:
+        class KerasAdamW(train_step._PreReduced, keras.optimizers.AdamW):
+            pass
+        train_step.PreReducedAdamW = KerasAdamW      # what make_optimizer builds
     config = build_config("tiny", overrides=[f"runtime.strategy={strategy_name}"])
     strategy = make_strategy(config.runtime)
     model, state, optimizer, _ = loop.build_training(config, strategy)
@@ -47,7 +57,7 @@ def child(strategy_name: str, autograph: bool) -> float:
         model, optimizer, strategy, state, global_batch_size=config.train.global_batch_size,
         accumulation_steps=config.train.accumulation_steps, clip_norm=config.train.clip_norm,
         dynamic_loss_scale=False, pad_id=PAD_ID)
-    if autograph:
+    if variant == VARIANTS[1]:
         step = tf.function(step.python_function)        # the same function, autograph on
     batch, seq_len = config.train.global_batch_size, config.data.seq_len
     ids = np.random.default_rng(0).integers(1, 256, size=(batch, seq_len + 1))   # (B, T + 1)
@@ -56,9 +66,9 @@ def child(strategy_name: str, autograph: bool) -> float:
     return cpu_seconds() - start
 
 
-def measure(strategy_name: str, autograph: bool) -> float:
+def measure(strategy_name: str, variant: str) -> float:
     out = subprocess.run([sys.executable, __file__, "--child", strategy_name,
-                          "--autograph" if autograph else "--no-autograph"],
+                          "--variant", variant],
                          check=True, capture_output=True, text=True, cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -67,23 +77,24 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--autograph", action=argparse.BooleanOptionalAction, default=False,
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=VARIANTS, default=VARIANTS[0], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.autograph)))
+        print(json.dumps(child(args.child, args.variant)))
         return
     print(f"machine: {describe()}")
     print(f"load average at start: {os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M')}")
     for strategy_name in ("one_device", "mirrored"):
-        runs = {True: [], False: []}
+        runs = {variant: [] for variant in VARIANTS}
         for _ in range(args.repeats):
-            for autograph in (False, True):
-                runs[autograph].append(measure(strategy_name, autograph))
-        off, on = statistics.median(runs[False]), statistics.median(runs[True])
-        print(f"{strategy_name}: first train step {off:.2f} CPU-s as built (autograph off) vs "
-              f"{on:.2f} with autograph: {off / on:.2f}x (medians of {args.repeats} fresh "
-              f"processes each; all: {spread(runs[False])} vs {spread(runs[True])})")
+            for variant in VARIANTS:
+                runs[variant].append(measure(strategy_name, variant))
+        built = statistics.median(runs[VARIANTS[0]])
+        for variant in VARIANTS[1:]:
+            other = statistics.median(runs[variant])
+            print(f"{strategy_name}: first train step {built:.2f} CPU-s as built vs {other:.2f} "
+                  f"with {variant}: {built / other:.2f}x (medians of {args.repeats} fresh "
+                  f"processes each; all: {spread(runs[VARIANTS[0]])} vs {spread(runs[variant])})")
 
 
 def spread(values) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 
 LOSS_SCALE_INITIAL = 2.0**15
@@ -49,7 +50,67 @@ class _PreReduced:
         return list(grads_and_vars)
 
 
-class PreReducedAdamW(_PreReduced, keras.optimizers.AdamW):
+class _StepScalarsOnce:
+    """Keras AdamW's update with the step's scalars computed once per step and device. Keras
+    evaluates the learning rate (our schedule: tens of ops), the bias corrections and alpha inside
+    the update of every variable on every replica: ~20 graph ops per variable and replica, traced
+    in Python, where one copy per device serves them all (trace cost only: docs/benchmarks.md).
+    The arithmetic, its order and dtypes are Keras 3.12's (keras/src/optimizers/adam.py
+    update_step, keras/src/backend/tensorflow/optimizer.py _apply_weight_decay): the weights are
+    bit-identical (tests/training/test_train_step.py). Both run in cross-replica context (one
+    merge_call for all replicas): the caches are locals of that call, not state between replicas."""
+
+    def _apply_weight_decay(self, variables):
+        if self.weight_decay is None:
+            return
+
+        def decay_all(distribution, variables):
+            lrs = {}
+
+            def decay(variable):
+                if self._use_weight_decay(variable):
+                    key = (variable.dtype, variable.device)
+                    if key not in lrs:   # the schedule, once per device
+                        lrs[key] = tf.cast(self.learning_rate, variable.dtype)
+                    wd = tf.cast(self.weight_decay, variable.dtype)
+                    variable.assign_sub(variable * wd * lrs[key])
+
+            for variable in variables:
+                variable = variable.value if isinstance(variable, keras.Variable) else variable
+                distribution.extended.update(variable, decay, group=False)
+
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            decay_all, self._distribution_strategy, variables)
+
+    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
+        alphas = {}
+
+        def alpha_for(variable, learning_rate):
+            key = (variable.dtype, variable.device)
+            if key not in alphas:
+                lr = ops.cast(learning_rate, variable.dtype)
+                local_step = ops.cast(self.iterations + 1, variable.dtype)
+                beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), local_step)
+                beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), local_step)
+                alphas[key] = lr * ops.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+            return alphas[key]
+
+        def update(variable, gradient, learning_rate):
+            alpha = alpha_for(variable, learning_rate)
+            gradient = ops.cast(gradient, variable.dtype)
+            m = self._momentums[self._get_variable_index(variable)]
+            v = self._velocities[self._get_variable_index(variable)]
+            self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+            self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+            self.assign_sub(variable, ops.divide(ops.multiply(m, alpha),
+                                                 ops.add(ops.sqrt(v), self.epsilon)))
+
+        for gradient, variable in grads_and_vars:
+            distribution.extended.update(variable, update, args=(gradient, learning_rate),
+                                         group=False)
+
+
+class PreReducedAdamW(_StepScalarsOnce, _PreReduced, keras.optimizers.AdamW):
     pass
 
 

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -5,8 +6,11 @@ import tensorflow as tf
 from components.model.gpt import build_model
 from components.tokenizer.byte_level import BOS_ID, PAD_ID, VOCAB_SIZE
 from components.training import input as input_lib
-from components.training.schedule import learning_rate_at
-from components.training.train_step import TrainState, make_optimizer, make_train_step
+from components.training import train_step
+from components.training.schedule import learning_rate_at, make_schedule
+from components.training.strategy import make_strategy
+from components.training.train_step import (TrainState, _PreReduced, make_optimizer,
+                                             make_train_step)
 from tests.training.conftest import SEQ_LEN, tiny_config
 
 
@@ -49,3 +53,54 @@ def test_non_finite_step_is_skipped_counted_and_scale_halved(shards):
     loss, norm, finite = step(iterator)
     assert bool(finite) and np.isfinite(float(loss)) and int(state.skipped_steps.numpy()) == 1
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+class _KerasAdamW(_PreReduced, keras.optimizers.AdamW):
+    """The reference: Keras's own AdamW update (the scalars per variable and replica)."""
+
+
+def _three_steps(shards, strategy, config, optimizer_class, initial, monkeypatch):
+    """Weights and optimizer variables after 3 steps from `initial`, and how often the
+    learning-rate callable ran while the step was traced (the first call)."""
+    monkeypatch.setattr(train_step, "PreReducedAdamW", optimizer_class)
+    schedule, calls = make_schedule(config.train), []
+    with strategy.scope():
+        model = build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE)
+        model.set_weights(initial)
+        state = TrainState()
+        optimizer = make_optimizer(config.train, lambda: calls.append(1) or schedule(state.step),
+                                   model)
+        optimizer.build(model.trainable_variables)
+    step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,
+                           accumulation_steps=1, clip_norm=1.0, dynamic_loss_scale=False,
+                           pad_id=PAD_ID)
+    iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16, shuffle_buffer=0))
+    step(iterator)
+    traced = len(calls)
+    step(iterator), step(iterator)
+    return ([w.numpy() for w in model.weights + optimizer.variables], traced)
+
+
+@pytest.mark.slow   # 9 CPU-s (two models trained 3 steps): out of the fast tier
+def test_adamw_with_the_step_scalars_once_equals_kerass_adamw_bit_for_bit(shards, monkeypatch):
+    """train_step._StepScalarsOnce computes the learning rate and alpha once per device instead of
+    once per variable and replica: the same weights and moments, bit for bit, after 3 steps of a
+    changing learning rate (warmup then decay) on 2 replicas (one device is the same code with
+    one device key), and the schedule traced once per replica for the update and once per device
+    for the weight decay. Caught: alpha cached
+    across devices or kept from another step (weights differ from step 2), the weight decay's
+    rate read before the schedule moved, the cache dropped (the count: Keras's own runs it
+    once for the update and once for each of the 9 decayed variables, per replica)."""
+    config = tiny_config("runtime.strategy=mirrored", "train.warmup_steps=2")
+    strategy = make_strategy(config.runtime)
+    with strategy.scope():
+        initial = build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE).get_weights()
+    ours, ours_traced = _three_steps(shards, strategy, config, train_step.PreReducedAdamW,
+                                     initial, monkeypatch)
+    theirs, theirs_traced = _three_steps(shards, strategy, config, _KerasAdamW, initial,
+                                         monkeypatch)
+    assert len(ours) == len(theirs) > len(initial)
+    assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
+    assert any(not np.array_equal(a, b) for a, b in zip(ours, initial))
+    replicas = strategy.num_replicas_in_sync
+    assert ours_traced == 2 * replicas < theirs_traced, (ours_traced, theirs_traced)

@@ -77,7 +77,8 @@ def _three_steps(shards, strategy, config, optimizer_class, initial, monkeypatch
     iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, 16, shuffle_buffer=0))
     step(iterator)
     traced = len(calls)
-    step(iterator), step(iterator)
+    step(iterator)
+    step(iterator)
     return ([w.numpy() for w in model.weights + optimizer.variables], traced)
 
 
@@ -85,12 +86,11 @@ def _three_steps(shards, strategy, config, optimizer_class, initial, monkeypatch
 def test_adamw_with_the_step_scalars_once_equals_kerass_adamw_bit_for_bit(shards, monkeypatch):
     """train_step._StepScalarsOnce computes the learning rate and alpha once per device instead of
     once per variable and replica: the same weights and moments, bit for bit, after 3 steps of a
-    changing learning rate (warmup then decay) on 2 replicas (one device is the same code with
-    one device key), and the schedule traced once per replica for the update and once per device
-    for the weight decay. Caught: alpha cached
-    across devices or kept from another step (weights differ from step 2), the weight decay's
-    rate read before the schedule moved, the cache dropped (the count: Keras's own runs it
-    once for the update and once for each of the 9 decayed variables, per replica)."""
+    changing learning rate (warmup then decay) on 2 replicas (one device is the same code with one
+    device key), and the schedule traced once per replica for the update and once per device for
+    the weight decay (Keras's own: once for the update and once for each of the 9 decayed
+    variables, per replica). Shown to fail (docs/operations.md): the weight decay's cache dropped
+    (the count, 20 against 4); alpha a step late (`iterations` for `iterations + 1`: the weights)."""
     config = tiny_config("runtime.strategy=mirrored", "train.warmup_steps=2")
     strategy = make_strategy(config.runtime)
     with strategy.scope():

@@ -43,12 +43,23 @@ def external_pool(beam_args: list[str]) -> str | None:
     return portable.environment_config or "(no --environment_config)"
 
 
+# Beam stages a `pip freeze` of the submitting environment with every portable job, for the
+# runner to compare with its workers' (~1 CPU-s, a process of its own); the probe is a check of
+# its own, not a user's job: it skips that (the stages' own jobs still stage it).
+_PROBE_EXPERIMENTS = ("--experiments=disable_logging_submission_environment",)
+
+
+def probe_options(beam_args: list[str]):
+    """The probe's PipelineOptions: the run's Beam options, without the environment listing."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    return PipelineOptions([*beam_args, *_PROBE_EXPERIMENTS])
+
+
 def probe_main() -> None:
     """The child: one element through one Map on SDK workers (the options are sys.argv[1:])."""
     import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
     try:
-        with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as pipeline:
+        with beam.Pipeline(options=probe_options(sys.argv[1:])) as pipeline:
             _ = pipeline | beam.Create([0]) | beam.Map(lambda x: x + 1)
     except Exception as err:  # one line for the parent's message: gRPC's `details` when present
         details = _GRPC_DETAILS.findall(str(err))

@@ -19,7 +19,10 @@ LOGICAL_CPUS = 4
 def pytest_configure(config):
     """Split the CPU into 4 logical devices before TensorFlow initializes, so MirroredStrategy
     tests (and pipeline runs in this process) train with 2 real replicas (runtime.cpu_replicas
-    takes the first 2) and pipeline-stage tests have up to 4 stage devices."""
+    takes the first 2) and pipeline-stage tests have up to 4 stage devices. And the collector's
+    thresholds for a TensorFlow-sized heap (tests/support/collector.py)."""
+    from tests.support.collector import use_suite_thresholds
+    use_suite_thresholds()
     from components.training.strategy import ensure_cpu_replicas
     assert ensure_cpu_replicas(LOGICAL_CPUS) == LOGICAL_CPUS
 

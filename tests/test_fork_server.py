@@ -3,12 +3,15 @@ contract's container tasks and the multi-worker tests' workers: each command
 in its own process (nothing in memory from an earlier command), its exit status and its whole
 output returned, its stdin not the server's request pipe. A small preload (json), no TensorFlow."""
 
+import gc
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
+from tests.support.collector import SUITE_THRESHOLDS
 from tests.support.fork_server import ROOT, ForkServer, Started
 
 ONE_GLOBAL = """
@@ -33,6 +36,21 @@ def test_a_command_sees_nothing_an_earlier_one_set_in_memory(server):
     assert all("before None" in out for _, out in outs), outs
     pids = {line.split()[1] for _, out in outs for line in out.splitlines() if line.startswith("pid")}
     assert len(pids) == 2 and str(os.getpid()) not in pids
+
+
+def test_the_suites_processes_use_its_collector_thresholds(server):
+    """tests/support/collector.py: pytest's process (conftest), and from start-up every process
+    the suite's PYTHONPATH reaches (ledger_site/sitecustomize.py): a fresh interpreter, the fork
+    server and so its forks. Caught: the call dropped there (Python's defaults: 700, 10, 10)."""
+    from tests.support.ledger import SITE
+    if SITE not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        pytest.skip("the ledger is off (--ledger ''): its start-up folder is not on PYTHONPATH")
+    expected = " ".join(map(str, SUITE_THRESHOLDS))
+    assert gc.get_threshold() == SUITE_THRESHOLDS
+    fresh = subprocess.run([sys.executable, "-c", "import gc; print(*gc.get_threshold())"],
+                           capture_output=True, text=True, check=True).stdout
+    code, forked = server.python("import gc; print('thresholds', *gc.get_threshold())", [])
+    assert (fresh.strip(), code) == (expected, 0) and f"thresholds {expected}" in forked, forked
 
 
 @pytest.mark.parametrize("code, status", [("raise SystemExit(3)", 3), ("import sys; sys.exit()", 0),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import os
 import time
 from typing import Callable
 
@@ -232,6 +233,7 @@ def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> fl
             run.manager.save(checkpoint_number=step)
         if checkpoint_now:
             feed.save(step, run.manager.checkpoints, position=step + skipped)
+            _pause_after_checkpoint()
         elif stopping:   # the input ran ahead to the next checkpoint step: rebuild its state
             feed.save_between(step, step + skipped, run.manager.checkpoints)
         if stopping:
@@ -239,6 +241,17 @@ def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> fl
         if fault_at_step is not None and step == fault_at_step:
             raise InjectedFault(f"fault injected after step {step}")
     return loss
+
+
+# Fault-injection seam (tests/e2e/test_bad_input.py, kill -9): set, the run holds still for that
+# many seconds after each checkpoint (its input state saved), so a test acts while the run is
+# known to be training, whatever the machine's speed.
+PAUSE_AFTER_CHECKPOINT = "BIGTRAIN_TEST_PAUSE_AFTER_CHECKPOINT_S"
+
+
+def _pause_after_checkpoint() -> None:
+    if os.environ.get(PAUSE_AFTER_CHECKPOINT):
+        time.sleep(float(os.environ[PAUSE_AFTER_CHECKPOINT]))
 
 
 def _preempted(run: StepRun, step: int) -> TrainingPreempted:

@@ -109,8 +109,9 @@ MEASURED_DEPTH = ["--set", "model.n_layer=4"]
 # logical CPUs, traces and runs every replica's step: the chain's first run took 48.8 CPU-s
 # mirrored and 43.1 on one device (2026-12-06, the AMD EPYC 2-core VM), and a one-block, 10-step
 # run pays the same fixed tracing cost on a smaller total. The 2-replica path keeps its e2e checks
-# in the chain (the Trainer's num_replicas == 2, kill -9 and its resume, the HF export), the
-# preempted run, the model-parallel presets and the multi-worker tests.
+# in the chain (the Trainer's num_replicas == 2, the HF export), the preempted run (a resume under
+# MirroredStrategy), the model-parallel presets and the multi-worker tests; kill -9's runs train on
+# one device (2026-12-07).
 ONE_DEVICE = ["--set", "runtime.strategy=one_device"]
 
 # The smallest run that trains, exports, evaluates, blesses and pushes (a one-block model, 10

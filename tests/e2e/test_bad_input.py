@@ -19,7 +19,8 @@ import pytest
 
 from runners import cli
 from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
-from tests.e2e.conftest import MEASURED_DEPTH, base_args, lineage_json, run_cli
+from components.training.loop import PAUSE_AFTER_CHECKPOINT
+from tests.e2e.conftest import MEASURED_DEPTH, ONE_DEVICE, base_args, lineage_json, run_cli
 
 pytestmark = pytest.mark.slow
 LOOSE_EVAL = ["--set", "eval.max_loss=100", "--set", "eval.max_loss_regression=100"]
@@ -90,17 +91,19 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys, bigtr
     are processes of their own (forks of the session's bigtrain_server), C runs in this one."""
     # CI-sized; the float model only, evaluated on 2 batches: B's int8 and TFLite exports and
     # their evaluation proved nothing here (the variants are the chain's data_run's to test:
-    # tests/e2e/test_pipeline.py), and no assertion here reads an evaluation figure
-    # MEASURED_DEPTH: A's 40 steps after its first checkpoint must outlast the refused run and the
-    # lineage read below (as measured before the chain went to 2 blocks)
-    short = ["--set", "train.train_steps=60", "--set", "train.checkpoint_every=20",
+    # tests/e2e/test_pipeline.py), and no assertion here reads an evaluation figure. One device:
+    # a resume under MirroredStrategy is the preempted run's (tests/e2e/test_preempted_run.py).
+    short = ["--set", "train.train_steps=40", "--set", "train.checkpoint_every=20",
              "--set", "export.quantize=[]", "--set", "eval.max_batches=2",
-             "--set", "eval.sets=[]", *MEASURED_DEPTH]   # held-out set and code tasks: the chain's
+             "--set", "eval.sets=[]", *ONE_DEVICE]   # held-out set and code tasks: the chain's
     argv = ["run", "--home", home_copy, *base_args(corpus[0]), *LOOSE_EVAL, *short]
     before_served = served(home_copy)
     copied = checkpoint_dirs(home_copy)
     runs_before = len(lineage_json(capsys, home_copy, "runs"))
-    a = bigtrain_server.bigtrain(argv, output=os.path.join(home_copy, "..", "a.out"))
+    # A holds still after its first checkpoint until it is killed: it is training, whatever the
+    # machine's speed, while the refused run and the lineage reads below happen
+    a = bigtrain_server.bigtrain(argv, dict(os.environ, **{PAUSE_AFTER_CHECKPOINT: "600"}),
+                                 output=os.path.join(home_copy, "..", "a.out"))
     try:
         wait_for(lambda: checkpoint_dir(home_copy, copied) and os.path.exists(
             os.path.join(checkpoint_dir(home_copy, copied), "checkpoint")), 300,

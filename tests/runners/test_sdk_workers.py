@@ -19,7 +19,8 @@ from tfx.dsl.components.base import base_beam_executor
 from components import config as config_lib
 from components.common.errors import SdkWorkerError
 from runners import cli
-from runners.sdk_workers import check_sdk_workers, external_pool, probing_each_beam_stage
+from runners.sdk_workers import (check_sdk_workers, external_pool, probe_options,
+                                 probing_each_beam_stage)
 from tests.support.beam_worker_pool import free_port, portable_args, worker_pool
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin")
@@ -72,6 +73,24 @@ def test_only_portable_runs_on_an_external_pool_are_probed():
     assert external_pool(["--runner=FlinkRunner", "--environment_type=EXTERNAL",
                           "--environment_config=localhost:5"]) is None
     assert external_pool(portable_args(5)) == "localhost:5"
+
+
+def test_the_probe_skips_the_environment_listing_a_stage_keeps(tmp_path, monkeypatch):
+    """Beam's stager (what a portable job's environment stages, the reference) runs `pip freeze`
+    for the run's own options and not for the probe's. Caught: the experiment misspelled (Beam
+    ignores a name it does not know) or dropped."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.stager import SUBMISSION_ENV_DEPENDENCIES_FILE, Stager
+    freezes = []
+    monkeypatch.setattr(subprocess, "check_output",
+                        lambda cmd, **_: freezes.append(cmd[-2:]) or b"apache-beam==2.59.0\n")
+    for name, options in (("stage", PipelineOptions(portable_args(5))),
+                          ("probe", probe_options(portable_args(5)))):
+        (tmp_path / name).mkdir()
+        Stager.create_job_resources(options, str(tmp_path / name))
+    assert freezes == [["pip", "freeze"]]
+    assert os.listdir(tmp_path / "stage") == [SUBMISSION_ENV_DEPENDENCIES_FILE]
+    assert os.listdir(tmp_path / "probe") == []
 
 
 @pytest.mark.parametrize("name", ["sdk_worker_timeout_s", "sdk_worker_stall_s"])

@@ -190,9 +190,11 @@ def test_a_popen_like_fork_is_polled_signalled_and_leads_its_own_group(server, t
     assert open(output).read().splitlines() == [
         f"group {new_session} session {new_session}", "to stderr", "KeyboardInterrupt"]
     proc.kill()   # an ended fork: nothing to signal, no error
+    sleeper = server.popen("tests.support.fork_server:exec_code", ["-c", "import time; time.sleep(600)"])
     with pytest.raises(subprocess.TimeoutExpired):
-        server.popen("tests.support.fork_server:exec_code",
-                     ["-c", "import time; time.sleep(600)"]).wait(timeout=0.2)
+        sleeper.wait(timeout=0.2)
+    sleeper.kill()   # not left behind for 10 minutes (the server's close does not end its forks)
+    assert sleeper.wait(timeout=120) == -signal.SIGKILL
 
 
 def test_a_command_gets_the_temp_folder_of_its_own_environment(tmp_path):

@@ -8,12 +8,13 @@ STAMP  := $(VENV)/.bigtrain-installed-bytecode
 # Extra arguments: make run ARGS="--set train.train_steps=50"; make test PYTEST_ARGS="-m 'not slow'"
 ARGS ?=
 PYTEST_ARGS ?=
-# Both test tiers run on every core (pytest-xdist), tests grouped so a shared pipeline run or
-# export is built once (tests/conftest.py), the slowest groups first. `make test` runs one worker
-# more than the cores: its slow tier waits in places (the stall tests' sleeps, subprocesses
-# starting, servers answering), and a third worker on 2 cores fills them (docs/benchmarks.md,
-# "Set-up and tests"); the fast tier, one per core. One process instead: make test XDIST=
-XDIST ?= -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadgroup --no-loadscope-reorder
+# Both test tiers run one worker per core (pytest-xdist), tests grouped so a shared pipeline run
+# or export is built once (tests/conftest.py), the slowest groups first. Until 2026-12-07 `make
+# test` ran one worker more than the cores, to fill the slow tier's waits; on the 2-core AMD VM
+# that day two workers used 9% fewer CPU-s (one less worker's imports and session server, no
+# third process on 2 cores) for 6% more wall (docs/benchmarks.md, "Set-up and tests").
+# One process instead: make test XDIST=
+XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
 XDIST_FAST ?= -n auto --dist loadgroup --no-loadscope-reorder
 # pytest with bytecode writing on, whatever PYTHONDONTWRITEBYTECODE says (it is set in CI and on
 # the dev VM): pytest then keeps its assertion-rewritten test modules in tests/**/__pycache__

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from components.common import fs
 from components.common.errors import BigtrainError, DiskFullError
+from components.common.process import pause_if_set
 from components.push import staging
 from components.push import deployment
 from components.serving.assets import is_extra
@@ -157,9 +158,9 @@ def check_warmup_file(saved_model_dir: str) -> None:
         warmup.read_warmup_requests(saved_model_dir)
 
 
-def _pause_before_publish() -> None:
-    if os.environ.get("BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S"):  # fault-injection seam: kill -9 test
-        time.sleep(float(os.environ["BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S"]))
+# Fault-injection seam (tests/e2e/test_bad_input.py, kill -9): set, the push holds still for that
+# many seconds before it publishes (staged, not yet served).
+PAUSE_BEFORE_PUBLISH = "BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S"
 
 
 def hf_writer(model_dir: str, facts: dict | None = None):
@@ -199,7 +200,7 @@ def _publish(saved_model_dir: str, base_dir: str, version: int, push_record: dic
             fs.write_bytes(fs.join(incoming, PUSH_RECORD), record_bytes)
             for folder, write in extras.items():
                 write(fs.join(incoming, folder), version)
-            _pause_before_publish()
+            pause_if_set(PAUSE_BEFORE_PUBLISH)
             fs.rename(incoming, final)  # atomic; the version number is ours (claimed)
         except BaseException:
             fs.rmtree(incoming)
@@ -212,7 +213,7 @@ def _publish(saved_model_dir: str, base_dir: str, version: int, push_record: dic
         for folder, write in extras.items():
             write(fs.join(final, folder), version)
         fs.write_bytes(fs.join(final, PUSH_RECORD), record_bytes)
-        _pause_before_publish()
+        pause_if_set(PAUSE_BEFORE_PUBLISH)
         fs.copy(fs.join(saved_model_dir, GRAPH_FILE), fs.join(final, GRAPH_FILE))
     except BaseException:
         fs.rmtree(final)

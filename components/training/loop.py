@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import os
 import time
 from typing import Callable
 
@@ -20,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.common import checkpoints
+from components.common.process import pause_if_set
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.spec import token_spec
 from components.training import memory, pipeline_stages, zero
@@ -233,7 +233,7 @@ def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> fl
             run.manager.save(checkpoint_number=step)
         if checkpoint_now:
             feed.save(step, run.manager.checkpoints, position=step + skipped)
-            _pause_after_checkpoint()
+            pause_if_set(PAUSE_AFTER_CHECKPOINT)
         elif stopping:   # the input ran ahead to the next checkpoint step: rebuild its state
             feed.save_between(step, step + skipped, run.manager.checkpoints)
         if stopping:
@@ -244,14 +244,8 @@ def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> fl
 
 
 # Fault-injection seam (tests/e2e/test_bad_input.py, kill -9): set, the run holds still for that
-# many seconds after each checkpoint (its input state saved), so a test acts while the run is
-# known to be training, whatever the machine's speed.
+# many seconds after each checkpoint (its input state saved): it is known to be training.
 PAUSE_AFTER_CHECKPOINT = "BIGTRAIN_TEST_PAUSE_AFTER_CHECKPOINT_S"
-
-
-def _pause_after_checkpoint() -> None:
-    if os.environ.get(PAUSE_AFTER_CHECKPOINT):
-        time.sleep(float(os.environ[PAUSE_AFTER_CHECKPOINT]))
 
 
 def _preempted(run: StepRun, step: int) -> TrainingPreempted:

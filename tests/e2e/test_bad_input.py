@@ -19,6 +19,7 @@ import pytest
 
 from runners import cli
 from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
+from components.push.push import PAUSE_BEFORE_PUBLISH
 from components.training.loop import PAUSE_AFTER_CHECKPOINT
 from tests.e2e.conftest import MEASURED_DEPTH, ONE_DEVICE, base_args, lineage_json, run_cli
 
@@ -137,7 +138,7 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys, bigtr
 
     # B: takes the lock over, records A abandoned, resumes, and is killed in the middle of its push
     log_b_path = os.path.join(home_copy, "..", "b.out")
-    b = bigtrain_server.bigtrain(argv, dict(os.environ, BIGTRAIN_TEST_PAUSE_BEFORE_PUBLISH_S="120"),
+    b = bigtrain_server.bigtrain(argv, dict(os.environ, **{PAUSE_BEFORE_PUBLISH: "120"}),
                                  output=log_b_path)
     base = os.path.join(home_copy, "serving", "gpt")
     try:

@@ -13,9 +13,8 @@ PYTEST_ARGS ?=
 # test` ran one worker more than the cores, to fill the slow tier's waits; on the 2-core AMD VM
 # that day two workers used 9% fewer CPU-s (one less worker's imports and session server, no
 # third process on 2 cores) for 6% more wall (docs/benchmarks.md, "Set-up and tests").
-# One process instead: make test XDIST=
+# One process instead: make test XDIST= (or make test-fast XDIST=)
 XDIST ?= -n auto --dist loadgroup --no-loadscope-reorder
-XDIST_FAST ?= -n auto --dist loadgroup --no-loadscope-reorder
 # pytest with bytecode writing on, whatever PYTHONDONTWRITEBYTECODE says (it is set in CI and on
 # the dev VM): pytest then keeps its assertion-rewritten test modules in tests/**/__pycache__
 # (git-ignored) instead of rewriting all ~300 of them in every worker on every run, ~10 CPU-s
@@ -132,7 +131,7 @@ hf-loader-lock:
 # Inner loop (target: at most 3 minutes on the 2-core dev VM; latest figures in docs/operations.md):
 # every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
-	$(PYTEST) $(XDIST_FAST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # Re-resolve the lock after changing pyproject.toml's dependencies; commit the result.
 lock:

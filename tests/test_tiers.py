@@ -18,16 +18,15 @@ def make_recipe(target: str) -> str:
 
 
 def test_both_tiers_run_under_xdist_with_the_groups():
-    """Caught: a tier that drops its $(XDIST...) (back to one core), one without --dist loadgroup
+    """Caught: a tier that drops its $(XDIST) (back to one core), one without --dist loadgroup
     (xdist then ignores the groups: each worker builds the shared pipeline runs itself), or with
     xdist's reordering by group size (the longest groups no longer start first)."""
     with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
         text = fh.read()
-    for variable in ("XDIST", "XDIST_FAST"):   # make test's, make test-fast's
-        xdist = re.search(rf"^{variable} \?= (.*)$", text, re.M).group(1).split()
-        assert xdist[xdist.index("--dist") + 1] == "loadgroup", variable
-        assert "--no-loadscope-reorder" in xdist and "-n" in xdist, variable
-    assert "$(XDIST)" in make_recipe("test") and "$(XDIST_FAST)" in make_recipe("test-fast")
+    xdist = re.search(r"^XDIST \?= (.*)$", text, re.M).group(1).split()   # both tiers'
+    assert xdist[xdist.index("--dist") + 1] == "loadgroup"
+    assert "--no-loadscope-reorder" in xdist and "-n" in xdist
+    assert "$(XDIST)" in make_recipe("test") and "$(XDIST)" in make_recipe("test-fast")
     assert '-m "not slow"' in make_recipe("test-fast") and '-m "' not in make_recipe("test")
 
 

@@ -93,14 +93,20 @@ class SdkWorkerError(BigtrainError):
     exit_code = EXIT_FAILED
 
 
-def cause_chain(exc: BaseException | None):
+def cause_chain(exc: BaseException | None, *, as_reported: bool = False):
     """exc, then its __cause__ (else __context__), and so on, each exception once: the errors a
-    stage raised itself lie under the wrappers TFX and Beam raise around them."""
+    stage raised itself lie under the wrappers TFX and Beam raise around them. as_reported: stop
+    where the chain was cut (`raise ... from None` sets __suppress_context__), as Python's own
+    traceback does, so what a raiser chose to hide is never reported as the cause; kept off for
+    classification (a disk-full OSError re-raised `from None` is still a full disk)."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         yield exc
-        exc = exc.__cause__ or exc.__context__
+        if exc.__cause__ is not None or not (as_reported and exc.__suppress_context__):
+            exc = exc.__cause__ or exc.__context__
+        else:
+            exc = None
 
 
 def in_cause_chain(exc: BaseException | None, kind: type) -> BaseException | None:

@@ -9,7 +9,7 @@ import traceback
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common.errors import TrainingPreempted, in_cause_chain
+from components.common.errors import TrainingPreempted, cause_chain, in_cause_chain
 
 RUN_DIR, RUN_LOG, CONFIG_DIGEST = "bigtrain_run_dir", "bigtrain_log", "bigtrain_config_digest"
 ERROR, ERROR_TYPE, TRACEBACK = "bigtrain_error", "bigtrain_error_type", "bigtrain_traceback"
@@ -38,16 +38,16 @@ EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY, PR
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")
 
 
+# Exceptions that end an iteration or a generator, not a computation: never a cause a user reads
+# (json's scanner raises StopIteration(index) under every JSONDecodeError).
+CONTROL_FLOW = (StopIteration, StopAsyncIteration, GeneratorExit)
+
+
 def root_cause(exc: BaseException) -> BaseException:
-    """The innermost exception of the __cause__ / __context__ chain (past Beam and TFX wrappers)."""
-    seen = set()
-    while id(exc) not in seen:
-        seen.add(id(exc))
-        nxt = exc.__cause__ or exc.__context__
-        if nxt is None:
-            break
-        exc = nxt
-    return exc
+    """The innermost exception of the chain as Python reports it (past Beam and TFX wrappers; not
+    past `raise ... from None`), control-flow exceptions skipped: the error in its raiser's words."""
+    chain = [e for e in cause_chain(exc, as_reported=True) if not isinstance(e, CONTROL_FLOW)]
+    return chain[-1] if chain else exc
 
 
 def is_preempted(exc: BaseException | None) -> bool:

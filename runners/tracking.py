@@ -103,6 +103,18 @@ def copy_outputs(trackers, report, names: list[str], staging: str) -> None:
             os.rmdir(folder)
 
 
+def tracker_stores(settings: dict, ids: dict) -> list[tuple[str, str, str]]:
+    """(backend, its run id, where it wrote: the store or folder and where that came from, e.g.
+    `sqlite:///h/mlflow.db (default)`, `http://mlflow:5000 ($MLFLOW_TRACKING_URI)`)."""
+    places = {"mlflow": "mlflow_uri", "wandb": "wandb_dir"}
+    out = []
+    for name, run in sorted(ids.items()):
+        key = places[name]
+        source = settings.get("sources", {}).get(key, "config")
+        out.append((name, run, f"{settings[key]} ({source})"))
+    return out
+
+
 def finish_tracking(config: config_lib.Config, store, run_context, error, report) -> dict:
     """Phase 3, after the run's context is recorded and its report (pipeline/lineage/report.py
     run_report) printed: the final stream from that report, the run ended FINISHED or FAILED,
@@ -123,5 +135,7 @@ def finish_tracking(config: config_lib.Config, store, run_context, error, report
     if ids:
         run_context.custom_properties[record.RUN_TRACKERS].string_value = json.dumps(ids, sort_keys=True)
         store.put_contexts([run_context])
-        print("tracker runs: " + ", ".join(f"{k} {v}" for k, v in sorted(ids.items())), flush=True)
+        print("tracker runs: " + ", ".join(f"{k} {v} in {store}" for k, v, store in
+                                           tracker_stores(tracking_settings(config), ids)),
+              flush=True)
     return ids

@@ -21,6 +21,11 @@ def pytest_configure(config):
     tests (and pipeline runs in this process) train with 2 real replicas (runtime.cpu_replicas
     takes the first 2) and pipeline-stage tests have up to 4 stage devices. And the collector's
     thresholds for a TensorFlow-sized heap (tests/support/collector.py)."""
+    # The trackers' own variables (components/config/tracking.py ENVIRONMENT) from a developer's
+    # shell would move every tracking test's store: the suite starts without them.
+    from components.config.tracking import ENVIRONMENT
+    for variable in ENVIRONMENT.values():
+        os.environ.pop(variable, None)
     from tests.support.collector import use_suite_thresholds
     use_suite_thresholds()
     from components.training.strategy import ensure_cpu_replicas

@@ -30,7 +30,7 @@ def test_every_backend_together_from_the_command_line(tmp_path):
     ("tracking.backends=[tensorboard,neptune]", "tracking.backends: 'neptune' is not one of"),
     ("tracking.backends=[mlflow,mlflow]", "tracking.backends: ['mlflow', 'mlflow'] names a backend twice"),
     ("tracking.wandb_mode=sometimes", "tracking.wandb_mode: 'sometimes' is not one of"),
-    ("tracking.mlflow_experiment=", "tracking.mlflow_experiment: must not be empty"),
+    ("tracking.mlflow_experiment=' '", "tracking.mlflow_experiment: must not be blank"),
     ("tracking.server=x", "tracking.server"),
 ])
 def test_a_bad_tracking_setting_is_an_error_naming_it(override, named):

@@ -159,3 +159,25 @@ def test_nothing_configured_means_no_client(monkeypatch, tmp_path):
     monkeypatch.delenv("OPENLINEAGE_URL")
     (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
     assert openlineage_emit.configured()
+
+
+def test_two_runs_have_their_own_ids_and_each_runs_events_share_one():
+    """Issue 57 (10): a run id that left out the run's own id (two runs sharing ids) passed every
+    fast test. Two runs of one pipeline: every event of a run carries that run's id (the pipeline
+    event's, and as the parent of each stage's), its stages' ids differ from each other's, and
+    no id of one run appears in the other's events."""
+    second = ol.RunRecord("20260101T000000.000002", "bigtrain", config_digest="0123456789abcdef")
+
+    def ids(run):
+        stages = [ol.StageRecord(node, "complete", 1, 2) for node in ("TextExampleGen", "Trainer")]
+        events = [as_json(e) for s in stages for e in ol.stage_events(run, s)]
+        events.append(as_json(ol.pipeline_event(run, ol.RunState.COMPLETE, 3)))
+        parents = {e["run"]["facets"]["parent"]["run"]["runId"] for e in events[:-1]}
+        own = {e["run"]["runId"] for e in events}
+        return parents, own
+
+    parents_a, own_a = ids(RUN)
+    parents_b, own_b = ids(second)
+    assert parents_a == {ol.run_uuid(RUN)} and parents_b == {ol.run_uuid(second)}
+    assert len(own_a) == len(own_b) == 3             # the pipeline run and two stages, each its own
+    assert not (own_a | parents_a) & (own_b | parents_b)

@@ -73,15 +73,20 @@ def sets_cache_key(eval_config) -> str:
 
 def text_prefix(text: bytes, max_document_bytes: int) -> bytes:
     """What of a text decides its first max_document_bytes of ids: the whole text when shorter,
-    else the text up to its first ASCII blank at or after max_document_bytes (a token never spans
-    one: the byte tokenizer's ids are the bytes, SentencePiece splits at blanks), else its first
-    max_document_bytes + PREFIX_SLACK bytes at a UTF-8 character boundary."""
+    else the text up to the first run of spaces that starts at or after max_document_bytes (a
+    token never spans its start: the byte tokenizer's ids are the bytes, SentencePiece splits
+    before each run of spaces), else its first max_document_bytes + PREFIX_SLACK bytes at a UTF-8
+    character boundary."""
     if len(text) <= max_document_bytes:
         return text
-    window = text[max_document_bytes:max_document_bytes + PREFIX_SLACK]
-    blanks = [i for i in (window.find(c) for c in b" \n\t\r") if i >= 0]
-    if blanks:
-        return text[:max_document_bytes + min(blanks)]
+    start = max_document_bytes
+    while start < min(len(text), max_document_bytes + PREFIX_SLACK):
+        start = text.find(b" ", start, max_document_bytes + PREFIX_SLACK)
+        if start < 0:
+            break
+        if text[start - 1] != 0x20:
+            return text[:start]
+        start += 1
     end = min(len(text), max_document_bytes + PREFIX_SLACK)
     while end > max_document_bytes and end < len(text) and text[end] & 0xC0 == 0x80:
         end -= 1      # not inside a UTF-8 character

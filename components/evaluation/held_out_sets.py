@@ -50,14 +50,17 @@ def set_files(held_out) -> list[str]:
 
 
 def sets_fingerprint(eval_config) -> str:
-    """sha256 over every set's name and its files' paths and content digests
-    (components/common/digest.py): the memoized figures' key and the Evaluator's cache key, so a
-    set file rewritten with other text is measured again, whatever its size and mtime."""
+    """sha256 over every set's name, input as written, and its files' names and content digests
+    (components/common/digest.py) in order: the memoized figures' key and the Evaluator's cache
+    key, so a set file rewritten with other text is measured again, whatever its size and mtime.
+    No folder: `<heldout>` is wherever bigtrain is installed, the same set in every checkout."""
     import hashlib
+    import posixpath
     outer = hashlib.sha256()
     for held_out in eval_config.sets:
         for path in set_files(held_out):
-            outer.update(f"{held_out.name}\0{path}\0{content_digest(path)}\n".encode())
+            outer.update(f"{held_out.name}\0{held_out.input}\0{posixpath.basename(path)}\0"
+                         f"{content_digest(path)}\n".encode())
     return outer.hexdigest()[:16]
 
 

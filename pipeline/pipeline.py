@@ -18,6 +18,7 @@ from tfx.types import Channel, standard_artifacts
 from components.model import properties as model_props
 from components.validation.schema_gen import CuratedSchemaGen
 from components.evaluation.component import LanguageModelEvaluator
+from components.evaluation.held_out_sets import sets_cache_key
 from components.push.executor import AtomicPusherExecutor, pusher_sections
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
@@ -164,7 +165,7 @@ def release_stages(config: Config, examples, trainer, serving_dir: str):
     evaluator = LanguageModelEvaluator(
         examples=examples, model=trainer.outputs["model"],
         baseline_model=latest_blessed.outputs["model"], eval_config=config.eval,
-        export_config=config.export)
+        export_config=config.export, sets_fingerprint=sets_cache_key(config.eval))
     # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
     pusher = AtomicPusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],

@@ -35,11 +35,12 @@ def code_digests() -> dict[str, str]:
 def inputs_key(config: config_lib.Config, input_fingerprint: str) -> dict:
     """What a run depends on. `input_fingerprint`: the run's one fingerprint of data.input (the
     same value the data stages key their cache on)."""
+    from components.evaluation.held_out_sets import sets_cache_key
     from components.training.hf_source import init_from_fingerprint
     settings = config_lib.to_dict(config)
     settings["paths"].pop("home", None)  # the home is where we look, not an input
     key = {"config": settings, "input": input_signature(config.data, input_fingerprint),
-           "code": code_digests()}
+           "code": code_digests(), "eval_sets": sets_cache_key(config.eval)}
     warm_start = init_from_fingerprint(config)
     if warm_start is not None:  # train.init_from=hf:DIR: its files are an input too
         key["init_from"] = warm_start
@@ -64,6 +65,8 @@ def changes(before: dict, after: dict) -> list[str]:
             reasons.append(f"config {key}: {a.get(key)!r} -> {b.get(key)!r}")
     if before.get("input") != after.get("input"):
         reasons.append("input files changed (added, removed, resized or modified)")
+    if before.get("eval_sets") != after.get("eval_sets"):
+        reasons.append("eval.sets files changed (their bytes: a content digest)")
     if before.get("init_from") != after.get("init_from"):
         reasons.append("train.init_from files changed (added, removed, resized or modified)")
     code_a, code_b = before.get("code", {}), after.get("code", {})

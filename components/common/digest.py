@@ -1,11 +1,14 @@
 """The one code digest for cache keys: a stage's cache key must change when the code that decides
-its output changes, not only when its settings or inputs do (TFX keys on exec properties)."""
+its output changes, not only when its settings or inputs do (TFX keys on exec properties); and
+the content digest of a small input whose every byte decides the output (a held-out set)."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
 import os
+
+from components.common import fs
 
 
 def module_path(name: str, root: str | None = None) -> str:
@@ -45,6 +48,16 @@ def source_files(*modules: str, suffixes: tuple[str, ...] = (".py",), exclude: t
 def file_digest(path: str) -> str:
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).hexdigest()
+
+
+def content_digest(path: str, chunk_bytes: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, local or s3:// / gs:// (through the filesystem seam), read a
+    chunk at a time: a data file's size does not reach memory."""
+    outer = hashlib.sha256()
+    with fs.open_file(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(chunk_bytes), b""):
+            outer.update(chunk)
+    return outer.hexdigest()
 
 
 def code_digest(*modules: str, exclude: tuple[str, ...] = (), root: str | None = None) -> str:

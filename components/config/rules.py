@@ -94,6 +94,10 @@ def validate_positive(config: Config) -> None:
         raise ConfigError(f"train.eval_every: must be >= 0 (0 = no validation while training), "
                           f"and > 0 with train.keep_best (it picks among the validations); got "
                           f"{t.eval_every} with keep_best={t.keep_best}")
+    if t.keep_best and t.eval_every > t.train_steps:
+        raise ConfigError(f"train.eval_every: {t.eval_every} > train.train_steps {t.train_steps} "
+                          f"with train.keep_best: no validation would run, so there is no best "
+                          f"to keep (set eval_every <= train_steps, or keep_best false)")
     if r.peak_tflops_per_device < 0:
         raise ConfigError(f"runtime.peak_tflops_per_device: must be >= 0 (0 = unknown), got "
                           f"{r.peak_tflops_per_device}")
@@ -131,6 +135,10 @@ def validate_eval(config: Config) -> None:
     if e.task_items < 0 or not 0.0 <= e.min_task_choice_accuracy <= 1.0:
         raise ConfigError(f"eval.task_items must be >= 0 (0 = off) and eval.min_task_choice_"
                           f"accuracy in [0, 1], got {e.task_items} and {e.min_task_choice_accuracy}")
+    if e.min_task_choice_accuracy > 0 and (e.task_items == 0 or not e.sets):
+        raise ConfigError(f"eval.min_task_choice_accuracy: {e.min_task_choice_accuracy} gates "
+                          f"code tasks that never run (eval.task_items {e.task_items}, "
+                          f"{len(e.sets)} eval.sets): set task_items and a set, or the gate to 0")
     if e.document_bytes < 0 or e.max_document_bytes < 1:
         raise ConfigError(f"eval.document_bytes must be >= 0 (0 = off) and eval.max_document_bytes "
                           f">= 1, got {e.document_bytes} and {e.max_document_bytes}")

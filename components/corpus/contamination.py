@@ -88,24 +88,27 @@ def _strings(value) -> Iterator[str]:
             yield from _strings(item)
 
 
-def eval_texts(path: str) -> Iterator[bytes]:
-    """The texts of one evaluation file (see the module docstring)."""
-    data = fs.read_bytes(path)
-    if path.endswith(".gz"):
-        data = gzip.decompress(data)
+def eval_texts(path: str, max_file_bytes: int | None = None) -> Iterator[bytes]:
+    """The texts of one evaluation file (see the module docstring), read as a stream: a JSONL
+    file one line at a time, any other file whole or, with max_file_bytes, its first
+    max_file_bytes bytes only (a held-out set scores a document's first bytes; a 200 MB file
+    must not reach memory)."""
     name = path[:-3] if path.endswith(".gz") else path
-    if not name.endswith((".jsonl", ".json")):
-        yield data
-        return
-    for number, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as err:
-            raise ValueError(f"data.decontaminate.eval_files: {path}:{number}: not JSON ({err})") from None
-        for text in _strings(record):
-            yield text.encode("utf-8")
+    with fs.open_file(path, "rb") as raw:
+        fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+        if not name.endswith((".jsonl", ".json")):
+            yield fh.read() if max_file_bytes is None else fh.read(max_file_bytes)
+            return
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as err:
+                raise ValueError(f"data.decontaminate.eval_files: {path}:{number}: not JSON "
+                                 f"({err})") from None
+            for text in _strings(record):
+                yield text.encode("utf-8")
 
 
 def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, ...]] | None = None

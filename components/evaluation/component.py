@@ -195,8 +195,12 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
 
 
 class LanguageModelEvaluatorSpec(ComponentSpec):
+    # sets_fingerprint: the content digest of eval.sets' files (held_out_sets.sets_fingerprint),
+    # in the cache key so a rewritten set file runs the Evaluator again; the executor keys its
+    # memoized figures on the digest it computes itself.
     PARAMETERS = {"eval_config": ExecutionParameter(type=str),
-                  "export_config": ExecutionParameter(type=str, optional=True)}
+                  "export_config": ExecutionParameter(type=str, optional=True),
+                  "sets_fingerprint": ExecutionParameter(type=str, optional=True)}
     INPUTS = {
         "examples": ChannelParameter(type=standard_artifacts.Examples),
         "model": ChannelParameter(type=standard_artifacts.Model),
@@ -212,10 +216,11 @@ class LanguageModelEvaluator(base_component.BaseComponent):
     SPEC_CLASS = LanguageModelEvaluatorSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(LanguageModelEvaluatorExecutor)
 
-    def __init__(self, examples, model, eval_config, baseline_model=None, export_config=None):
+    def __init__(self, examples, model, eval_config, baseline_model=None, export_config=None,
+                 sets_fingerprint: str = ""):
         super().__init__(spec=LanguageModelEvaluatorSpec(
             examples=examples, model=model, baseline_model=baseline_model,
-            eval_config=config_lib.section_json(eval_config),
+            eval_config=config_lib.section_json(eval_config), sets_fingerprint=sets_fingerprint,
             export_config=config_lib.section_json(export_config or config_lib.ExportConfig()),
             evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
             blessing=types.Channel(type=standard_artifacts.ModelBlessing)))

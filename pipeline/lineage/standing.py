@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from components.model import properties as model_props
 from components.evaluation import properties as eval_props
-from components.evaluation.documents import DOCUMENT_FIGURES
-from components.evaluation.held_out_sets import SETS_PROPERTY, property_name
+from components.evaluation.documents import COMPARABLE_BYTES, DOCUMENT_FIGURES
+from components.evaluation.held_out_sets import SET_COUNTS, SETS_PROPERTY, property_name
 
 
 def _versus(model_bpb: float, compressors) -> str:
@@ -35,6 +35,12 @@ def _standing_lines(figures: dict, label: str, what: str) -> list[str]:
     (model_bpb, se, zlib_doc, lzma_doc, zlib_cat, lzma_cat) = (figures.get(k) for k in DOCUMENT_FIGURES)
     if not all(isinstance(f, float) for f in (model_bpb, zlib_doc, lzma_doc)):
         return []
+    scored = figures.get(eval_props.DOCUMENT_BYTES)
+    if isinstance(scored, (int, float)) and scored < COMPARABLE_BYTES:
+        return [f"  {label:<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
+                f"{figures.get(eval_props.DOCUMENT_COUNT)} {what}, {int(scored)} bytes: too few bytes "
+                f"to compare with zlib-9 / lzma-9 (under {COMPARABLE_BYTES} their headers "
+                f"dominate)"]
     versus = _versus(model_bpb, (("zlib-9", zlib_doc), ("lzma-9", lzma_doc)))
     lines = [f"  {label:<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
              f"{figures.get(eval_props.DOCUMENT_COUNT)} {what}, {figures.get(eval_props.DOCUMENT_BYTES)} "
@@ -58,12 +64,23 @@ def document_standing(evaluation: dict) -> list[str]:
     for name in set_names(evaluation):
         prefixed = {k: evaluation.get(property_name(name, k)) for k in
                     DOCUMENT_FIGURES + (eval_props.DOCUMENT_COUNT, eval_props.DOCUMENT_BYTES)}
-        lines += _standing_lines(prefixed, f"held-out {name}", "documents")
+        lines += _standing_lines(prefixed, f"held-out {name}", "documents") + skipped_line(
+            evaluation, name)
     return lines + task_lines(evaluation)
+
+
+def skipped_line(evaluation: dict, name: str) -> list[str]:
+    """A held-out set's texts skipped as not text (held_out_sets.SET_COUNTS); [] when none."""
+    counts = {c[len("skipped_"):]: int(evaluation.get(property_name(name, c)) or 0) for c in SET_COUNTS}
+    shown = ", ".join(f"{n} {reason}" for reason, n in counts.items() if n)
+    return [f"  {'  skipped':<26} {shown} text(s) of held-out {name}: not scored"] if shown else []
 
 
 def task_lines(evaluation: dict) -> list[str]:
     """The code tasks' line (components/evaluation/tasks.py); [] when none ran."""
+    if evaluation.get(eval_props.TASK_ITEMS) == 0:
+        return [f"  {'code tasks':<26} none: held-out {evaluation.get(eval_props.TASK_SET)} "
+                f"yields no task item (no eligible line, or one document only)"]
     if not isinstance(evaluation.get(eval_props.TASK_CHOICE_ACCURACY), float):
         return []
     return [f"  {'code tasks':<26} {evaluation.get(eval_props.TASK_ITEMS)} lines of held-out "

@@ -83,7 +83,8 @@ def test_gates_fail_above_their_threshold_only_and_name_the_set():
 
 def test_the_memo_key_of_the_sets_changes_when_a_set_file_changes(tmp_path):
     """The Evaluator memoizes its figures per model and eval config; a set is a glob, so the key
-    also carries its files' listing fingerprint: an edited (resized) set file is measured again.
+    also carries its files' content digest: an edited set file is measured again (the same size
+    and mtime: tests/components/test_held_out_set_reading.py).
     Catches a key over the config alone (stale figures for an edited set)."""
     (tmp_path / "a.txt").write_text("one\n")
     config = build_config("tiny", overrides=[f"eval.sets=[{{name: s, input: '{tmp_path}/*.txt'}}]"]).eval

@@ -261,9 +261,11 @@ class PushConfig:
 @dataclass(frozen=True)
 class RuntimeConfig:
     strategy: str = "mirrored"
-    # With no GPU, `mirrored` splits the CPU into this many logical devices, so tests and CPU runs
-    # exercise real replicas. Ignored when GPUs are present.
-    cpu_replicas: int = 2
+    # With no GPU, `mirrored` splits the CPU into this many logical devices (one replica each).
+    # 1, the default: one replica per real device, the fastest on a CPU-only host as measured
+    # (benchmarks/cpu_defaults.py; docs/benchmarks.md "CPU defaults"); 2 or more make replicas
+    # to test data parallelism on a CPU. Ignored when GPUs are present.
+    cpu_replicas: int = 1
     precision: str = "float32"
     # jit-compile (XLA) the per-replica forward/backward: `auto` = on with GPUs, off on CPU (as
     # measured: AUTO_XLA in components/training/loop.py has the figures), or `on` / `off`.

@@ -62,7 +62,7 @@ def test_yaml_file_then_overrides(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["train.global_batch_size=30", "train.accumulation_steps=4"],
+    (["train.global_batch_size=30", "train.accumulation_steps=4", "runtime.cpu_replicas=2"],
      r"global_batch_size \(30\) must be divisible by replicas \(2\) x train\.accumulation_steps \(4\)"),
     (["model.d_model=66"], r"model\.d_model \(66\) must be divisible by model\.n_head \(4\)"),
     (["data.eval_fraction=1.5"], r"data\.eval_fraction"),

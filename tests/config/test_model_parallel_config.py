@@ -8,7 +8,7 @@ from components.config import ConfigError, build_config
 
 
 def test_supported_combinations_validate():
-    build_config("tiny", overrides=["train.shard_optimizer_state=true", "runtime.strategy=mirrored"])
+    build_config("tiny", overrides=["train.shard_optimizer_state=true", "runtime.strategy=mirrored", "runtime.cpu_replicas=2"])
     build_config("tiny", overrides=["train.shard_optimizer_state=true",
                                     "runtime.strategy=multi_worker_mirrored"])
     build_config("tiny", overrides=["runtime.pipeline_stages=4", "runtime.strategy=one_device",
@@ -23,7 +23,7 @@ def test_supported_combinations_validate():
     (["runtime.pipeline_stages=5", "runtime.strategy=one_device"],
      r"runtime.pipeline_stages \(5\) exceeds model.n_layer \(4\)"),
     (["runtime.pipeline_stages=0"], "runtime.pipeline_stages: must be >= 1"),
-    (["runtime.pipeline_stages=2", "runtime.strategy=mirrored"],
+    (["runtime.pipeline_stages=2", "runtime.strategy=mirrored", "runtime.cpu_replicas=2"],
      "runtime.pipeline_stages=2 needs runtime.strategy=one_device"),
     (["runtime.pipeline_stages=2", "runtime.strategy=multi_worker_mirrored"],
      "runtime.pipeline_stages=2 needs runtime.strategy=one_device.*multi_worker_mirrored "

@@ -94,7 +94,7 @@ def base_args(corpus_root):
             *CHAIN_DEPTH, "--set", "data.seq_len=64", "--set", "train.train_steps=120",
             "--set", "train.warmup_steps=10", "--set", "train.checkpoint_every=50",
             "--set", "train.log_every=40", "--set", "export.quantize=[int8,tflite]",
-            "--set", "train.eval_every=60", *SMALL_HELD_OUT, *SMALL_DOCUMENTS]
+            "--set", "train.eval_every=60", *SMALL_HELD_OUT, *SMALL_DOCUMENTS, *MIRRORED_2]
 
 
 # 2 blocks: a stack (block-to-block hand-off, per-block names in the export and the HF layout) at
@@ -105,14 +105,18 @@ CHAIN_DEPTH = ["--set", "model.n_layer=2"]
 MEASURED_DEPTH = ["--set", "model.n_layer=4"]
 
 # Runs whose subject is not data parallelism (tracking, OpenLineage, MySQL, S3, a mixture, tuning,
-# the orchestrators' contracts) train on one device. The default, MirroredStrategy over the 2
-# logical CPUs, traces and runs every replica's step: the chain's first run took 48.8 CPU-s
+# the orchestrators' contracts) train on one device. MirroredStrategy over 2 logical CPUs
+# traces and runs every replica's step: the chain's first run took 48.8 CPU-s
 # mirrored and 43.1 on one device (2026-12-06, the AMD EPYC 2-core VM), and a one-block, 10-step
 # run pays the same fixed tracing cost on a smaller total. The 2-replica path keeps its e2e checks
 # in the chain (the Trainer's num_replicas == 2, the HF export), the preempted run (a resume under
 # MirroredStrategy), the model-parallel presets and the multi-worker tests; kill -9's runs train on
 # one device (2026-12-07).
 ONE_DEVICE = ["--set", "runtime.strategy=one_device"]
+# Since 2026-12-07 a CPU-only host trains on one replica by default (runtime.cpu_replicas=1, the
+# fastest measured: docs/benchmarks.md "CPU defaults"); the runs that check data parallelism ask
+# for 2 logical CPU replicas.
+MIRRORED_2 = ["--set", "runtime.strategy=mirrored", "--set", "runtime.cpu_replicas=2"]
 
 # The smallest run that trains, exports, evaluates, blesses and pushes (a one-block model, 10
 # steps, 2 eval batches of 8, a loose threshold, no int8/TFLite variants, no held-out set: the

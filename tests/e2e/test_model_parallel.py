@@ -58,8 +58,8 @@ PRESETS = {"tiny": (["--preset", "tiny", "--set", "model.dropout=0.1",
            "small": (["--preset", "small", "--set", "model.n_layer=3",
                       "--set", "model.d_model=96"], 320_448)}
 RUNS = {
-    "mirrored": ["runtime.strategy=mirrored"],
-    "sharded": ["runtime.strategy=mirrored", "train.shard_optimizer_state=true"],
+    "mirrored": ["runtime.strategy=mirrored", "runtime.cpu_replicas=2"],
+    "sharded": ["runtime.strategy=mirrored", "runtime.cpu_replicas=2", "train.shard_optimizer_state=true"],
     "one_device": ["runtime.strategy=one_device"],
     "pipeline": ["runtime.strategy=one_device", "runtime.pipeline_stages=2"],
 }

@@ -47,7 +47,7 @@ def test_reference_run_moves_the_weights(one_device_big_batch, tmp_path, shards)
 
 @pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_mirrored_two_replicas_equals_one_device(one_device_big_batch, tmp_path, shards):
-    mirrored = run(tmp_path, shards, "mirrored", "runtime.strategy=mirrored")
+    mirrored = run(tmp_path, shards, "mirrored", "runtime.strategy=mirrored", "runtime.cpu_replicas=2")
     assert mirrored.num_replicas == 2
     assert max_difference(mirrored, one_device_big_batch) <= TOLERANCE
 
@@ -61,7 +61,7 @@ def test_accumulation_equals_big_batch_on_one_device(one_device_big_batch, tmp_p
 @pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)
 def test_accumulation_equals_big_batch_mirrored(one_device_big_batch, tmp_path, shards):
     accumulated = run(tmp_path, shards, "accum_mirrored", "train.accumulation_steps=4",
-                      "runtime.strategy=mirrored")
+                      "runtime.strategy=mirrored", "runtime.cpu_replicas=2")
     assert accumulated.num_replicas == 2
     assert max_difference(accumulated, one_device_big_batch) <= TOLERANCE
 
@@ -73,7 +73,7 @@ def test_resume_after_crash_ends_with_identical_weights(tmp_path, shards):
     start_step ignored (every resumed run re-reading batch 0) the weights differ by 2.4e-3 (measured)."""
     # Dropout 0.1: the masks are drawn from seeds derived from the checkpointed step counter, so
     # the resumed run draws the masks the uninterrupted one drew (Keras' SeedGenerator would not).
-    overrides = ("train.train_steps=8", "train.checkpoint_every=3", "runtime.strategy=mirrored",
+    overrides = ("train.train_steps=8", "train.checkpoint_every=3", "runtime.strategy=mirrored", "runtime.cpu_replicas=2",
                  "model.dropout=0.1", "train.accumulation_steps=2", "train.log_every=4")
     uninterrupted = run(tmp_path, shards, "straight", *overrides)
     with pytest.raises(loop.InjectedFault):

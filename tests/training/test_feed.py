@@ -71,7 +71,7 @@ def resume(strategy, files, cfg, folder, start, count, caplog):
 
 
 def test_each_replica_gets_its_share_on_its_device(files, tmp_path):
-    mirrored = config("runtime.strategy=mirrored")
+    mirrored = config("runtime.strategy=mirrored", "runtime.cpu_replicas=2")
     strategy = make_strategy(mirrored.runtime)
     feed = feed_lib.InputFeed(strategy, files, mirrored, str(tmp_path))
     first, devices = take(strategy, feed, 3)
@@ -86,7 +86,7 @@ def test_resume_restores_the_saved_iterator_and_reads_nothing_again(files, tmp_p
                                                                      strategy_name):
     """Steps 1-4 then save (its segment used up); a new feed at step 4 restores the state and
     continues with the uninterrupted run's steps 5-9, without the reading-forward path."""
-    cfg = config(f"runtime.strategy={strategy_name}")
+    cfg = config(f"runtime.strategy={strategy_name}", "runtime.cpu_replicas=2")
     strategy = make_strategy(cfg.runtime)
     run_and_save(strategy, files, cfg, tmp_path, 4)
     steps = resume(strategy, files, cfg, tmp_path, 4, 5, caplog)
@@ -98,7 +98,7 @@ def test_resume_restores_the_saved_iterator_and_reads_nothing_again(files, tmp_p
 def test_a_state_saved_for_another_layout_is_not_used(files, tmp_path, caplog):
     """Saved on 2 replicas, resumed on 1 device: the state is another share's; the feed reads
     forward instead, to the same batches (the rule does not depend on the shape)."""
-    mirrored, single = config("runtime.strategy=mirrored"), config()
+    mirrored, single = config("runtime.strategy=mirrored", "runtime.cpu_replicas=2"), config()
     strategy = make_strategy(mirrored.runtime)
     run_and_save(strategy, files, mirrored, tmp_path, 3)
     steps = resume(make_strategy(single.runtime), files, single, tmp_path, 3, 3, caplog)

@@ -101,9 +101,9 @@ def compare(config, ids, **kwargs):
 
 SPLITS = {
     "one_device": ["runtime.strategy=one_device"],
-    "mirrored": ["runtime.strategy=mirrored"],
+    "mirrored": ["runtime.strategy=mirrored", "runtime.cpu_replicas=2"],
     "accumulation": ["runtime.strategy=one_device", "train.accumulation_steps=4"],
-    "mirrored+accumulation": ["runtime.strategy=mirrored", "train.accumulation_steps=4"],
+    "mirrored+accumulation": ["runtime.strategy=mirrored", "runtime.cpu_replicas=2", "train.accumulation_steps=4"],
 }
 
 
@@ -122,7 +122,7 @@ def test_gpt2_block_split_matches_reference(ids):
 
 @pytest.mark.slow   # compiles the step with XLA (fast tier: docs/benchmarks.md)
 def test_xla_matches_reference(ids):
-    config = tiny_config("runtime.strategy=mirrored", "train.accumulation_steps=2")
+    config = tiny_config("runtime.strategy=mirrored", "runtime.cpu_replicas=2", "train.accumulation_steps=2")
     loss_error, grad_error = compare(config, ids, xla=True)
     assert loss_error <= FLOAT32_TOLERANCE and grad_error <= FLOAT32_TOLERANCE
 
@@ -130,7 +130,7 @@ def test_xla_matches_reference(ids):
 @pytest.mark.slow   # >= 5 CPU-s alone (the ledger, 2026-11-27): out of the fast tier
 @pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_matches_float32_reference(ids, precision):
-    config = tiny_config("runtime.strategy=mirrored", "train.accumulation_steps=2",
+    config = tiny_config("runtime.strategy=mirrored", "runtime.cpu_replicas=2", "train.accumulation_steps=2",
                          f"runtime.precision={precision}")
     loss_error, grad_error = compare(config, ids)
     assert loss_error <= MIXED_TOLERANCE[precision] and grad_error <= MIXED_TOLERANCE[precision]

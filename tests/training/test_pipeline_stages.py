@@ -122,5 +122,5 @@ def test_cpu_split_before_tensorflow_starts_covers_the_stages():
     from components.training.strategy import cpu_devices_needed
     assert cpu_devices_needed(tiny_config("model.n_layer=4", "runtime.strategy=one_device",
                                           "runtime.pipeline_stages=3").runtime) == 3
-    assert cpu_devices_needed(tiny_config("runtime.strategy=mirrored").runtime) == 2
+    assert cpu_devices_needed(tiny_config("runtime.strategy=mirrored", "runtime.cpu_replicas=2").runtime) == 2
     assert cpu_devices_needed(tiny_config().runtime) == 0          # one_device, no stages

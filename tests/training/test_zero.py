@@ -22,7 +22,7 @@ from components.training.strategy import make_strategy
 from components.training.train_step import make_train_step
 from tests.training.conftest import SEQ_LEN, tiny_config
 
-SHARDED = ["runtime.strategy=mirrored", "train.accumulation_steps=2", "train.clip_norm=0.5",
+SHARDED = ["runtime.strategy=mirrored", "runtime.cpu_replicas=2", "train.accumulation_steps=2", "train.clip_norm=0.5",
            "train.learning_rate=3e-3", "train.warmup_steps=2", "train.train_steps=20"]
 
 

@@ -48,10 +48,10 @@ def test_two_workers_sharded_equal_unsharded_and_resume_exactly(shards, tmp_path
     sharded = [_weights(tmp_path / f"w{i}.npz") for i in range(2)]
 
     # Reference: unsharded AdamW on 2 in-process replicas (same shares, same dropout seeds).
-    reference = loop.train(tiny_config(*SHARDED, "runtime.strategy=mirrored"), shards["train"],
+    reference = loop.train(tiny_config(*SHARDED, "runtime.strategy=mirrored", "runtime.cpu_replicas=2"), shards["train"],
                            str(tmp_path / "ref_run"), str(tmp_path / "ref_ckpt"))
     expected = reference.model.get_weights()
-    untrained, _, _ = run_steps(tiny_config(*SHARDED, "runtime.strategy=mirrored"), shards, 0)
+    untrained, _, _ = run_steps(tiny_config(*SHARDED, "runtime.strategy=mirrored", "runtime.cpu_replicas=2"), shards, 0)
     assert any(not np.array_equal(a, b) for a, b in zip(expected, untrained))
     for weights in sharded:
         assert len(weights) == len(expected)

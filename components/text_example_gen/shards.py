@@ -3,8 +3,9 @@
 Each work unit writes its sequences as it packs them: batches of windows are encoded into
 TFRecord-framed serialized tf.train.Examples (framed_examples: numpy passes, or tfx_bsl's C++
 RecordBatchToExamples framed record by record, the same bytes) and gzip-compressed into one
-piece file per (split, shard) the unit touches; batch j of unit u goes to
-shard (h(u) + j) mod num_shards. A final step concatenates, for each shard, the pieces in unit
+piece file per (split, shard) the unit touches; eval batch j of unit u goes to
+shard (h(u) + j) mod num_shards, the train split to one piece per unit that order.py deals
+into the shards in one random order. A final step concatenates, for each shard, the pieces in unit
 order (gzip members concatenate into a valid gzip stream, read by tf.data and Beam alike).
 
 Retry-safe: every file is written under a temporary name unique to the attempt (`tmp_name`) and
@@ -205,25 +206,31 @@ def _records(fh, path: str, crc32c):
         yield record
 
 
-def read_windows(path: str, batch: int = BATCH_SEQUENCES):
-    """The windows of one shard (gzip TFRecords of Examples with one int64 list FEATURE), one
-    int64 array each, in file order. Streams: `batch` records in memory at a time."""
+def read_records(path: str):
+    """The serialized records of one gzip TFRecord file (a shard or a piece), in file order,
+    streamed."""
     from apache_beam.io.filesystem import CompressionTypes
     from google_crc32c import value as crc32c
-    from tfx_bsl.coders import example_coder
     from components.common.listing import beam_filesystems
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
     # beam_filesystems: outside a pipeline (the Evaluator, decontamination's examples: entries)
     # Beam's S3 filesystem refuses to open without pipeline options.
     with beam_filesystems().open(path, compression_type=CompressionTypes.GZIP) as fh:
-        pending = []
-        for record in _records(fh, path, crc32c):
-            pending.append(record)
-            if len(pending) == batch:
-                yield from _decoded(decoder, pending, path)
-                pending = []
-        if pending:
+        yield from _records(fh, path, crc32c)
+
+
+def read_windows(path: str, batch: int = BATCH_SEQUENCES):
+    """The windows of one shard (gzip TFRecords of Examples with one int64 list FEATURE), one
+    int64 array each, in file order. Streams: `batch` records in memory at a time."""
+    from tfx_bsl.coders import example_coder
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    pending = []
+    for record in read_records(path):
+        pending.append(record)
+        if len(pending) == batch:
             yield from _decoded(decoder, pending, path)
+            pending = []
+    if pending:
+        yield from _decoded(decoder, pending, path)
 
 
 def _decoded(decoder, records: list[bytes], path: str):

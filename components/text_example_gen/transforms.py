@@ -1,15 +1,17 @@
 """Beam transforms of the data stage: list -> plan work units -> convert each unit -> shards.
 
-    files ─plan_units─▶ units ── ConvertUnits ──▶ pieces (per unit: one gzip piece per shard it
-                                                   touched, one quarantine piece)
+    files ─plan_units─▶ units ── ConvertUnits ──▶ pieces (per unit: one train piece, one eval
+                                    piece per shard touched, one quarantine piece) ── OrderTrain
           ── AssembleShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz + quarantine.jsonl
 
 ConvertUnitFn streams one unit: read (readers.py) -> documents -> drop later copies of a document
 (FindDuplicates, data.dedup=exact or near) -> drop near duplicates (cleaning.FindNearDuplicates,
 data.dedup=near) -> screen (quality filters, decontamination: corpus/screen.py) -> split by
 content (documents.py) -> pack
-(packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
-travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
+(packing.py) -> encode Examples in batches and write gzip pieces (shards.py). OrderTrain
+(order.py) deals the train records into the shards in one seeded random order (the one step that
+moves records through Beam's shuffle, a bucket of ~8K records per worker); eval pieces are only
+concatenated. No step groups documents or a split, so memory does not grow with the corpus.
 Every input byte is counted once: packed, quarantined (with its reason and location in
 the manifest) or a separator.
 """
@@ -33,7 +35,7 @@ from components.corpus import documents as docs
 from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
 from components.corpus.screen import EVAL_SET_COUNTER, DocumentScreen, Verdict
-from components.text_example_gen import cleaning, mixture, packing, shards, shares
+from components.text_example_gen import cleaning, mixture, order, packing, shards, shares
 from components.text_example_gen.exact_dedup import FindDuplicates
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
@@ -238,6 +240,7 @@ class UnitWriter:
         self.pending = {split: [] for split in SPLITS}
         self.batches = dict.fromkeys(SPLITS, 0)
         self.writers: dict[tuple[str, int], shards.PieceWriter] = {}
+        self.written: dict[tuple[str, int], int] = {}   # records per piece
         self.manifest = ManifestPieceWriter(os.path.join(
             output_dir, shards.PIECES_DIR, f"unit-{unit_index:06d}-quarantine.jsonl"))
 
@@ -257,8 +260,11 @@ class UnitWriter:
             self._write_batch(split, block[begin:begin + shards.BATCH_SEQUENCES])
 
     def _write_batch(self, split: str, batch: np.ndarray) -> None:
-        shard = shards.shard_for(self.unit_index, split, self.batches[split], self.num_shards[split])
+        # train: one piece per unit, ordered across the split by order.py; eval: batch j to a shard
+        shard = 0 if split == order.SPLIT else shards.shard_for(
+            self.unit_index, split, self.batches[split], self.num_shards[split])
         self.batches[split] += 1
+        self.written[(split, shard)] = self.written.get((split, shard), 0) + len(batch)
         if (split, shard) not in self.writers:
             self.writers[(split, shard)] = shards.PieceWriter(
                 shards.piece_path(self.output_dir, self.unit_index, split, shard), self.gzip_level)
@@ -294,9 +300,14 @@ class UnitWriter:
         self.manifest.write(dict(skipped.record(), packed=True))
 
     def close(self):
-        """Close every piece; yields ((kind, split, shard), (unit index, piece path))."""
+        """Close every piece; yields ((kind, split, shard), (unit index, piece path)), a train
+        piece ((order.KIND, train, 0), (unit index, piece path, records))."""
         for (split, shard), writer in sorted(self.writers.items()):
-            yield ("shard", split, shard), (self.unit_index, writer.close())
+            if split == order.SPLIT:
+                yield (order.KIND, split, 0), (self.unit_index, writer.close(),
+                                               self.written[(split, shard)])
+            else:
+                yield ("shard", split, shard), (self.unit_index, writer.close())
         if self.manifest.close():
             yield ("manifest", "", 0), (self.unit_index, self.manifest.path)
 
@@ -389,6 +400,7 @@ class TextToTFRecordShards(beam.PTransform):
                                       tokenize=tokenize, tokenizer_dir=tokenizer_dir,
                                       sources=self._sources, screen=screen,
                                       filters=self._filters)
+        self._order = order.OrderTrain(output_dir, train_shards, gzip_level)
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
@@ -403,4 +415,5 @@ class TextToTFRecordShards(beam.PTransform):
             if any(spec.share is not None for spec in self._sources.values()) else None)
         return (units
                 | "ConvertUnits" >> ConvertUnits(self._convert, duplicates, near, train_tokens)
+                | "OrderTrain" >> self._order
                 | "AssembleShards" >> self._assemble)

@@ -20,7 +20,7 @@ from components.common import listing
 from components import config as config_lib
 from components.config import DataConfig
 from components.corpus import readers
-from components.text_example_gen import shards, transforms
+from components.text_example_gen import order, shards, transforms
 from components.text_example_gen.component import check_accounting, counters_from_metrics
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
 from benchmarks.support import single_process
@@ -233,7 +233,9 @@ def unpack(windows):
 
 def test_single_file_feeds_both_splits_losslessly(tmp_path):
     """One text file split on <|endoftext|>: both splits get documents (by content), and each
-    split's shard unpacks to exactly its documents, in file order, framed by BOS/EOS."""
+    split's shard unpacks to exactly its documents, in file order, framed by BOS/EOS: the eval
+    shard as it is, the train shard once its windows are put back from the train order
+    (order.py: sorted by record_key(unit 0, index in the packing order))."""
     texts = [f"document {i}: ".encode() + b"word " * (i % 17 + 1) for i in range(200)]
     (tmp_path / "in").mkdir()
     path = tmp_path / "in" / "corpus.txt"
@@ -246,6 +248,12 @@ def test_single_file_feeds_both_splits_losslessly(tmp_path):
     for text in texts:
         by_split[docs.split_for(docs.content_key(text), 0.3)].append(text)
     ids = split_ids(str(tmp_path / "out"))
+    keys = [order.record_key(0, i) for i in range(len(ids["train"]))]
+    packed = [None] * len(keys)
+    for window, index in zip(ids["train"], sorted(range(len(keys)), key=keys.__getitem__)):
+        packed[index] = window
+    assert packed != ids["train"]
+    ids["train"] = packed
     for split, expected in by_split.items():
         assert expected, split
         framed = [i for t in expected for i in [BOS_ID, *t, EOS_ID]]

@@ -118,21 +118,27 @@ def epoch_rows(rows: np.ndarray, epoch: int) -> np.ndarray:
     return per_worker[:, epoch].ravel()
 
 
-def test_a_resumed_input_continues_the_same_order_across_the_epoch_end(train_files, tmp_path):
-    """Stopped after step 1,020 (4 steps before the epoch ends), resumed from the iterator's saved
-    state and, without one, by reading forward: the next 12 steps are the uninterrupted run's, and
-    those steps (the last of epoch 1, the first of epoch 2) still cover the split like a
-    uniform sampler."""
-    stop, after = EPOCH - 4, 12
-    whole = ids(one_device(train_files).take(stop + after))
-    iterator = iter(one_device(train_files))
+def resumed(files, stop: int, after: int, state: str) -> tuple[list, list]:
+    """The `after` steps that follow step `stop`, read after a stop there: from the iterator's
+    saved state, and (no state) by reading forward."""
+    iterator = iter(one_device(files))
     for _ in range(stop):
         next(iterator)
-    saved = tf.train.Checkpoint(input=iterator).write(str(tmp_path / "state"))
-    restored = iter(one_device(train_files))
+    saved = tf.train.Checkpoint(input=iterator).write(state)
+    restored = iter(one_device(files))
     tf.train.Checkpoint(input=restored).read(saved).assert_consumed()
-    resumed = [next(restored)[0].numpy()[:, 0] for _ in range(after)]
-    skipped = ids(one_device(train_files, start_step=stop).take(after))
-    for got in (resumed, skipped):
-        assert all(np.array_equal(a, b) for a, b in zip(got, whole[stop:])), "order differs"
-    assert_like_uniform(whole[stop - 52:])
+    return ([next(restored)[0].numpy()[:, 0] for _ in range(after)],
+            ids(one_device(files, start_step=stop).take(after)))
+
+
+def test_a_resumed_input_continues_the_same_order_across_the_epoch_end(train_files, tmp_path):
+    """Stopped after step 4, and after step 1,020 (4 steps before the epoch ends), resumed from
+    the iterator's saved state and, without one, by reading forward: the next steps are the
+    uninterrupted run's, and the run stopped at step 4 covers the split in its first 64 steps
+    like a uniform sampler."""
+    whole = ids(one_device(train_files).take(EPOCH + 64))
+    for stop, after in ((4, 60), (EPOCH - 4, 68)):
+        for got in resumed(train_files, stop, after, str(tmp_path / f"state-{stop}")):
+            assert all(np.array_equal(a, b) for a, b in zip(got, whole[stop:])), stop
+            if stop == 4:
+                assert_like_uniform(whole[:stop] + got)

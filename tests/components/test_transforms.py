@@ -171,6 +171,17 @@ def split_ids(out_dir):
                 for x in read_ids(f)] for s in ("train", "eval")}
 
 
+def packed_ids(out_dir):
+    """split_ids with the train windows in packing order (unit after unit, as the units' train
+    pieces hold them, before order.py deals them into the shards in random order): checked to be
+    the same windows as the train shards'."""
+    ids = split_ids(out_dir)
+    pieces = sorted(glob.glob(os.path.join(out_dir, shards.PIECES_DIR, "unit-*-train-*.gz")))
+    packed = [x for f in pieces for x in read_ids(f)]
+    assert sorted(packed) == sorted(ids["train"])
+    return dict(ids, train=packed)
+
+
 def test_read_split_documents_splits_by_content(corpus):
     root, quarantined = corpus
     _, files = listing.list_input_files(root)

@@ -24,7 +24,6 @@ The eval split keeps the packing order (eval_split.py decodes documents back fro
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Iterable, Iterator
 
 import apache_beam as beam
@@ -93,11 +92,6 @@ def shard_orders(pieces: list[tuple[int, list[bytes]]], num_shards: int) -> list
     return out
 
 
-def bucket_piece_path(output_dir: str, bucket: int, shard: int) -> str:
-    return os.path.join(output_dir, shards.PIECES_DIR,
-                        f"bucket-{SPLIT}-{bucket:07d}-{shard:05d}.gz")
-
-
 class KeyFn(beam.DoFn):
     """A train piece record -> (bucket, (key, unit, index, record)) per record, streamed."""
 
@@ -125,8 +119,8 @@ class SortWriteFn(beam.DoFn):
         bucket, values = element
         offset = self._offset(bucket, sizes)
         for shard, records in bucket_pieces(list(values), offset, total, self._num_shards):
-            writer = shards.PieceWriter(bucket_piece_path(self._output_dir, bucket, shard),
-                                        self._gzip_level)
+            path = shards.bucket_piece_path(self._output_dir, SPLIT, bucket, shard)
+            writer = shards.PieceWriter(path, self._gzip_level)
             for begin in range(0, len(records), shards.BATCH_SEQUENCES):
                 writer.write(shards.frame_records(records[begin:begin + shards.BATCH_SEQUENCES]))
             yield ("shard", SPLIT, shard), (bucket, writer.close())

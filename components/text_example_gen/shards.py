@@ -286,6 +286,11 @@ def piece_path(output_dir: str, unit_index: int, split: str, shard: int) -> str:
     return os.path.join(output_dir, PIECES_DIR, f"unit-{unit_index:06d}-{split}-{shard:05d}.gz")
 
 
+def bucket_piece_path(output_dir: str, split: str, bucket: int, shard: int) -> str:
+    """The piece of one key bucket of a split's order (order.py) that goes to `shard`."""
+    return os.path.join(output_dir, PIECES_DIR, f"bucket-{split}-{bucket:07d}-{shard:05d}.gz")
+
+
 def split_dir(output_dir: str, split: str) -> str:
     """The folder of one split's shards in an Examples artifact (TFX's layout)."""
     return os.path.join(output_dir, f"Split-{split}")

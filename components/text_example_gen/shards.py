@@ -18,6 +18,7 @@ worker ever holds more than one batch of records.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import uuid
@@ -280,6 +281,30 @@ class PieceWriter:
         self._fh.close()
         _rename(self._tmp, self.path)
         return self.path
+
+
+class ManifestPieceWriter:
+    """A unit's quarantine records, each written to the piece file as it comes (memory: one
+    record, whatever the unit quarantines); the file is created on the first record, under a
+    temporary name renamed on close (a retried bundle rewrites it whole)."""
+
+    def __init__(self, path: str):
+        self.path, self._out, self._tmp, self.records = path, None, None, 0
+
+    def write(self, record: dict) -> None:
+        if self._out is None:
+            self._tmp = tmp_name(self.path)
+            self._out = _create(self._tmp)
+        self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+        self.records += 1
+
+    def close(self) -> bool:
+        """True when a piece file was written."""
+        if self._out is None:
+            return False
+        self._out.close()
+        _rename(self._tmp, self.path)
+        return True
 
 
 def piece_path(output_dir: str, unit_index: int, split: str, shard: int) -> str:

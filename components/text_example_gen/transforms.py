@@ -19,7 +19,6 @@ the manifest) or a separator.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import time
 from typing import Callable
@@ -48,30 +47,6 @@ COUNTER_NAMES = list(examples_props.COUNTERS)   # the Examples' counter properti
 
 # ----------------------------------------------------------------------------------------------
 # DoFns.
-
-
-class ManifestPieceWriter:
-    """A unit's quarantine records, each written to the piece file as it comes (memory: one
-    record, whatever the unit quarantines); the file is created on the first record, under a
-    temporary name renamed on close (a retried bundle rewrites it whole)."""
-
-    def __init__(self, path: str):
-        self.path, self._out, self._tmp, self.records = path, None, None, 0
-
-    def write(self, record: dict) -> None:
-        if self._out is None:
-            self._tmp = shards.tmp_name(self.path)
-            self._out = shards._create(self._tmp)
-        self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
-        self.records += 1
-
-    def close(self) -> bool:
-        """True when a piece file was written."""
-        if self._out is None:
-            return False
-        self._out.close()
-        shards._rename(self._tmp, self.path)
-        return True
 
 
 class ConvertUnitFn(beam.DoFn):
@@ -241,7 +216,7 @@ class UnitWriter:
         self.batches = dict.fromkeys(SPLITS, 0)
         self.writers: dict[tuple[str, int], shards.PieceWriter] = {}
         self.written: dict[tuple[str, int], int] = {}   # records per piece
-        self.manifest = ManifestPieceWriter(os.path.join(
+        self.manifest = shards.ManifestPieceWriter(os.path.join(
             output_dir, shards.PIECES_DIR, f"unit-{unit_index:06d}-quarantine.jsonl"))
 
     def write(self, split: str, windows: np.ndarray | None, final: bool = False) -> None:

@@ -104,8 +104,9 @@ def every_replica(files, steps, workers=2, replicas=4):
 
 def test_each_sequence_once_per_epoch_across_2_workers_of_2_replicas(train_files):
     """One epoch (1,024 steps) of the 4 replicas' rows: every sequence exactly once; the second
-    epoch again."""
+    epoch again, in another order."""
     rows = every_replica(train_files, 2 * EPOCH)
+    assert not np.array_equal(epoch_rows(rows, 0), epoch_rows(rows, 1))
     per_epoch = [np.sort(epoch_rows(rows, e)) for e in range(2)]
     assert all(np.array_equal(seen, np.arange(TOTAL)) for seen in per_epoch), [
         (len(np.unique(seen)), TOTAL) for seen in per_epoch]

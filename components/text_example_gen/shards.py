@@ -3,8 +3,9 @@
 Each work unit writes its sequences as it packs them: batches of windows are encoded into
 TFRecord-framed serialized tf.train.Examples (framed_examples: numpy passes, or tfx_bsl's C++
 RecordBatchToExamples framed record by record, the same bytes) and gzip-compressed into one
-piece file per (split, shard) the unit touches; batch j of unit u goes to
-shard (h(u) + j) mod num_shards. A final step concatenates, for each shard, the pieces in unit
+piece file per (split, shard) the unit touches; eval batch j of unit u goes to
+shard (h(u) + j) mod num_shards, the train split to one piece per unit that order.py deals
+into the shards in one random order. A final step concatenates, for each shard, the pieces in unit
 order (gzip members concatenate into a valid gzip stream, read by tf.data and Beam alike).
 
 Retry-safe: every file is written under a temporary name unique to the attempt (`tmp_name`) and
@@ -17,6 +18,7 @@ worker ever holds more than one batch of records.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import uuid
@@ -205,25 +207,31 @@ def _records(fh, path: str, crc32c):
         yield record
 
 
-def read_windows(path: str, batch: int = BATCH_SEQUENCES):
-    """The windows of one shard (gzip TFRecords of Examples with one int64 list FEATURE), one
-    int64 array each, in file order. Streams: `batch` records in memory at a time."""
+def read_records(path: str):
+    """The serialized records of one gzip TFRecord file (a shard or a piece), in file order,
+    streamed."""
     from apache_beam.io.filesystem import CompressionTypes
     from google_crc32c import value as crc32c
-    from tfx_bsl.coders import example_coder
     from components.common.listing import beam_filesystems
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
     # beam_filesystems: outside a pipeline (the Evaluator, decontamination's examples: entries)
     # Beam's S3 filesystem refuses to open without pipeline options.
     with beam_filesystems().open(path, compression_type=CompressionTypes.GZIP) as fh:
-        pending = []
-        for record in _records(fh, path, crc32c):
-            pending.append(record)
-            if len(pending) == batch:
-                yield from _decoded(decoder, pending, path)
-                pending = []
-        if pending:
+        yield from _records(fh, path, crc32c)
+
+
+def read_windows(path: str, batch: int = BATCH_SEQUENCES):
+    """The windows of one shard (gzip TFRecords of Examples with one int64 list FEATURE), one
+    int64 array each, in file order. Streams: `batch` records in memory at a time."""
+    from tfx_bsl.coders import example_coder
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    pending = []
+    for record in read_records(path):
+        pending.append(record)
+        if len(pending) == batch:
             yield from _decoded(decoder, pending, path)
+            pending = []
+    if pending:
+        yield from _decoded(decoder, pending, path)
 
 
 def _decoded(decoder, records: list[bytes], path: str):
@@ -275,8 +283,37 @@ class PieceWriter:
         return self.path
 
 
+class ManifestPieceWriter:
+    """A unit's quarantine records, each written to the piece file as it comes (memory: one
+    record, whatever the unit quarantines); the file is created on the first record, under a
+    temporary name renamed on close (a retried bundle rewrites it whole)."""
+
+    def __init__(self, path: str):
+        self.path, self._out, self._tmp, self.records = path, None, None, 0
+
+    def write(self, record: dict) -> None:
+        if self._out is None:
+            self._tmp = tmp_name(self.path)
+            self._out = _create(self._tmp)
+        self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+        self.records += 1
+
+    def close(self) -> bool:
+        """True when a piece file was written."""
+        if self._out is None:
+            return False
+        self._out.close()
+        _rename(self._tmp, self.path)
+        return True
+
+
 def piece_path(output_dir: str, unit_index: int, split: str, shard: int) -> str:
     return os.path.join(output_dir, PIECES_DIR, f"unit-{unit_index:06d}-{split}-{shard:05d}.gz")
+
+
+def bucket_piece_path(output_dir: str, split: str, bucket: int, shard: int) -> str:
+    """The piece of one key bucket of a split's order (order.py) that goes to `shard`."""
+    return os.path.join(output_dir, PIECES_DIR, f"bucket-{split}-{bucket:07d}-{shard:05d}.gz")
 
 
 def split_dir(output_dir: str, split: str) -> str:

@@ -1,15 +1,17 @@
 """Beam transforms of the data stage: list -> plan work units -> convert each unit -> shards.
 
-    files ─plan_units─▶ units ── ConvertUnits ──▶ pieces (per unit: one gzip piece per shard it
-                                                   touched, one quarantine piece)
+    files ─plan_units─▶ units ── ConvertUnits ──▶ pieces (per unit: one train piece, one eval
+                                    piece per shard touched, one quarantine piece) ── OrderTrain
           ── AssembleShards ──▶ <out>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz + quarantine.jsonl
 
 ConvertUnitFn streams one unit: read (readers.py) -> documents -> drop later copies of a document
 (FindDuplicates, data.dedup=exact or near) -> drop near duplicates (cleaning.FindNearDuplicates,
 data.dedup=near) -> screen (quality filters, decontamination: corpus/screen.py) -> split by
 content (documents.py) -> pack
-(packing.py) -> encode Examples in batches and write gzip pieces (shards.py). Only piece paths
-travel through Beam: no step groups documents or records, so memory does not grow with the corpus.
+(packing.py) -> encode Examples in batches and write gzip pieces (shards.py). OrderTrain
+(order.py) deals the train records into the shards in one seeded random order (the one step that
+moves records through Beam's shuffle, a bucket of ~8K records per worker); eval pieces are only
+concatenated. No step groups documents or a split, so memory does not grow with the corpus.
 Every input byte is counted once: packed, quarantined (with its reason and location in
 the manifest) or a separator.
 """
@@ -17,7 +19,6 @@ the manifest) or a separator.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import time
 from typing import Callable
@@ -33,7 +34,7 @@ from components.corpus import documents as docs
 from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
 from components.corpus.screen import EVAL_SET_COUNTER, DocumentScreen, Verdict
-from components.text_example_gen import cleaning, mixture, packing, shards, shares
+from components.text_example_gen import cleaning, mixture, order, packing, shards, shares
 from components.text_example_gen.exact_dedup import FindDuplicates
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
@@ -46,30 +47,6 @@ COUNTER_NAMES = list(examples_props.COUNTERS)   # the Examples' counter properti
 
 # ----------------------------------------------------------------------------------------------
 # DoFns.
-
-
-class ManifestPieceWriter:
-    """A unit's quarantine records, each written to the piece file as it comes (memory: one
-    record, whatever the unit quarantines); the file is created on the first record, under a
-    temporary name renamed on close (a retried bundle rewrites it whole)."""
-
-    def __init__(self, path: str):
-        self.path, self._out, self._tmp, self.records = path, None, None, 0
-
-    def write(self, record: dict) -> None:
-        if self._out is None:
-            self._tmp = shards.tmp_name(self.path)
-            self._out = shards._create(self._tmp)
-        self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
-        self.records += 1
-
-    def close(self) -> bool:
-        """True when a piece file was written."""
-        if self._out is None:
-            return False
-        self._out.close()
-        shards._rename(self._tmp, self.path)
-        return True
 
 
 class ConvertUnitFn(beam.DoFn):
@@ -238,7 +215,8 @@ class UnitWriter:
         self.pending = {split: [] for split in SPLITS}
         self.batches = dict.fromkeys(SPLITS, 0)
         self.writers: dict[tuple[str, int], shards.PieceWriter] = {}
-        self.manifest = ManifestPieceWriter(os.path.join(
+        self.written: dict[tuple[str, int], int] = {}   # records per piece
+        self.manifest = shards.ManifestPieceWriter(os.path.join(
             output_dir, shards.PIECES_DIR, f"unit-{unit_index:06d}-quarantine.jsonl"))
 
     def write(self, split: str, windows: np.ndarray | None, final: bool = False) -> None:
@@ -257,8 +235,11 @@ class UnitWriter:
             self._write_batch(split, block[begin:begin + shards.BATCH_SEQUENCES])
 
     def _write_batch(self, split: str, batch: np.ndarray) -> None:
-        shard = shards.shard_for(self.unit_index, split, self.batches[split], self.num_shards[split])
+        # train: one piece per unit, ordered across the split by order.py; eval: batch j to a shard
+        shard = 0 if split == order.SPLIT else shards.shard_for(
+            self.unit_index, split, self.batches[split], self.num_shards[split])
         self.batches[split] += 1
+        self.written[(split, shard)] = self.written.get((split, shard), 0) + len(batch)
         if (split, shard) not in self.writers:
             self.writers[(split, shard)] = shards.PieceWriter(
                 shards.piece_path(self.output_dir, self.unit_index, split, shard), self.gzip_level)
@@ -294,9 +275,14 @@ class UnitWriter:
         self.manifest.write(dict(skipped.record(), packed=True))
 
     def close(self):
-        """Close every piece; yields ((kind, split, shard), (unit index, piece path))."""
+        """Close every piece; yields ((kind, split, shard), (unit index, piece path)), a train
+        piece ((order.KIND, train, 0), (unit index, piece path, records))."""
         for (split, shard), writer in sorted(self.writers.items()):
-            yield ("shard", split, shard), (self.unit_index, writer.close())
+            if split == order.SPLIT:
+                yield (order.KIND, split, 0), (self.unit_index, writer.close(),
+                                               self.written[(split, shard)])
+            else:
+                yield ("shard", split, shard), (self.unit_index, writer.close())
         if self.manifest.close():
             yield ("manifest", "", 0), (self.unit_index, self.manifest.path)
 
@@ -389,6 +375,7 @@ class TextToTFRecordShards(beam.PTransform):
                                       tokenize=tokenize, tokenizer_dir=tokenizer_dir,
                                       sources=self._sources, screen=screen,
                                       filters=self._filters)
+        self._order = order.OrderTrain(output_dir, train_shards, gzip_level)
         self._assemble = AssembleShards(output_dir, num_shards)
 
     def expand(self, pbegin):
@@ -403,4 +390,5 @@ class TextToTFRecordShards(beam.PTransform):
             if any(spec.share is not None for spec in self._sources.values()) else None)
         return (units
                 | "ConvertUnits" >> ConvertUnits(self._convert, duplicates, near, train_tokens)
+                | "OrderTrain" >> self._order
                 | "AssembleShards" >> self._assemble)

@@ -6,7 +6,7 @@ from components.config import DataConfig
 from components.corpus import documents as docs
 from components.common import listing
 from components.text_example_gen.component import check_accounting
-from tests.components.test_transforms import run_stage, split_ids
+from tests.components.test_transforms import packed_ids, run_stage
 from benchmarks.support import single_process
 
 MAIN = b"import sys\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
@@ -41,7 +41,7 @@ def test_identical_files_share_a_split_and_are_packed_once(tmp_path):
     assert counters["documents_skipped_duplicate"] == COPIES - 1
     assert counters["bytes_duplicate"] == (COPIES - 1) * len(MAIN)
     assert counters["documents_packed"] == 30 + 1
-    ids = split_ids(str(tmp_path / "out"))
+    ids = packed_ids(str(tmp_path / "out"))
     needle = list(MAIN)
     found = {}
     for split, rows in ids.items():       # windows overlap by one token: drop each row's first

@@ -181,18 +181,19 @@ def test_mixture_is_deterministic(corpus, tmp_path):
 
 # The one-source shorthand's shards as the data stage wrote them before mixtures existed
 # (computed with that code on make_sources' source `a`, document=separator, range_bytes=2000):
-# sha256 of each file's decompressed bytes.
+# sha256 of each file's decompressed bytes. The train shards' since issue 58 (the train split in
+# order.py's random order, equal shards; the eval shards and manifest unchanged).
 BEFORE_MIXTURES = {
     "Split-eval/data_tfrecord-00000-of-00002.gz":
         "01acf755b6e808b851b04cb255c06847dd49f631de294f01dedbbe352f3b4e42",
     "Split-eval/data_tfrecord-00001-of-00002.gz":
         "5a7a1726d235035e7c1a2323f2b968411316e30e61f88684964f75ee675d4814",
     "Split-train/data_tfrecord-00000-of-00003.gz":
-        "c72e330fc3ab80b883293e3e10efd8e04ae8b88e7aa85ae11b75c050cb732b42",
+        "7b4c78188c5d9fbf17bda9e1360470f68c0a57a9ebf0afe74d7534f370b18a1e",
     "Split-train/data_tfrecord-00001-of-00003.gz":
-        "d6939f9df5302c912ff1a87b1cc254aca07e1875a154e016cde74850a1e19a64",
+        "f886d2208812725392026989aa1214f0f0553369f971e1b3fad88d7010cbc17c",
     "Split-train/data_tfrecord-00002-of-00003.gz":
-        "264888d3a4acf2e135cb7f81e65a4428ac2e347cc69de4346fea9c63f52db2c8",
+        "06c6670420b7565ff99d94131b790f5d20a591ed030c5e7c392aa6e2076ab1cb",
     "quarantine.jsonl": hashlib.sha256(b"").hexdigest(),
 }
 

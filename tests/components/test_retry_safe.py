@@ -13,7 +13,7 @@ import os
 
 from components.common import listing
 from components.corpus import readers
-from components.text_example_gen import shards, transforms
+from components.text_example_gen import order, shards, transforms
 from components.tokenizer import training
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 from tests.components.test_tokenizer import stdlib_texts
@@ -52,6 +52,7 @@ def test_convert_and_assemble_bundles_run_twice_give_the_same_bytes(corpus, tmp_
         assert second == first and tree_digest(out) == after_first
         for key, value in first:
             outputs[key].append(value)
+    order_train_twice(out, outputs)
     assemble = transforms.AssembleFn(out, NUM_SHARDS)
     for key, pieces in sorted(outputs.items()):
         first = list(assemble.process((key, pieces)))
@@ -61,6 +62,27 @@ def test_convert_and_assemble_bundles_run_twice_give_the_same_bytes(corpus, tmp_
     tree = tree_digest(out)
     assert not [name for name in tree if ".tmp" in name]
     assert [name for name in tree if name.startswith(shards.PIECES_DIR)]  # pieces outlive assembly
+
+
+def order_train_twice(out, outputs):
+    """The train pieces through order.py's DoFns, each bucket written twice (the second time its
+    values in another order, as a GroupByKey may give them): the same pieces, the same bytes.
+    Adds the ordered pieces to `outputs` for assembly."""
+    train = outputs.pop((order.KIND, "train", 0))
+    total = sum(count for _, _, count in train)
+    buckets = collections.defaultdict(list)
+    for piece in train:
+        for bucket, value in order.KeyFn().process(((order.KIND, "train", 0), piece), total):
+            buckets[bucket].append(value)
+    sizes = {bucket: len(values) for bucket, values in buckets.items()}
+    write = order.SortWriteFn(out, NUM_SHARDS["train"], shards.GZIP_LEVEL)
+    for bucket, values in sorted(buckets.items()):
+        first = list(write.process((bucket, values), sizes, total))
+        after_first = tree_digest(out)
+        second = list(write.process((bucket, values[::-1]), sizes, total))
+        assert second == first and tree_digest(out) == after_first
+        for key, value in first:
+            outputs[key].append(value)
 
 
 def test_temporary_names_are_unique_per_attempt(tmp_path):

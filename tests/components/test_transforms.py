@@ -20,7 +20,7 @@ from components.common import listing
 from components import config as config_lib
 from components.config import DataConfig
 from components.corpus import readers
-from components.text_example_gen import shards, transforms
+from components.text_example_gen import order, shards, transforms
 from components.text_example_gen.component import check_accounting, counters_from_metrics
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
 from benchmarks.support import single_process
@@ -171,6 +171,17 @@ def split_ids(out_dir):
                 for x in read_ids(f)] for s in ("train", "eval")}
 
 
+def packed_ids(out_dir):
+    """split_ids with the train windows in packing order (unit after unit, as the units' train
+    pieces hold them, before order.py deals them into the shards in random order): checked to be
+    the same windows as the train shards'."""
+    ids = split_ids(out_dir)
+    pieces = sorted(glob.glob(os.path.join(out_dir, shards.PIECES_DIR, "unit-*-train-*.gz")))
+    packed = [x for f in pieces for x in read_ids(f)]
+    assert sorted(packed) == sorted(ids["train"])
+    return dict(ids, train=packed)
+
+
 def test_read_split_documents_splits_by_content(corpus):
     root, quarantined = corpus
     _, files = listing.list_input_files(root)
@@ -233,7 +244,9 @@ def unpack(windows):
 
 def test_single_file_feeds_both_splits_losslessly(tmp_path):
     """One text file split on <|endoftext|>: both splits get documents (by content), and each
-    split's shard unpacks to exactly its documents, in file order, framed by BOS/EOS."""
+    split's shard unpacks to exactly its documents, in file order, framed by BOS/EOS: the eval
+    shard as it is, the train shard once its windows are put back from the train order
+    (order.py: sorted by record_key(unit 0, index in the packing order))."""
     texts = [f"document {i}: ".encode() + b"word " * (i % 17 + 1) for i in range(200)]
     (tmp_path / "in").mkdir()
     path = tmp_path / "in" / "corpus.txt"
@@ -246,6 +259,12 @@ def test_single_file_feeds_both_splits_losslessly(tmp_path):
     for text in texts:
         by_split[docs.split_for(docs.content_key(text), 0.3)].append(text)
     ids = split_ids(str(tmp_path / "out"))
+    keys = [order.record_key(0, i) for i in range(len(ids["train"]))]
+    packed = [None] * len(keys)
+    for window, index in zip(ids["train"], sorted(range(len(keys)), key=keys.__getitem__)):
+        packed[index] = window
+    assert packed != ids["train"]
+    ids["train"] = packed
     for split, expected in by_split.items():
         assert expected, split
         framed = [i for t in expected for i in [BOS_ID, *t, EOS_ID]]

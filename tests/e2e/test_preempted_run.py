@@ -152,18 +152,17 @@ def assert_curves_from_the_first_step(model_run: str) -> None:
         assert [step for step, _ in shown[tag]] == steps
 
 
-def assert_preempted_pages_link(completed, stopped: list[int]) -> None:
+def assert_preempted_pages_link(last, stopped: list[int]) -> None:
     """Each preempted run's curves page (newest first) names its step and links the run that
-    completed the training (`completed`: that run's PipelineRun)."""
+    completed the training (`last`: that run's PipelineRun)."""
     from benchmarks.support.mlmd import connect
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app
     from runners.home import readable_folders
-    runs = [r.name for r in Lineage(connect(completed.metadata_path)).runs()]
-    assert runs[0] == completed.run_id and len(runs) == 3, runs
-    client = create_app(lambda: Lineage(connect(completed.metadata_path)),
-                        readable_folders(completed.home)).test_client()
-    completed = completed.run_id
+    runs, completed = [r.name for r in Lineage(connect(last.metadata_path)).runs()], last.run_id
+    assert runs[0] == completed and len(runs) == 3, runs
+    client = create_app(lambda: Lineage(connect(last.metadata_path)),
+                        readable_folders(last.home)).test_client()
     for run_id, step in zip(runs[1:], stopped):
         page = client.get(f"/run/{run_id}/curves").get_data(as_text=True)
         assert f"preempted at step {step} of {TRAIN_STEPS}" in page and "no ModelRun artifact" \

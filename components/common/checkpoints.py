@@ -10,6 +10,10 @@ runners find and clean it):
       ckpt-<step>.index, .data-*-of-*        one checkpoint (CHECKPOINT_NAME)
       input-<layout digest>/state-<step>.*   the training input's state after that step
                                              (components/training/feed.py), per input layout
+      history.json                           HISTORY_FILE: every figure logged to TensorBoard and
+                                             the trackers up to the newest checkpoint (written
+                                             just before it), and the log folder that run wrote:
+                                             a resumed run starts its curves from it
       .worker-<task>/                        a non-chief worker's own copy of all of the above
       *_temp/                                a save in progress (TF), never read
 
@@ -19,6 +23,7 @@ Through components.common.fs: every folder may be s3:// or gs://.
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import re
 
@@ -28,6 +33,7 @@ FOLDER = "checkpoints"
 CHECKPOINT_NAME = "ckpt"        # tf.train.CheckpointManager(checkpoint_name=...)
 STATE_FILE = "checkpoint"       # TF's list of the complete checkpoints of a folder
 INPUT_STATE_PREFIX = "state-"  # <input-state folder>/state-<step>.*
+HISTORY_FILE = "history.json"  # {"log_dir": ..., "points": [[step, {tag: value}], ...]}
 _SAVED_FILE = r"^{prefix}(\d+)\.(index|data-\d+-of-\d+)$"   # the files of one tf.train save
 
 
@@ -73,6 +79,25 @@ def prune_input_states(checkpoint_dir: str, layout: str, kept_steps: set[int]) -
         match = re.match(_SAVED_FILE.format(prefix=INPUT_STATE_PREFIX), name)
         if match and int(match.group(1)) not in kept_steps:
             fs.remove(fs.join(folder, name))
+
+
+def write_history(checkpoint_dir: str, log_dir: str, points: dict[int, dict]) -> None:
+    """The figures logged so far ({step: {tag: value}}) and the folder whose TensorBoard events
+    hold them, replacing the previous history (atomically: fs.write_text)."""
+    fs.makedirs(checkpoint_dir)   # before the folder's first checkpoint creates it
+    fs.write_text(fs.join(checkpoint_dir, HISTORY_FILE), json.dumps(
+        {"log_dir": log_dir, "points": [[step, points[step]] for step in sorted(points)]}))
+
+
+def read_history(checkpoint_dir: str, up_to_step: int) -> tuple[str, dict[int, dict]]:
+    """(the log folder that wrote it, {step: figures} for the steps <= up_to_step: those of the
+    checkpoint a run resumes from; later ones it trains again); ("", {}) without a history."""
+    path = fs.join(checkpoint_dir, HISTORY_FILE)
+    if up_to_step <= 0 or not fs.exists(path):
+        return "", {}
+    history = json.loads(fs.read_text(path))
+    return history["log_dir"], {int(step): figures for step, figures in history["points"]
+                                if int(step) <= up_to_step}
 
 
 def _is_save_temp(name: str) -> bool:

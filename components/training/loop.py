@@ -230,6 +230,7 @@ def _run_steps(run: StepRun, resumed_from: int, fault_at_step: int | None) -> fl
                                run.checkpoint_dir)
         if checkpoint_now or stopping:
             state.last_loss.assign(loss)
+            window.step_log.save_history(run.checkpoint_dir, step)   # the curves up to it
             run.manager.save(checkpoint_number=step)
         if checkpoint_now:
             feed.save(step, run.manager.checkpoints, position=step + skipped)
@@ -316,9 +317,8 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
           prepare_model: Callable[[keras.Model], None] | None = None,
           validation: Validation | None = None, trackers=None) -> TrainResult:
     """`prepare_model(model)` runs on the built model before the optimizer exists (warm start,
-    freezing: warm_start.py); a resume checkpoint restored later wins. `validation`: see
-    validation.py (with keep_best the returned model holds the best validation's weights).
-    `trackers`: components/tracking's fan-out for the logged figures (window.py StepLog)."""
+    freezing: warm_start.py); a resume checkpoint restored later wins. `validation`: validation.py
+    (keep_best: the model returned holds the best validation's weights); `trackers`: StepLog's."""
     data, t, runtime = config.data, config.train, config.runtime
     keras.utils.set_random_seed(t.seed)
     strategy = strategy or make_strategy(runtime)
@@ -348,6 +348,7 @@ def train(config, train_files, model_run_dir: str, checkpoint_dir: str, *,
     step_log = StepLog(config, schedule, state, model_run_dir,
                        peak_flops=runtime.peak_tflops_per_device * 1e12 * replicas,
                        flops_per_token=flops, trackers=trackers)
+    step_log.resume(checkpoint_dir, resumed_from)   # the curves so far, from step 1
     started, window = time.perf_counter(), StepWindow(t, state, step_log, on_step)
     with StopRequest() as stop, InputFeed(
             strategy, train_files, config, checkpoint_dir, resumed_from,

@@ -10,6 +10,7 @@ import time
 
 import tensorflow as tf
 
+from components.common import checkpoints, fs
 from components.training.spikes import LossSpikeRule, SpikeMonitor
 
 LOGGER = logging.getLogger("bigtrain.train")
@@ -41,10 +42,12 @@ class StepLog:
         self.tokens_per_step = config.train.global_batch_size * config.data.seq_len
         self.peak_flops, self.flops_per_token = peak_flops, flops_per_token
         self.trackers = trackers
+        self.log_dir = model_run_dir
         self.writer = (tf.summary.create_file_writer(os.path.join(model_run_dir, "train"))
                        if trackers is None or trackers.tensorboard
                        else tf.summary.create_noop_writer())
         self.window_start, self.window_steps = time.perf_counter(), 0
+        self.history: dict[int, dict] = {}   # step -> figures: this training's, from step 1
 
     def step(self, step: int, loss: float, grad_norm) -> None:
         t = self.train
@@ -65,13 +68,35 @@ class StepLog:
         self.emit(step, figures)
         self.window_start, self.window_steps = time.perf_counter(), 0
 
-    def emit(self, step: int, figures: dict) -> None:
-        """TensorBoard scalars of `figures` at `step`, and the same to the trackers."""
-        with self.writer.as_default(step=step):
-            for name, value in figures.items():
-                tf.summary.scalar(name, value)
+    def emit(self, step: int, figures: dict, tensorboard: bool = True) -> None:
+        """TensorBoard scalars of `figures` at `step`, and the same to the trackers; kept in
+        `history` (a step logged again after a spike rollback: the last figures win)."""
+        self.history.setdefault(step, {}).update(figures)
+        if tensorboard:
+            with self.writer.as_default(step=step):
+                for name, value in figures.items():
+                    tf.summary.scalar(name, value)
         if self.trackers:
             self.trackers.log_step(step, figures)
+
+    def resume(self, checkpoint_dir: str, step: int) -> int:
+        """A run resumed at `step`: the figures the earlier run(s) of this training logged up to
+        that step (the checkpoint folder's history), first, into this run's TensorBoard events
+        (unless they are this same folder's, which already holds them) and trackers, so that its
+        curves hold every logged step from step 1 once each."""
+        log_dir, points = checkpoints.read_history(checkpoint_dir, step)
+        same_folder = fs.absolute(log_dir) == fs.absolute(self.log_dir)
+        for logged in sorted(points):
+            self.emit(logged, points[logged], tensorboard=not same_folder)
+        if points:
+            _log("curves: the %d logged steps up to step %d (from %s) carried into %s",
+                 len(points), step, log_dir, self.log_dir)
+
+    def save_history(self, checkpoint_dir: str, step: int) -> None:
+        """Before the checkpoint of `step`: the figures up to it (a history is never behind its
+        checkpoint; one ahead of it, after a failed save, is cut at the restored step)."""
+        checkpoints.write_history(checkpoint_dir, self.log_dir,
+                                  {s: f for s, f in self.history.items() if s <= step})
 
 
 def _skipped_step(step: int, loss: float, consecutive: int, state, t, rollback: bool) -> str:

@@ -4,13 +4,19 @@ resumes there and ends with the weights of an uninterrupted run. In process (SIG
 one `train-worker` process (resumed by the same command in this process) and two workers of one
 job (SIGTERM from the test, to one worker only).
 
+The in-process resume also writes its TensorBoard events into a folder of its own (as the
+pipeline's next run writes a new ModelRun): they, its trackers' series and the UI's curves hold
+every logged step and validation from step 1, once each, equal to the uninterrupted run's.
+
 Mutations these catch: the input state saved as the puller left it at the stop (it has read ahead
 to the next checkpoint step: the resumed weights differ), no checkpoint at the stop (the resume
 starts at the last periodic one), handlers left installed after training, a stop not agreed
-between workers (the unsignalled worker hangs in the collective save: timeout)."""
+between workers (the unsignalled worker hangs in the collective save: timeout), the curves not
+carried into the resumed run (its events start at step 4), carried twice into the same folder."""
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -23,12 +29,17 @@ import time
 import numpy as np
 import portpicker
 import pytest
+import tensorflow as tf
 
 from components.common.errors import EXIT_PREEMPTED, TrainingPreempted
+from components.tokenizer.byte_level import ByteTokenizer
+from components.tracking.fanout import Trackers
 from components.training import loop
+from components.training.validation import Validation
+from pipeline.lineage.web import curves
 from runners import cli
 from tests.support.fork_server import Forked
-from tests.training.conftest import WORKER_TIMEOUT_S, tiny_config
+from tests.training.conftest import SEQ_LEN, WORKER_TIMEOUT_S, tiny_config
 from tests.training.test_equivalence import max_difference
 from tests.training.test_multi_worker import _weights, config_args
 
@@ -36,14 +47,51 @@ from tests.training.test_multi_worker import _weights, config_args
 OVERRIDES = ("train.train_steps=8", "train.checkpoint_every=4", "train.log_every=1")
 
 
-def run(tmp_path, shards, name, **kwargs):
-    return loop.train(tiny_config(*OVERRIDES), shards["train"], str(tmp_path / name / "run"),
-                      str(tmp_path / name / "ckpt"), **kwargs)
+def run(tmp_path, shards, name, log=None, **kwargs):
+    """loop.train with its checkpoints in <name>/ckpt, its events in <log or name>/run."""
+    return loop.train(tiny_config(*OVERRIDES), shards["train"],
+                      str(tmp_path / (log or name) / "run"), str(tmp_path / name / "ckpt"), **kwargs)
+
+
+class Recorder:
+    """A tracker (components/tracking/fanout.py Tracker) that keeps what it is given."""
+    name, where, run_id = "recorder", "memory", "recorder-1"
+
+    def __init__(self):
+        self.points = []          # (tag, step, value), in the order logged
+
+    def log_step(self, step: int, figures: dict) -> None:
+        self.points.extend((tag, step, value) for tag, value in figures.items())
+
+
+def tracked(tmp_path, shards, name, log=None, **kwargs):
+    """run() validating every 2 steps, with a Recorder as its tracker: (result, the recorder)."""
+    recorder = Recorder()
+    checks = Validation([shards["eval"]], ByteTokenizer(), every=2, batches=1, batch_size=8,
+                        seq_len=SEQ_LEN)
+    return run(tmp_path, shards, name, log, validation=checks, trackers=Trackers([recorder]),
+               **kwargs), recorder
+
+
+def events(log_dir) -> dict[str, list[tuple[int, float]]]:
+    """tag -> [(step, value)] of every event under log_dir, as written (TensorFlow's reader;
+    duplicates kept: the UI's reader would hide them)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(log_dir, "**", "*.tfevents.*"), recursive=True)):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                out.setdefault(value.tag, []).append(
+                    (event.step, float(tf.make_ndarray(value.tensor))))
+    return out
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, shards):
-    return run(tmp_path_factory.mktemp("straight"), shards, "straight")
+    """The reference run (validation and a tracker change no weight); its events and series."""
+    tmp_path = tmp_path_factory.mktemp("straight")
+    result, recorder = tracked(tmp_path, shards, "straight")
+    result.events, result.tracked = events(tmp_path / "straight" / "run"), recorder.points
+    return result
 
 
 def signal_self_after(step_to_signal: int, signum: int):
@@ -58,14 +106,45 @@ def test_sigint_stops_with_a_checkpoint_and_the_resume_is_exact(uninterrupted, s
                                                                 caplog):
     previous = signal.getsignal(signal.SIGINT)
     with pytest.raises(TrainingPreempted, match=r"preempted at step 3 of 8.*ckpt-3.*SIGINT") as err:
-        run(tmp_path, shards, "preempted", on_step=signal_self_after(2, signal.SIGINT))
+        tracked(tmp_path, shards, "preempted", on_step=signal_self_after(2, signal.SIGINT))
     assert err.value.exit_code == EXIT_PREEMPTED == 75
     assert signal.getsignal(signal.SIGINT) is previous     # handlers restored
-    with caplog.at_level(logging.INFO, logger="bigtrain.train"):
-        resumed = run(tmp_path, shards, "preempted")
+    with caplog.at_level(logging.INFO, logger="bigtrain.train"):   # events: a folder of its own
+        resumed, recorder = tracked(tmp_path, shards, "preempted", log="resumed")
     assert resumed.resumed_from_step == 3 and resumed.steps == 8
     assert "input: restored the iterator saved at step 3" in caplog.text
     assert max_difference(resumed, uninterrupted) <= 1e-6
+    assert_same_curves(events(tmp_path / "resumed" / "run"), uninterrupted.events)
+    assert sorted((tag, step) for tag, step, _ in recorder.points) == sorted(   # each once
+        (tag, step) for tag, step, _ in uninterrupted.tracked)
+    shown = curves.read_scalars(str(tmp_path / "resumed" / "run"))
+    assert {tag: [s for s, _ in points] for tag, points in shown.items()} == {
+        tag: [s for s, _ in points] for tag, points in uninterrupted.events.items()}
+    # Run again into the folder the history names (a re-run of the same command): it trains no
+    # step and writes none of the carried figures there a second time.
+    tracked(tmp_path, shards, "preempted", log="resumed")
+    assert_same_curves(events(tmp_path / "resumed" / "run"), uninterrupted.events)
+
+
+def assert_same_curves(seen: dict, reference: dict) -> None:
+    """Every tag at the same steps, once each, in order; the training and validation figures
+    equal (tokens/s and MFU are timings)."""
+    assert {tag: [s for s, _ in points] for tag, points in seen.items()} == {
+        tag: [s for s, _ in points] for tag, points in reference.items()}
+    assert seen["loss"][0][0] == 1 and [s for s, _ in seen["validation_loss"]] == [2, 4, 6, 8]
+    for tag in ("loss", "learning_rate", "validation_loss", "validation_bits_per_byte"):
+        np.testing.assert_allclose([v for _, v in seen[tag]], [v for _, v in reference[tag]],
+                                   rtol=1e-6, err_msg=tag)
+
+
+def test_the_ui_shows_a_step_written_twice_once_with_the_last_value(tmp_path):
+    """A step logged again in one folder (a spike rollback's steps; a run resumed into its own
+    folder after a kill -9 past its last checkpoint): the curves page draws it once, as last
+    written."""
+    with tf.summary.create_file_writer(str(tmp_path / "train")).as_default():
+        for step, loss in ((1, 5.0), (2, 4.0), (2, 3.5), (3, 3.0)):
+            tf.summary.scalar("loss", loss, step=step)
+    assert curves.read_scalars(str(tmp_path)) == {"loss": [(1, 5.0), (2, 3.5), (3, 3.0)]}
 
 
 def examples_folder(shards, tmp_path):

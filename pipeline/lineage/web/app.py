@@ -16,8 +16,8 @@ from werkzeug.exceptions import HTTPException, NotFound
 
 from components.evaluation import properties as eval_props
 from components.common.errors import MetadataStoreError, NotFoundError
-from pipeline.lineage import explore, queries, record, report, run_diff
-from pipeline.lineage.store import Lineage, properties
+from pipeline.lineage import explore, queries, record, report, resume, run_diff
+from pipeline.lineage.store import PREEMPTED, Lineage, properties
 from pipeline.lineage.web import curves, layout
 
 STATES = ("complete", "failed", "abandoned", "preempted", "running")
@@ -172,7 +172,17 @@ def run_curves(run_id):
               if scalars.get(tag)]
     missing = [title for tag, title in curves.CURVES if not scalars.get(tag)]
     return flask.render_template("curves.html", rep=rep, charts=charts, missing=missing,
-                                 log_dir=model_run.get("uri"))
+                                 log_dir=model_run.get("uri"), **_preempted_trainer(rep))
+
+
+def _preempted_trainer(rep) -> dict:
+    """A run whose Trainer was preempted (no ModelRun): its message and the run that carried its
+    training on (pipeline/lineage/resume.py), whose curves hold its figures."""
+    trainer = rep.stage("Trainer")
+    if trainer is None or trainer.state != PREEMPTED or "ModelRun" in trainer.outputs:
+        return {}
+    stopped = _lin().execution(trainer.execution_id).last_update_time_since_epoch
+    return {"preempted": trainer.note, "resumed_by": resume.resumed_by(_lin(), trainer.note, stopped)}
 
 def artifact(artifact_id):
     """?page=N: the Nth page (queries.PAGE_SIZE) of the cached runs that reused the artifact and

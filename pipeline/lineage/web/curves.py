@@ -33,11 +33,13 @@ def warm_up() -> None:
 
 
 def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
-    """tag -> [(step, value)] from the event files under log_dir (its sub-folders too)."""
+    """tag -> [(step, value)] from the event files under log_dir (its sub-folders too), one point
+    per step: a step written again (a spike rollback's steps, a run resumed into the folder of the
+    run it resumes after a crash past its checkpoint) keeps the value written last."""
     tensorboard_without_tensorflow()
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.util import tensor_util
-    out: dict[str, list[tuple[int, float]]] = {}
+    out: dict[str, dict[int, float]] = {}
     for folder, _, files in os.walk(log_dir):
         if not any(".tfevents." in f for f in files):
             continue
@@ -45,12 +47,12 @@ def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
             event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0})
         acc.Reload()
         tags = acc.Tags()
-        for tag in tags.get("scalars", []):
-            out.setdefault(tag, []).extend((e.step, float(e.value)) for e in acc.Scalars(tag))
+        for tag in tags.get("scalars", []):   # in the order written
+            out.setdefault(tag, {}).update((e.step, float(e.value)) for e in acc.Scalars(tag))
         for tag in tags.get("tensors", []):  # tf.summary.scalar in TF2 writes tensors
-            out.setdefault(tag, []).extend(
+            out.setdefault(tag, {}).update(
                 (e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag))
-    return {tag: sorted(points) for tag, points in out.items()}
+    return {tag: sorted(points.items()) for tag, points in out.items()}
 
 
 def svg_chart(points: list[tuple[int, float]], title: str) -> str:

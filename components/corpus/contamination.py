@@ -77,15 +77,16 @@ def text_hashes(text: bytes, n: int, min_words: int) -> tuple[np.ndarray | None,
     return substring_hashes(norm, np.zeros(1, np.int64), np.full(1, len(norm), np.int64)), words
 
 
-def _strings(value) -> Iterator[str]:
+def record_strings(value) -> Iterator[str]:
+    """Every string value of a JSON record, nested ones too, in order: each one evaluation text."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _strings(item)
+            yield from record_strings(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _strings(item)
+            yield from record_strings(item)
 
 
 def eval_texts(path: str) -> Iterator[bytes]:
@@ -104,7 +105,7 @@ def eval_texts(path: str) -> Iterator[bytes]:
             record = json.loads(line)
         except ValueError as err:
             raise ValueError(f"data.decontaminate.eval_files: {path}:{number}: not JSON ({err})") from None
-        for text in _strings(record):
+        for text in record_strings(record):
             yield text.encode("utf-8")
 
 
@@ -115,7 +116,7 @@ def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, .
     entry was decoded into (components/text_example_gen/eval_split.py); a `home:` entry must
     have been resolved by the runner (runners/eval_homes.py) before it gets here."""
     sets = []
-    for pattern in patterns:
+    for i, pattern in enumerate(patterns):
         if pattern in (decoded or {}):
             sets.append((pattern, tuple(decoded[pattern])))
             continue
@@ -123,9 +124,7 @@ def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, .
             raise ValueError(f"data.decontaminate.eval_files: {pattern!r} was not resolved: "
                              "`home:` is resolved by bigtrain run / compile, `examples:` decoded "
                              "by the data stage's executor")
-        files = tuple(sorted(fs.glob(listing.expand_input(pattern))))
-        if not files:
-            raise FileNotFoundError(f"data.decontaminate.eval_files: {pattern!r} matches no files")
+        files = tuple(listing.resolve_files(pattern, f"data.decontaminate.eval_files[{i}]"))
         sets.append((pattern, files))
     return tuple(sets)
 

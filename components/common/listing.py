@@ -180,8 +180,9 @@ def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = (), key:
     # unreachable endpoint with exponential backoff for many minutes, and reports a missing
     # bucket as "no objects".
     fs.check_bucket(pattern)
-    single = [] if magic else [m for m in _remote_match(FileSystems, root, spec, key)
-                               if not m.path.endswith("/")]
+    whole_bucket = "/" not in root.partition("://")[2]
+    single = [] if magic or whole_bucket else [m for m in _remote_match(FileSystems, root, spec, key)
+                                               if not m.path.endswith("/")]
     if single:   # one object: its folder is the root
         root, relative = root.rsplit("/", 1)
     matched = single or _remote_match(FileSystems, root + "/**", spec, key)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from typing import Iterator, NamedTuple
 
 import numpy as np
@@ -93,7 +94,11 @@ def eval_texts(path: str) -> Iterator[bytes]:
     """The texts of one evaluation file (see the module docstring)."""
     data = fs.read_bytes(path)
     if path.endswith(".gz"):
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, OSError, zlib.error) as err:   # truncated, not gzip, corrupt
+            raise ValueError(f"evaluation file {path}: cannot be read ({type(err).__name__}: "
+                             f"{err})") from None
     name = path[:-3] if path.endswith(".gz") else path
     if not name.endswith((".jsonl", ".json")):
         yield data

@@ -15,7 +15,7 @@ import os
 import pytest
 
 from components.config import ConfigError, build_config
-from components.corpus import eval_inputs
+from components.corpus import contamination, eval_inputs
 from runners import cli
 
 GOOD = b'{"id": 1, "text": "a held-out document"}\n'
@@ -86,6 +86,16 @@ def test_a_truncated_gzip_names_the_set_and_the_file(tmp_path):
     assert str(raised.value).startswith(
         f"eval.sets[0] (jlbad).input '{tmp_path}/sets/*.jsonl.gz': {bad}: cannot be read "
         "(truncated gzip: "), raised.value
+
+
+def test_a_truncated_gzip_past_the_bound_is_named_by_the_stage_that_reads_it(tmp_path):
+    """What the data stage and the Evaluator read (contamination.eval_texts): a ValueError naming
+    the file, not a bare EOFError."""
+    data = gzip.compress(GOOD * 2000)
+    (tmp_path / "big.jsonl.gz").write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match=f"^evaluation file {tmp_path}/big.jsonl.gz: cannot be "
+                                         "read \\(EOFError: "):
+        list(contamination.eval_texts(str(tmp_path / "big.jsonl.gz")))
 
 
 def test_a_gzip_over_the_bound_is_read_to_its_first_document_only(tmp_path, monkeypatch):

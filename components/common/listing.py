@@ -168,8 +168,9 @@ def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = (), key:
                       ) -> tuple[str, list[tuple[str, str]]]:
     """An object-store file, prefix or glob through Beam's FileSystems.match (listing metadata
     only), by the local rule: Beam's own globbing differs (its `**` needs at least one folder, its
-    `?` matches `/`), so everything under the root is listed and matched here (remote_matches). A
-    spec without glob characters is one object when it exists, else a folder: `<folder>/**/*`."""
+    `?` matches `/`), so every object under the pattern's literal prefix is listed and matched
+    here (remote_matches). A spec without glob characters is one object when it exists, else a
+    folder: `<folder>/**/*`."""
     FileSystems = beam_filesystems()
     magic = any(c in pattern for c in "*?[")
     prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0] if magic else pattern
@@ -185,7 +186,9 @@ def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = (), key:
                                                if not m.path.endswith("/")]
     if single:   # one object: its folder is the root
         root, relative = root.rsplit("/", 1)
-    matched = single or _remote_match(FileSystems, root + "/**", spec, key)
+    # Listed by the pattern's literal prefix, as Beam would: never more objects than its glob.
+    matched = single or _remote_match(FileSystems, (prefix if magic else root + "/") + "**", spec,
+                                      key)
     paths = [(m.path[len(root) + 1:], m.path) for m in matched
              if not m.path.endswith("/") and remote_matches(m.path[len(root) + 1:], relative)
              and not any(fnmatch.fnmatch(m.path, p) for p in exclude)]

@@ -26,7 +26,7 @@ from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
 from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
-from components.common import checkpoints
+from components.common import checkpoints, fs
 from components import config as config_lib
 from components.config import Config
 
@@ -57,7 +57,7 @@ def warm_start_parent(config: Config):
     from tfx.dsl.components.common.importer import Importer
     from components.training.hf_source import check_init_from, hf_source
     source = hf_source(init_from) or init_from
-    uri = source if "://" in source else os.path.abspath(source)  # gs://, s3:// as given
+    uri = source if fs.is_remote(source) else os.path.abspath(source)  # gs://, s3:// as given
     # An HF directory is imported with its content digest: new weights at the same path are a
     # new artifact (the Trainer then re-runs), and lineage records which weights were read.
     extra = {}

@@ -81,7 +81,7 @@ def check_out_dir(out: str, protected: list[str], force: bool) -> None:
     `bigtrain export hf` did not write; one it wrote is replaced with --force only."""
     from components.serving.hf import CARD_FILE, LAYOUT_FILES
     from components.serving.hf.card import CARD_MARKER
-    if "://" in out:                     # an object store: no folders to resolve; same content rule
+    if fs.is_remote(out):   # an object store: no folders to resolve; same content rule
         names = {os.path.basename(p.rstrip("/")) for p in fs.glob(fs.join(out, "*"))}
     else:
         real = os.path.realpath(out)

@@ -132,14 +132,17 @@ def _print_report(store, run_id: str, all_counters: bool = False, **kwargs):
 
 def _plan_places(config: Config) -> tuple[Config, LocalPaths]:
     """The run's config with home:<path> evaluation sets resolved (to examples:<URI>) and its
-    places, each checked before the lock, the store or any stage: the home and serving dir, and
-    a train.init_from=hf:DIR (headers only, no TF)."""
+    places, each checked before the lock, the store or any stage: the home and serving dir, a
+    train.init_from=hf:DIR (headers only, no TF), and every evaluation input (eval.sets,
+    data.decontaminate.eval_files: resolved and opened, components/corpus/eval_inputs.py)."""
+    from components.corpus.eval_inputs import check_eval_inputs
     from components.training.hf_source import check_init_from
     from runners.eval_homes import resolve_eval_homes
     config = resolve_eval_homes(config)
     paths = LocalPaths.for_config(config)
     check_places(paths)
     check_init_from(config)
+    check_eval_inputs(config)
     return config, paths
 
 

@@ -14,6 +14,7 @@ import os
 import urllib.parse
 
 from components import config as config_lib
+from components.common.fs import is_remote
 from components.config import Config, ConfigError
 from runners.home import default_sqlite_path
 
@@ -38,7 +39,7 @@ def parse_metadata_uri(uri: str) -> dict:
         return {"backend": "mysql", "mysql_host": parts.hostname, "mysql_port": port,
                 "mysql_user": urllib.parse.unquote(parts.username or "root"),
                 "mysql_database": database or "metadb"}
-    if "://" in uri and not uri.startswith("sqlite://"):
+    if is_remote(uri) and not uri.startswith("sqlite://"):
         raise ConfigError(f"metadata URI {uri!r}: expected a sqlite file path or "
                           "mysql://USER@HOST:PORT/DATABASE")
     path = uri[len("sqlite://"):] if uri.startswith("sqlite://") else uri

@@ -17,6 +17,7 @@ import stat
 import sysconfig
 from typing import Iterable, Iterator
 
+from components.common.fs import is_remote
 from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
 
 UNRESOLVED = "unresolved-at-compile-time"
@@ -34,10 +35,6 @@ def expand_input(spec: str) -> str:
     """`<stdlib>` -> the running interpreter's standard library (the default corpus);
     `<heldout>` -> the folder of bigtrain's shipped held-out sets."""
     return spec.replace("<stdlib>", sysconfig.get_paths()["stdlib"]).replace("<heldout>", HELDOUT_DIR)
-
-
-def is_remote(spec: str) -> bool:
-    return "://" in spec
 
 
 def beam_filesystems():
@@ -70,9 +67,20 @@ def regular_size(path: str) -> int | None:
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
+def resolve_files(spec: str, key: str) -> list[str]:
+    """The one input resolver: the sorted files a pattern names (absolute paths or URIs), for
+    data.input, data.sources, eval.sets[].input, data.decontaminate.eval_files and the held-out
+    fingerprint alike; list_input_files without the relative paths. key: the setting an error
+    names (FileNotFoundError when nothing matches)."""
+    return [absolute for _, absolute in list_input_files(spec, (), key)[1]]
+
+
 def list_input_files(spec: str, exclude: Iterable[str] = (), key: str = "data.input"
                      ) -> tuple[str, list[tuple[str, str]]]:
-    """Resolve a directory or glob to (root, sorted [(relative_path, absolute_path)]).
+    """Resolve a file, a directory or a glob, local or in an object store, to (root, sorted
+    [(relative_path, absolute_path)]), by one rule (docs/data.md): a folder is `<folder>/**/*`;
+    `*`, `?` and `[...]` match within one name, `**` any number of folders (none too); hidden
+    names only when the pattern's name starts with a dot; `<stdlib>`, `<heldout>` expanded.
 
     Broken symlinks, FIFOs, sockets and devices are kept (they are quarantined later, not lost;
     nothing here opens them); directories are not files. Raises FileNotFoundError naming the spec
@@ -158,32 +166,74 @@ def _names(directory: str) -> list[str]:
 
 def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = (), key: str = "data.input"
                       ) -> tuple[str, list[tuple[str, str]]]:
-    """An object-store prefix or glob through Beam's FileSystems.match (listing metadata only):
-    a spec without glob characters is a folder: everything under it."""
-    from components.common.errors import ObjectStoreError
+    """An object-store file, prefix or glob through Beam's FileSystems.match (listing metadata
+    only), by the local rule: Beam's own globbing differs (its `**` needs at least one folder, its
+    `?` matches `/`), so every object under the pattern's literal prefix is listed and matched
+    here (remote_matches). A spec without glob characters is one object when it exists, else a
+    folder: `<folder>/**/*`."""
     FileSystems = beam_filesystems()
-    if not any(c in pattern for c in "*?["):
-        root = pattern.rstrip("/")
-        pattern = root + "/**"
-    else:
-        prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
-        root = prefix.rstrip("/") if prefix.endswith("/") else prefix.rsplit("/", 1)[0]
+    magic = any(c in pattern for c in "*?[")
+    prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0] if magic else pattern
+    root = prefix.rstrip("/") if not magic or prefix.endswith("/") else prefix.rsplit("/", 1)[0]
+    relative = pattern[len(root) + 1:] if magic else "**/*"
     from components.common import fs
     # First one bounded request (boto3: 5 s connect, 3 attempts): Beam's own listing retries an
     # unreachable endpoint with exponential backoff for many minutes, and reports a missing
     # bucket as "no objects".
     fs.check_bucket(pattern)
+    whole_bucket = "/" not in root.partition("://")[2]
+    single = [] if magic or whole_bucket else [m for m in _remote_match(FileSystems, root, spec, key)
+                                               if not m.path.endswith("/")]
+    if single:   # one object: its folder is the root
+        root, relative = root.rsplit("/", 1)
+    # Listed by the pattern's literal prefix, as Beam would: never more objects than its glob.
+    matched = single or _remote_match(FileSystems, (prefix if magic else root + "/") + "**", spec,
+                                      key)
+    paths = [(m.path[len(root) + 1:], m.path) for m in matched
+             if not m.path.endswith("/") and remote_matches(m.path[len(root) + 1:], relative)
+             and not any(fnmatch.fnmatch(m.path, p) for p in exclude)]
+    if not paths:
+        raise FileNotFoundError(f"{key} {spec!r} (expanded to {root + '/' + relative!r}) matches "
+                                "no files")
+    return root, sorted(paths)
+
+
+def _remote_match(FileSystems, pattern: str, spec: str, key: str) -> list:
+    """FileSystems.match of one pattern; its objects' metadata kept for the digests."""
+    from components.common.errors import ObjectStoreError
     try:
         matched = FileSystems.match([pattern])[0].metadata_list
     except Exception as err:  # noqa: BLE001 (BeamIOError wraps the store's error)
         raise ObjectStoreError(f"listing {key} {spec!r} ({pattern}) failed: {err}") from None
     for m in matched:
         _REMOTE_METADATA[m.path] = (m.size_in_bytes, float(m.last_updated_in_seconds or 0))
-    paths = [(m.path[len(root) + 1:], m.path) for m in matched
-             if not m.path.endswith("/") and not any(fnmatch.fnmatch(m.path, p) for p in exclude)]
-    if not paths:
-        raise FileNotFoundError(f"{key} {spec!r} (expanded to {pattern!r}) matches no files")
-    return root, sorted(paths)
+    return matched
+
+
+def remote_matches(relative: str, pattern: str) -> bool:
+    """Whether an object's path under the root matches a relative pattern by expand_pattern's
+    rule: `*`, `?`, `[...]` within one name; `**` any number of folders, none too (a final `**`:
+    any file below); hidden names only where the pattern's name starts with a dot."""
+    return _matches(relative.split("/"), [p for p in pattern.split("/") if p])
+
+
+def _matches(names: list[str], parts: list[str]) -> bool:
+    if not parts or not names:
+        return not parts and not names
+    part, rest = parts[0], parts[1:]
+    if part == "**":
+        for k in range(len(names) + 1):
+            if k and names[k - 1].startswith("."):
+                return False
+            if (_matches(names[k:], rest) if rest else k == len(names)):
+                return True
+        return False
+    if glob.has_magic(part):
+        found = (not names[0].startswith(".") or part.startswith(".")) and \
+            fnmatch.fnmatchcase(names[0], part)
+    else:
+        found = names[0] == part
+    return found and _matches(names[1:], rest)
 
 
 def _metadata(path: str) -> str:
@@ -260,12 +310,13 @@ def eval_set_files(data) -> list[tuple[str, str]]:
     `examples:<URI>` entry: every file of that Examples artifact (its eval shards among them); a
     `home:` entry must have been resolved into one first (runners/eval_homes.py)."""
     files = []
-    for pattern in getattr(getattr(data, "decontaminate", None), "eval_files", ()):
+    for i, pattern in enumerate(getattr(getattr(data, "decontaminate", None), "eval_files", ())):
         if pattern.startswith(HOME_PREFIX):
-            raise ValueError(f"data.decontaminate.eval_files: {pattern!r}: resolve it "
+            raise ValueError(f"data.decontaminate.eval_files[{i}]: {pattern!r}: resolve it "
                              "(runners/eval_homes.py) before fingerprinting")
         _, listed = list_input_files(pattern[len(EXAMPLES_PREFIX):]
-                                     if pattern.startswith(EXAMPLES_PREFIX) else pattern)
+                                     if pattern.startswith(EXAMPLES_PREFIX) else pattern, (),
+                                     f"data.decontaminate.eval_files[{i}]")
         files += [(f"eval-set {pattern}: {relative}", absolute) for relative, absolute in listed]
     return files
 

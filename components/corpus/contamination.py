@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from typing import Iterator, NamedTuple
 
 import numpy as np
@@ -77,22 +78,31 @@ def text_hashes(text: bytes, n: int, min_words: int) -> tuple[np.ndarray | None,
     return substring_hashes(norm, np.zeros(1, np.int64), np.full(1, len(norm), np.int64)), words
 
 
-def _strings(value) -> Iterator[str]:
+def record_strings(value) -> Iterator[str]:
+    """Every string value of a JSON record, nested ones too, in order: each one evaluation text."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _strings(item)
+            yield from record_strings(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _strings(item)
+            yield from record_strings(item)
 
 
 def eval_texts(path: str, max_file_bytes: int | None = None) -> Iterator[bytes]:
     """The texts of one evaluation file (see the module docstring), read as a stream: a JSONL
     file one line at a time, any other file whole or, with max_file_bytes, its first
     max_file_bytes bytes only (a held-out set scores a document's first bytes; a 200 MB file
-    must not reach memory)."""
+    must not reach memory). A truncated, corrupt or not-gzip `.gz` is a ValueError naming it."""
+    try:
+        yield from _file_texts(path, max_file_bytes)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:   # truncated, not gzip, corrupt
+        raise ValueError(f"evaluation file {path}: cannot be read ({type(err).__name__}: "
+                         f"{err})") from None
+
+
+def _file_texts(path: str, max_file_bytes: int | None) -> Iterator[bytes]:
     name = path[:-3] if path.endswith(".gz") else path
     with fs.open_file(path, "rb") as raw:
         fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
@@ -107,7 +117,7 @@ def eval_texts(path: str, max_file_bytes: int | None = None) -> Iterator[bytes]:
             except ValueError as err:
                 raise ValueError(f"data.decontaminate.eval_files: {path}:{number}: not JSON "
                                  f"({err})") from None
-            for text in _strings(record):
+            for text in record_strings(record):
                 yield text.encode("utf-8")
 
 
@@ -118,7 +128,7 @@ def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, .
     entry was decoded into (components/text_example_gen/eval_split.py); a `home:` entry must
     have been resolved by the runner (runners/eval_homes.py) before it gets here."""
     sets = []
-    for pattern in patterns:
+    for i, pattern in enumerate(patterns):
         if pattern in (decoded or {}):
             sets.append((pattern, tuple(decoded[pattern])))
             continue
@@ -126,9 +136,7 @@ def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, .
             raise ValueError(f"data.decontaminate.eval_files: {pattern!r} was not resolved: "
                              "`home:` is resolved by bigtrain run / compile, `examples:` decoded "
                              "by the data stage's executor")
-        files = tuple(sorted(fs.glob(listing.expand_input(pattern))))
-        if not files:
-            raise FileNotFoundError(f"data.decontaminate.eval_files: {pattern!r} matches no files")
+        files = tuple(listing.resolve_files(pattern, f"data.decontaminate.eval_files[{i}]"))
         sets.append((pattern, files))
     return tuple(sets)
 

@@ -25,6 +25,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 import orjson
 
+from components.common.fs import is_remote
 from components.common.listing import regular_size
 from components.corpus import documents as docs
 from components.corpus.documents import Document, Separator, Skipped
@@ -158,7 +159,7 @@ class FileProblem(Exception):
 
 
 def open_regular(path: str):
-    if "://" in path:  # an object in a store: Beam's filesystems (s3://, gs://), seekable
+    if is_remote(path):  # an object in a store: Beam's filesystems (s3://, gs://), seekable
         from apache_beam.io.filesystem import CompressionTypes
         from components.common.listing import beam_filesystems
         try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from components.common import fs, listing
+from components.common import listing
 from components.common.digest import content_digest
 from components.corpus.contamination import eval_texts
 from components.corpus.documents import BINARY, NOT_UTF8
@@ -42,11 +42,9 @@ def property_name(set_name: str, figure: str) -> str:
 
 
 def set_files(held_out) -> list[str]:
-    files = sorted(fs.glob(listing.expand_input(held_out.input)))
-    if not files:
-        raise FileNotFoundError(f"eval.sets {held_out.name}: input {held_out.input!r} matches no "
-                                f"files")
-    return files
+    """The set's files, sorted, by the one input resolver (components/common/listing.py
+    resolve_files: the rule data.input follows); FileNotFoundError naming the set when none."""
+    return listing.resolve_files(held_out.input, f"eval.sets ({held_out.name}).input")
 
 
 def sets_fingerprint(eval_config) -> str:

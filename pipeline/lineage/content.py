@@ -19,7 +19,8 @@ from components.text_example_gen import properties as examples_props
 from components.tokenizer import properties as tokenizer_props
 from components.common import fs
 from components.common.errors import NotFoundError
-from components.common.listing import is_remote, read_listing, same_file
+from components.common.fs import is_remote
+from components.common.listing import read_listing, same_file
 from pipeline.lineage.store import Lineage, properties
 
 # Counters that remove documents or files, by prefix: each is one step of the summary.

@@ -13,6 +13,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.push import properties as push_props
 from components.common.errors import NotFoundError
+from components.common.fs import is_remote
 from components.push.layout import read_push_record
 from pipeline.lineage import event_table, record
 
@@ -71,7 +72,7 @@ def _per_instance(method: Callable) -> Callable:
 
 
 def _same_location(a: str, b: str) -> bool:
-    if "://" in a or "://" in b:
+    if is_remote(a) or is_remote(b):
         return a.rstrip("/") == b.rstrip("/")
     return os.path.normpath(a) == os.path.normpath(b)
 

@@ -74,7 +74,7 @@ def test_each_evaluation_set_is_indexed_on_its_own(tmp_path):
     # "alpha beta gamma", "one", "two": 3 and 1 words, under min_words (8): not checked, counted.
     assert index.matches(b"alpha beta gamma") == ()
     assert index.texts == (4, 1) and index.too_short == (3, 0)
-    with pytest.raises(FileNotFoundError, match="data.decontaminate.eval_files: .* matches no files"):
+    with pytest.raises(FileNotFoundError, match=r"data.decontaminate.eval_files\[0\] .* matches no files"):
         contamination.resolve_eval_sets((str(tmp_path / "nothing*.jsonl"),))
 
 

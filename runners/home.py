@@ -103,6 +103,12 @@ def readable_folders(home: str | None, pipeline_root: str | None = None) -> list
     return [os.path.realpath(f) for f in folders]
 
 
+def remove_if_empty(home: str) -> None:
+    """Remove a home a refused run created and left empty (the lock file removed on release)."""
+    if os.path.isdir(home) and not os.listdir(home):
+        os.rmdir(home)
+
+
 def check_home(home: str) -> None:
     """The home exists (or is created) and is writable: a named error otherwise."""
     if os.path.exists(home) and not os.path.isdir(home):

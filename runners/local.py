@@ -5,6 +5,7 @@ record, report, and turn what went wrong into a named error with its exit code."
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import errno
 import json
@@ -176,50 +177,64 @@ def remove_empty_outputs(store, executions) -> int:
 def run_command(config: Config, verbose: bool = False, force: bool = False,
                 until: str | None = None) -> int:
     """`bigtrain run` (with `until`: that stage and its upstream only): returns the exit code;
-    raises BigtrainError for named errors."""
+    raises BigtrainError for named errors. A run refused before it wrote anything leaves the
+    home as it found it: no lock file of its own, and a home it created removed."""
+    from runners.home import remove_if_empty
+    from runners.lock import HomeLock
+
+    home, found = os.path.abspath(config.paths.home), os.path.isdir(config.paths.home)
+    try:
+        config, paths = _plan_places(config)
+        run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
+        run_dir, log_path = paths.run_dir(run_id), paths.run_log(run_id)
+        with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
+            return _locked_run(config, paths, lock, RunPlan(
+                run_id, run_dir, log_path, input_fingerprint="", inputs_key={}, reasons=(),
+                until=until, verbose=verbose), force)
+    finally:
+        if not found:
+            remove_if_empty(home)
+
+
+def _locked_run(config: Config, paths: LocalPaths, lock, plan: RunPlan, force: bool) -> int:
+    """run_command once it holds the home's lock: open the store (a named error when it cannot),
+    sweep what a dead run left, check up to date, then run (lock.keep(): the home is written)."""
     from components.common.listing import fingerprint_input
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import open_store
     from runners.logs import configure_logging, remove_file_handlers
     from runners import uptodate
-    from runners.lock import HomeLock
-
-    config, paths = _plan_places(config)
-    run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
-    run_dir, log_path = paths.run_dir(run_id), paths.run_log(run_id)
-    with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
-        if lock.stale:
-            clean_after_dead_holder(lock, paths)
-        store = (open_store(metadata_lib.connection(config, read_only=False))
-                 if metadata_lib.store_exists(config) else None)
-        if store is not None:
-            _mark_abandoned(store, config, run_id, lock.stale)
-        # The input is listed and fingerprinted once per run (metadata only): the up-to-date key
-        # and the data stages' cache key are this one value.
-        fingerprint = fingerprint_input(config.data)
-        key = uptodate.inputs_key(config, fingerprint)
-        reasons = ["forced (--force)"]
-        if until:
-            reasons = [f"partial run up to {until} (--until)"]
-        if store is not None and not force and not until:
-            last, reasons = uptodate.check(Lineage(store), config, key)
-            if not reasons:
-                print(f"bigtrain run: up to date (nothing the stages depend on changed since run "
-                      f"{last.name}: config, input files, code); the pipeline was not started. "
-                      f"The last report follows (--force runs it anyway).\n", flush=True)
-                _print_report(store, last.name, all_counters=verbose)
-                print("\nrun UP TO DATE")
-                return EXIT_OK
-        elif store is None:
-            reasons = ["first run in this home"]
-        save_config(config, run_dir)
-        configure_logging(verbose, log_path)
-        try:
-            return _run_pipeline(config, paths, RunPlan(
-                run_id, run_dir, log_path, input_fingerprint=fingerprint, inputs_key=key,
-                reasons=tuple(reasons), until=until, verbose=verbose))
-        finally:
-            remove_file_handlers(log_path)
+    if lock.stale:
+        clean_after_dead_holder(lock, paths)
+    store = (open_store(metadata_lib.connection(config, read_only=False))
+             if metadata_lib.store_exists(config) else None)
+    if store is not None:
+        lock.keep()
+        _mark_abandoned(store, config, plan.run_id, lock.stale)
+    # The input is listed and fingerprinted once per run (metadata only): the up-to-date key
+    # and the data stages' cache key are this one value.
+    fingerprint = fingerprint_input(config.data)
+    key = uptodate.inputs_key(config, fingerprint)
+    reasons = [f"partial run up to {plan.until} (--until)"] if plan.until else ["forced (--force)"]
+    if store is not None and not force and not plan.until:
+        last, reasons = uptodate.check(Lineage(store), config, key)
+        if not reasons:
+            print(f"bigtrain run: up to date (nothing the stages depend on changed since run "
+                  f"{last.name}: config, input files, code); the pipeline was not started. "
+                  f"The last report follows (--force runs it anyway).\n", flush=True)
+            _print_report(store, last.name, all_counters=plan.verbose)
+            print("\nrun UP TO DATE")
+            return EXIT_OK
+    elif store is None:
+        reasons = ["first run in this home"]
+    lock.keep()
+    save_config(config, plan.run_dir)
+    configure_logging(plan.verbose, plan.log_path)
+    try:
+        return _run_pipeline(config, paths, dataclasses.replace(
+            plan, input_fingerprint=fingerprint, inputs_key=key, reasons=tuple(reasons)))
+    finally:
+        remove_file_handlers(plan.log_path)
 
 
 def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:

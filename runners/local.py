@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import errno
 import json
 import os
 import sys
@@ -18,10 +17,11 @@ from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
-                                      DiskFullError, ObjectStoreError, TrackingError,
-                                      cause_chain, in_cause_chain)
+                                      ObjectStoreError, TrackingError, cause_chain,
+                                      in_cause_chain)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
+from runners.disk_full import disk_full_error, is_disk_full, record_or_say
 from runners.home import LocalPaths, check_home
 from runners.interrupts import interrupt_of, interrupted_error, terminate_raises
 from runners.sdk_workers import check_sdk_workers, probing_each_beam_stage
@@ -81,16 +81,6 @@ def check_places(paths: LocalPaths) -> None:
     check_home(paths.home)
     for remote in paths.remote():
         fs.check_bucket(remote)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    return any((isinstance(e, OSError) and e.errno == errno.ENOSPC)
-               or "No space left on device" in str(e) for e in cause_chain(exc))
-
-
-def named_disk_full(exc: BaseException) -> DiskFullError | None:
-    """The DiskFullError a stage raised itself (it names where it was writing), if any."""
-    return in_cause_chain(exc, DiskFullError)
 
 
 def object_store_cause(error: BaseException, places: list[str]) -> ObjectStoreError | None:
@@ -283,7 +273,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         if record.is_preempted(err):   # recorded `preempted`; the next run resumes it
             failure = (EXIT_PREEMPTED, message)
     if metadata_lib.store_exists(config):
-        _record_run(config, plan, error, emitter)
+        error = _record_outcome(config, plan, error, emitter)  # not None: the disk filled up
     if error is not None:
         _raise_named_failure(config, paths, failure, error)
     if failure and failure[0] == EXIT_PREEMPTED:
@@ -317,21 +307,15 @@ def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrup
     return error
 
 
-def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, str],
+def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, str] | None,
                          error: BaseException) -> None:
     """A stage failure that has its own exit code: a full disk (7), an object store that no
     longer answers (8) or a required tracker (10), raised as that named error; any other failure
-    returns."""
+    returns. failure None: the stages finished, recording the run's outcome failed."""
+    failure = failure or (EXIT_FAILED, f"{type(error).__name__}: {error}")
     if is_disk_full(error):
         removed = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
-        named = named_disk_full(error)
-        if named is not None:  # the stage named the folder it failed in (push: the serving dir)
-            raise DiskFullError(f"{named}; {len(removed)} partial checkpoint file(s) pruned")
-        raise DiskFullError(
-            f"no space left on device while writing under {paths.home} ({failure[1]}); the failed "
-            f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "
-            f"file(s) pruned; earlier artifacts, checkpoints and pushed models are intact. Free "
-            f"space and run again (training resumes from its last complete checkpoint)")
+        raise disk_full_error(error, paths.home, failure[1], len(removed)) from error
     tracking = in_cause_chain(error, TrackingError)   # tracking.required, lost mid-training
     if tracking is not None:
         raise TrackingError(f"{tracking} (the Trainer stopped; its checkpoints are kept: run "
@@ -342,6 +326,23 @@ def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, 
         raise ObjectStoreError(
             f"{lost} (stage failure: {fs.short_message(failure[1])}; details: bigtrain lineage why "
             f"--home {paths.home})") from error
+
+
+def _record_outcome(config: Config, plan: RunPlan, error: BaseException | None,
+                    emitter) -> BaseException | None:
+    """_record_run; after a full disk, first the stages TFX could not record (its own write
+    failed while the partial outputs still held the space they free now) recorded failed. When
+    the store cannot be written either, the console says so (runners/disk_full.py) and the run
+    still ends with its named error. Returns the error the run ends with."""
+    from pipeline.lineage import record
+    from pipeline.lineage.connection import describe, open_store
+    connection = metadata_lib.connection(config, read_only=False)
+
+    def record_all():
+        if is_disk_full(error):
+            record.fail_unfinished(open_store(connection), plan.run_id)
+        _record_run(config, plan, error, emitter)
+    return record_or_say(record_all, error, describe(connection))
 
 
 def _lineage_start(config: Config, plan: RunPlan):

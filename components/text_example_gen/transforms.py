@@ -17,7 +17,6 @@ the manifest) or a separator.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import time
 from typing import Callable
@@ -46,30 +45,6 @@ COUNTER_NAMES = list(examples_props.COUNTERS)   # the Examples' counter properti
 
 # ----------------------------------------------------------------------------------------------
 # DoFns.
-
-
-class ManifestPieceWriter:
-    """A unit's quarantine records, each written to the piece file as it comes (memory: one
-    record, whatever the unit quarantines); the file is created on the first record, under a
-    temporary name renamed on close (a retried bundle rewrites it whole)."""
-
-    def __init__(self, path: str):
-        self.path, self._out, self._tmp, self.records = path, None, None, 0
-
-    def write(self, record: dict) -> None:
-        if self._out is None:
-            self._tmp = shards.tmp_name(self.path)
-            self._out = shards._create(self._tmp)
-        self._out.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
-        self.records += 1
-
-    def close(self) -> bool:
-        """True when a piece file was written."""
-        if self._out is None:
-            return False
-        self._out.close()
-        shards._rename(self._tmp, self.path)
-        return True
 
 
 class ConvertUnitFn(beam.DoFn):
@@ -127,6 +102,17 @@ class ConvertUnitFn(beam.DoFn):
         weights = mixture.share_weights(self._sources.values(), train_tokens or {})
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
+        try:
+            with shards.naming_disk_full(self._output_dir):
+                written = self._convert(unit, out, weights, duplicates, near_duplicates)
+        except BaseException as error:   # a full disk: no temporary piece left, nor held open
+            out.abort(error)
+            raise
+        yield from written
+
+    def _convert(self, unit: readers.Unit, out: "UnitWriter", weights: dict[str, float],
+                 duplicates, near_duplicates) -> list:
+        """process() for one unit: its pieces written and closed, their keys and paths listed."""
         packers: dict[tuple[str, int], packing.Packer] = {}  # (split, copy) -> its stream
         for document, source in self.kept_documents(unit, out, duplicates, near_duplicates):
             self._pack(out, packers, document, source, weights)
@@ -140,7 +126,7 @@ class ConvertUnitFn(beam.DoFn):
                     self._counters[name] = Metrics.counter(NAMESPACE, name)
                 self._counters[name].inc(value)
         self._load_tokenizer()
-        yield from out.close()
+        return list(out.close())
 
     def kept_documents(self, unit: readers.Unit, out, duplicates=None, near_duplicates=None):
         """(document, its source or None) of every document of the unit that passes dedup and
@@ -238,7 +224,7 @@ class UnitWriter:
         self.pending = {split: [] for split in SPLITS}
         self.batches = dict.fromkeys(SPLITS, 0)
         self.writers: dict[tuple[str, int], shards.PieceWriter] = {}
-        self.manifest = ManifestPieceWriter(os.path.join(
+        self.manifest = shards.ManifestPieceWriter(os.path.join(
             output_dir, shards.PIECES_DIR, f"unit-{unit_index:06d}-quarantine.jsonl"))
 
     def write(self, split: str, windows: np.ndarray | None, final: bool = False) -> None:
@@ -293,6 +279,11 @@ class UnitWriter:
         self.counts[f"documents_flagged_{verdict.reason}"] += 1
         self.manifest.write(dict(skipped.record(), packed=True))
 
+    def abort(self, error: BaseException) -> None:
+        """Writing failed with error: every piece still open is closed and removed."""
+        for writer in [*self.writers.values(), self.manifest]:
+            writer.abort(error)
+
     def close(self):
         """Close every piece; yields ((kind, split, shard), (unit index, piece path))."""
         for (split, shard), writer in sorted(self.writers.items()):
@@ -310,12 +301,13 @@ class AssembleFn(beam.DoFn):
     def process(self, element):
         (kind, split, shard), pieces = element
         ordered = [path for _, path in sorted(p for p in pieces if p is not None)]
-        if kind == "manifest":
-            yield shards.concatenate(ordered, os.path.join(self._output_dir, QUARANTINE_MANIFEST))
-        else:
-            yield shards.concatenate(
-                ordered, shards.shard_path(self._output_dir, split, shard, self._num_shards[split]),
-                empty=shards.EMPTY_GZIP)
+        with shards.naming_disk_full(self._output_dir):
+            if kind == "manifest":
+                yield shards.concatenate(ordered, os.path.join(self._output_dir, QUARANTINE_MANIFEST))
+            else:
+                yield shards.concatenate(
+                    ordered, shards.shard_path(self._output_dir, split, shard, self._num_shards[split]),
+                    empty=shards.EMPTY_GZIP)
 
 
 # ----------------------------------------------------------------------------------------------

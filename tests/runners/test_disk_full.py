@@ -6,7 +6,7 @@ tmpfs."""
 import errno
 import os
 
-from runners.local import is_disk_full
+from runners.disk_full import is_disk_full
 
 
 def test_enospc_is_recognised_through_wrappers():
@@ -26,7 +26,7 @@ def test_enospc_is_recognised_through_wrappers():
 def test_a_stages_own_disk_full_error_is_found_through_wrappers():
     """The push names the serving dir it failed in; the run keeps that message (not the home)."""
     from components.common.errors import DiskFullError
-    from runners.local import named_disk_full
+    from runners.disk_full import named_disk_full
     try:
         try:
             try:

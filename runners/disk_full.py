@@ -67,3 +67,14 @@ def disk_full_error(error: BaseException, home: str, stage_failure: str,
         f"stage's partial outputs were removed (TFX) and {pruned} partial checkpoint file(s) "
         f"pruned; earlier artifacts, checkpoints and pushed models are intact. Free space and run "
         f"again (training resumes from its last complete checkpoint)")
+
+
+def home_full_error(error: BaseException, home: str) -> DiskFullError | None:
+    """The named error of a run the full disk stopped before any stage ran (the home's probe,
+    the lock's record, the run's folder, the store), None for any other error or one named
+    already (DiskFullError)."""
+    if isinstance(error, DiskFullError) or not is_disk_full(error):
+        return None
+    return DiskFullError(
+        f"no space left on device in the home {home} ({_short(error)}) before any stage ran; "
+        f"nothing was run and nothing of this run is left there. Free space and run again")

@@ -103,10 +103,11 @@ def readable_folders(home: str | None, pipeline_root: str | None = None) -> list
     return [os.path.realpath(f) for f in folders]
 
 
-def remove_if_empty(home: str) -> None:
-    """Remove a home a refused run created and left empty (the lock file removed on release)."""
-    if os.path.isdir(home) and not os.listdir(home):
-        os.rmdir(home)
+def remove_if_empty(folder: str) -> None:
+    """Remove a folder a refused run created and left empty (the home, once the lock file is
+    removed on release; its runs/ folder when the run's own could not be written)."""
+    if os.path.isdir(folder) and not os.listdir(folder):
+        os.rmdir(folder)
 
 
 def check_home(home: str) -> None:
@@ -124,6 +125,8 @@ def check_home(home: str) -> None:
     try:
         with open(probe, "w") as fh:
             fh.write("ok")
-        os.remove(probe)
-    except OSError as err:
+    except OSError as err:   # a full disk fails the close: the probe exists, and must not stay
+        if os.path.exists(probe):
+            os.remove(probe)
         raise HomeError(f"home {home} is not writable: {err.strerror}") from None
+    os.remove(probe)

@@ -21,7 +21,7 @@ from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREE
                                       in_cause_chain)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
-from runners.disk_full import disk_full_error, is_disk_full, record_or_say
+from runners.disk_full import disk_full_error, home_full_error, is_disk_full, record_or_say
 from runners.home import LocalPaths, check_home
 from runners.interrupts import interrupt_of, interrupted_error, terminate_raises
 from runners.sdk_workers import check_sdk_workers, probing_each_beam_stage
@@ -181,6 +181,11 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
             return _locked_run(config, paths, lock, RunPlan(
                 run_id, run_dir, log_path, input_fingerprint="", inputs_key={}, reasons=(),
                 until=until, verbose=verbose), force)
+    except Exception as err:   # a full home before any stage ran: exit 7 too, naming it
+        named = home_full_error(err, home)
+        if named is None:
+            raise
+        raise named from err
     finally:
         if not found:
             remove_if_empty(home)
@@ -192,6 +197,7 @@ def _locked_run(config: Config, paths: LocalPaths, lock, plan: RunPlan, force: b
     from components.common.listing import fingerprint_input
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import open_store
+    from runners.home import remove_if_empty
     from runners.logs import configure_logging, remove_file_handlers
     from runners import uptodate
     if lock.stale:
@@ -217,8 +223,13 @@ def _locked_run(config: Config, paths: LocalPaths, lock, plan: RunPlan, force: b
             return EXIT_OK
     elif store is None:
         reasons = ["first run in this home"]
+    try:
+        save_config(config, plan.run_dir)
+    except OSError:   # a full disk: no half-written run folder left, nor an empty runs/
+        fs.rmtree(plan.run_dir)
+        remove_if_empty(paths.runs_dir)
+        raise
     lock.keep()
-    save_config(config, plan.run_dir)
     configure_logging(plan.verbose, plan.log_path)
     try:
         return _run_pipeline(config, paths, dataclasses.replace(

@@ -98,7 +98,11 @@ class HomeLock:
         else:
             raise HomeError(f"cannot lock {self.path}: the file was removed 8 times while locking")
         self.fd = fd
-        self._take_over(fd)
+        try:
+            self._take_over(fd)   # a full disk fails the write: the home left as it was found
+        except BaseException:
+            self.release()
+            raise
         return self
 
     def _flock(self, fd: int) -> None:

@@ -6,6 +6,8 @@ tmpfs."""
 import errno
 import os
 
+import pytest
+
 from runners.disk_full import is_disk_full
 
 
@@ -99,3 +101,39 @@ def test_a_store_on_a_full_disk_says_so_on_the_console(tmp_path, capsys):
     err = capsys.readouterr().err
     assert (f"bigtrain: note: this run's outcome could not be recorded in the metadata store "
             f"{home / 'metadata.sqlite'} (database or disk is full)") in err, err
+
+
+@pytest.mark.parametrize("free_pages", [0, 1])
+def test_a_run_in_a_full_home_is_exit_7_and_leaves_it_as_found(tmp_path, capsys, free_pages):
+    """Before any stage: 0 pages free fails the home's probe (was exit 6, the probe file left),
+    1 page the run's folder (was an `unexpected OSError` traceback, exit 1, the lock file and a
+    half-written config.yaml left)."""
+    from components.common.errors import EXIT_DISK_FULL
+    from runners import cli
+    from tests.support.disks import fill, small_disk
+    home = tmp_path / "home"
+    with small_disk(home, "64k"):
+        filler = fill(home)
+        os.truncate(filler, os.path.getsize(filler) - 4096 * free_pages)
+        code = cli.main(["run", "--home", str(home), "--set", f"data.input={tmp_path}"])
+        err = capsys.readouterr().err
+        assert code == EXIT_DISK_FULL, err
+        assert f"bigtrain: no space left on device in the home {home} (No space left on device)" in err
+        assert "Traceback" not in err
+        assert os.listdir(home) == ["filler"]
+
+
+def test_a_lock_record_the_full_disk_refuses_leaves_no_lock(tmp_path, monkeypatch):
+    """Writing the holder's record fails (ENOSPC): the lock is released and the file it created
+    removed, so the next run neither waits nor finds a stale holder."""
+    from runners import lock as lock_lib
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(lock_lib.os, "write", full)
+    with pytest.raises(OSError, match="No space left"):
+        lock_lib.HomeLock(str(tmp_path), {"run_id": "r1"}).acquire()
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
+    with lock_lib.HomeLock(str(tmp_path), {"run_id": "r2"}) as lock:
+        assert lock.stale is None

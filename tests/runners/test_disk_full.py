@@ -61,7 +61,8 @@ def test_a_run_log_on_a_full_disk_says_so_once_and_stops(capsys):
     import logging
     from runners.logs import RunLogHandler
     handler = RunLogHandler("/dev/full", encoding="utf-8")
-    logger = logging.getLogger("bigtrain.test_full_log")
+    logger = logging.getLogger("test_full_log")
+    logger.propagate = False   # only this handler: not the console handlers of earlier runs
     logger.addHandler(handler)
     try:
         for i in range(3):

@@ -103,6 +103,13 @@ def readable_folders(home: str | None, pipeline_root: str | None = None) -> list
     return [os.path.realpath(f) for f in folders]
 
 
+def remove_if_empty(folder: str) -> None:
+    """Remove a folder a refused run created and left empty (the home, once the lock file is
+    removed on release; its runs/ folder when the run's own could not be written)."""
+    if os.path.isdir(folder) and not os.listdir(folder):
+        os.rmdir(folder)
+
+
 def check_home(home: str) -> None:
     """The home exists (or is created) and is writable: a named error otherwise."""
     if os.path.exists(home) and not os.path.isdir(home):
@@ -118,6 +125,8 @@ def check_home(home: str) -> None:
     try:
         with open(probe, "w") as fh:
             fh.write("ok")
-        os.remove(probe)
-    except OSError as err:
+    except OSError as err:   # a full disk fails the close: the probe exists, and must not stay
+        if os.path.exists(probe):
+            os.remove(probe)
         raise HomeError(f"home {home} is not writable: {err.strerror}") from None
+    os.remove(probe)

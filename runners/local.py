@@ -5,8 +5,8 @@ record, report, and turn what went wrong into a named error with its exit code."
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
-import errno
 import json
 import os
 import sys
@@ -17,10 +17,11 @@ from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
 from components.common import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
-                                      DiskFullError, ObjectStoreError, TrackingError,
-                                      cause_chain, in_cause_chain)
+                                      ObjectStoreError, TrackingError, cause_chain,
+                                      in_cause_chain)
 from components.push.staging import remove_dead_staging
 from runners import metadata as metadata_lib
+from runners.disk_full import disk_full_error, home_full_error, is_disk_full, record_or_say
 from runners.home import LocalPaths, check_home
 from runners.interrupts import interrupt_of, interrupted_error, terminate_raises
 from runners.sdk_workers import check_sdk_workers, probing_each_beam_stage
@@ -80,16 +81,6 @@ def check_places(paths: LocalPaths) -> None:
     check_home(paths.home)
     for remote in paths.remote():
         fs.check_bucket(remote)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    return any((isinstance(e, OSError) and e.errno == errno.ENOSPC)
-               or "No space left on device" in str(e) for e in cause_chain(exc))
-
-
-def named_disk_full(exc: BaseException) -> DiskFullError | None:
-    """The DiskFullError a stage raised itself (it names where it was writing), if any."""
-    return in_cause_chain(exc, DiskFullError)
 
 
 def object_store_cause(error: BaseException, places: list[str]) -> ObjectStoreError | None:
@@ -179,50 +170,75 @@ def remove_empty_outputs(store, executions) -> int:
 def run_command(config: Config, verbose: bool = False, force: bool = False,
                 until: str | None = None) -> int:
     """`bigtrain run` (with `until`: that stage and its upstream only): returns the exit code;
-    raises BigtrainError for named errors."""
+    raises BigtrainError for named errors. A run refused before it wrote anything leaves the
+    home as it found it: no lock file of its own, and a home it created removed."""
+    from runners.home import remove_if_empty
+    from runners.lock import HomeLock
+
+    home, found = os.path.abspath(config.paths.home), os.path.isdir(config.paths.home)
+    try:
+        config, paths = _plan_places(config)
+        run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
+        run_dir, log_path = paths.run_dir(run_id), paths.run_log(run_id)
+        with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
+            return _locked_run(config, paths, lock, RunPlan(
+                run_id, run_dir, log_path, input_fingerprint="", inputs_key={}, reasons=(),
+                until=until, verbose=verbose), force)
+    except Exception as err:   # a full home before any stage ran: exit 7 too, naming it
+        named = home_full_error(err, home)
+        if named is None:
+            raise
+        raise named from err
+    finally:
+        if not found:
+            remove_if_empty(home)
+
+
+def _locked_run(config: Config, paths: LocalPaths, lock, plan: RunPlan, force: bool) -> int:
+    """run_command once it holds the home's lock: open the store (a named error when it cannot),
+    sweep what a dead run left, check up to date, then run (lock.keep(): the home is written)."""
     from components.common.listing import fingerprint_input
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import open_store
+    from runners.home import remove_if_empty
     from runners.logs import configure_logging, remove_file_handlers
     from runners import uptodate
-    from runners.lock import HomeLock
-
-    config, paths = _plan_places(config)
-    run_id = datetime.datetime.now().strftime("%Y%m%dT%H%M%S.%f")
-    run_dir, log_path = paths.run_dir(run_id), paths.run_log(run_id)
-    with HomeLock(paths.home, {"run_id": run_id, "run_dir": run_dir, "log": log_path}) as lock:
-        if lock.stale:
-            clean_after_dead_holder(lock, paths)
-        store = (open_store(metadata_lib.connection(config, read_only=False))
-                 if metadata_lib.store_exists(config) else None)
-        if store is not None:
-            _mark_abandoned(store, config, run_id, lock.stale)
-        # The input is listed and fingerprinted once per run (metadata only): the up-to-date key
-        # and the data stages' cache key are this one value.
-        fingerprint = fingerprint_input(config.data)
-        key = uptodate.inputs_key(config, fingerprint)
-        reasons = ["forced (--force)"]
-        if until:
-            reasons = [f"partial run up to {until} (--until)"]
-        if store is not None and not force and not until:
-            last, reasons = uptodate.check(Lineage(store), config, key)
-            if not reasons:
-                print(f"bigtrain run: up to date (nothing the stages depend on changed since run "
-                      f"{last.name}: config, input files, code); the pipeline was not started. "
-                      f"The last report follows (--force runs it anyway).\n", flush=True)
-                _print_report(store, last.name, all_counters=verbose)
-                print("\nrun UP TO DATE")
-                return EXIT_OK
-        elif store is None:
-            reasons = ["first run in this home"]
-        save_config(config, run_dir)
-        configure_logging(verbose, log_path)
-        try:
-            return _run_pipeline(config, paths, RunPlan(
-                run_id, run_dir, log_path, input_fingerprint=fingerprint, inputs_key=key,
-                reasons=tuple(reasons), until=until, verbose=verbose))
-        finally:
-            remove_file_handlers(log_path)
+    if lock.stale:
+        clean_after_dead_holder(lock, paths)
+    store = (open_store(metadata_lib.connection(config, read_only=False))
+             if metadata_lib.store_exists(config) else None)
+    if store is not None:
+        lock.keep()
+        _mark_abandoned(store, config, plan.run_id, lock.stale)
+    # The input is listed and fingerprinted once per run (metadata only): the up-to-date key
+    # and the data stages' cache key are this one value.
+    fingerprint = fingerprint_input(config.data)
+    key = uptodate.inputs_key(config, fingerprint)
+    reasons = [f"partial run up to {plan.until} (--until)"] if plan.until else ["forced (--force)"]
+    if store is not None and not force and not plan.until:
+        last, reasons = uptodate.check(Lineage(store), config, key)
+        if not reasons:
+            print(f"bigtrain run: up to date (nothing the stages depend on changed since run "
+                  f"{last.name}: config, input files, code); the pipeline was not started. "
+                  f"The last report follows (--force runs it anyway).\n", flush=True)
+            _print_report(store, last.name, all_counters=plan.verbose)
+            print("\nrun UP TO DATE")
+            return EXIT_OK
+    elif store is None:
+        reasons = ["first run in this home"]
+    try:
+        save_config(config, plan.run_dir)
+    except OSError:   # a full disk: no half-written run folder left, nor an empty runs/
+        fs.rmtree(plan.run_dir)
+        remove_if_empty(paths.runs_dir)
+        raise
+    lock.keep()
+    configure_logging(plan.verbose, plan.log_path)
+    try:
+        return _run_pipeline(config, paths, dataclasses.replace(
+            plan, input_fingerprint=fingerprint, inputs_key=key, reasons=tuple(reasons)))
+    finally:
+        remove_file_handlers(plan.log_path)
 
 
 def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
@@ -271,7 +287,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         if record.is_preempted(err):   # recorded `preempted`; the next run resumes it
             failure = (EXIT_PREEMPTED, message)
     if metadata_lib.store_exists(config):
-        _record_run(config, plan, error, emitter)
+        error = _record_outcome(config, plan, error, emitter)  # not None: the disk filled up
     if error is not None:
         _raise_named_failure(config, paths, failure, error)
     if failure and failure[0] == EXIT_PREEMPTED:
@@ -305,21 +321,15 @@ def _record_interrupt(config: Config, paths: LocalPaths, plan: RunPlan, interrup
     return error
 
 
-def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, str],
+def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, str] | None,
                          error: BaseException) -> None:
     """A stage failure that has its own exit code: a full disk (7), an object store that no
     longer answers (8) or a required tracker (10), raised as that named error; any other failure
-    returns."""
+    returns. failure None: the stages finished, recording the run's outcome failed."""
+    failure = failure or (EXIT_FAILED, f"{type(error).__name__}: {error}")
     if is_disk_full(error):
         removed = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
-        named = named_disk_full(error)
-        if named is not None:  # the stage named the folder it failed in (push: the serving dir)
-            raise DiskFullError(f"{named}; {len(removed)} partial checkpoint file(s) pruned")
-        raise DiskFullError(
-            f"no space left on device while writing under {paths.home} ({failure[1]}); the failed "
-            f"stage's partial outputs were removed (TFX) and {len(removed)} partial checkpoint "
-            f"file(s) pruned; earlier artifacts, checkpoints and pushed models are intact. Free "
-            f"space and run again (training resumes from its last complete checkpoint)")
+        raise disk_full_error(error, paths.home, failure[1], len(removed)) from error
     tracking = in_cause_chain(error, TrackingError)   # tracking.required, lost mid-training
     if tracking is not None:
         raise TrackingError(f"{tracking} (the Trainer stopped; its checkpoints are kept: run "
@@ -330,6 +340,23 @@ def _raise_named_failure(config: Config, paths: LocalPaths, failure: tuple[int, 
         raise ObjectStoreError(
             f"{lost} (stage failure: {fs.short_message(failure[1])}; details: bigtrain lineage why "
             f"--home {paths.home})") from error
+
+
+def _record_outcome(config: Config, plan: RunPlan, error: BaseException | None,
+                    emitter) -> BaseException | None:
+    """_record_run; after a full disk, first the stages TFX could not record (its own write
+    failed while the partial outputs still held the space they free now) recorded failed. When
+    the store cannot be written either, the console says so (runners/disk_full.py) and the run
+    still ends with its named error. Returns the error the run ends with."""
+    from pipeline.lineage import record
+    from pipeline.lineage.connection import describe, open_store
+    connection = metadata_lib.connection(config, read_only=False)
+
+    def record_all():
+        if is_disk_full(error):
+            record.fail_unfinished(open_store(connection), plan.run_id)
+        _record_run(config, plan, error, emitter)
+    return record_or_say(record_all, error, describe(connection))
 
 
 def _lineage_start(config: Config, plan: RunPlan):

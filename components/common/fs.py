@@ -25,15 +25,9 @@ import uuid
 from typing import IO, Iterator
 
 from components.common.errors import ObjectStoreError
+# S3_CLIENT_DEFAULTS stays readable here as fs.S3_CLIENT_DEFAULTS (its home: s3_bounds.py)
+from components.common.s3_bounds import S3_CLIENT_DEFAULTS, bound_s3_retries, s3_timeouts  # noqa: F401
 
-# tensorflow-io's S3 client (the AWS C++ SDK) and boto3 (Beam's S3 client, our own requests) retry
-# failed requests with backoff; these bound what one request may cost when the endpoint is
-# unreachable (set before either client is made, overridable from the environment). The SDK's
-# default ("legacy") retry mode ignores AWS_MAX_ATTEMPTS and retries 10 times (about 25 s per
-# request against a stopped server, 51 s per tf.io.gfile call, which makes two requests); the
-# "standard" mode honours it: 3 attempts, about 2 to 5 s per call.
-S3_CLIENT_DEFAULTS = {"S3_CONNECT_TIMEOUT_MSEC": "5000", "S3_REQUEST_TIMEOUT_MSEC": "60000",
-                      "AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "3"}
 # Longest part of a client's message kept in an ObjectStoreError (TensorFlow's op errors carry
 # the graph's whole Python stack after the first line).
 _MESSAGE_CHARS = 200
@@ -51,13 +45,6 @@ def absolute(path: str) -> str:
 
 def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
-
-
-def bound_s3_retries() -> None:
-    """The S3_CLIENT_DEFAULTS into this process's environment (what is set already wins); child
-    processes (Beam workers) inherit them."""
-    for name, value in S3_CLIENT_DEFAULTS.items():
-        os.environ.setdefault(name, value)
 
 
 @functools.cache
@@ -314,10 +301,11 @@ def check_bucket(uri: str) -> None:
 
 
 def _s3_client():
-    """boto3 (Beam's S3 client too): AWS_ENDPOINT_URL names a non-AWS endpoint. Bounded: 5 s to
-    connect, 60 s per read; attempts and retry mode from AWS_MAX_ATTEMPTS and AWS_RETRY_MODE,
-    the same settings tensorflow-io reads (S3_CLIENT_DEFAULTS: 3 attempts in all)."""
-    bound_s3_retries()
+    """boto3 (Beam's S3 client too): AWS_ENDPOINT_URL names a non-AWS endpoint. Bounded by the
+    settings tensorflow-io reads (s3_timeouts): S3_CONNECT_TIMEOUT_MSEC to connect,
+    S3_REQUEST_TIMEOUT_MSEC for each read, AWS_MAX_ATTEMPTS attempts in AWS_RETRY_MODE
+    (S3_CLIENT_DEFAULTS: 5 s, 60 s, 3 attempts; s3_unanswered_bound_s)."""
+    connect, request, _ = s3_timeouts()
     import boto3
     import botocore.config
     # A new session each time: boto3.client() reuses one default session, whose credentials are
@@ -325,7 +313,7 @@ def _s3_client():
     # in the Config: it would override AWS_MAX_ATTEMPTS (and its max_attempts counts retries,
     # not attempts: {"max_attempts": 3} made 4).
     return boto3.session.Session().client("s3", config=botocore.config.Config(
-        connect_timeout=5, read_timeout=60))
+        connect_timeout=connect, read_timeout=request))
 
 
 def _s3_put(path: str, bucket: str, key: str, data: bytes, **conditions) -> None:

@@ -18,6 +18,8 @@ worker ever holds more than one batch of records.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import struct
@@ -27,6 +29,7 @@ import zlib
 import numpy as np
 
 from schemas import FEATURE
+from components.common.errors import DiskFullError
 from components.corpus import documents
 
 PIECES_DIR = ".pieces"
@@ -264,23 +267,32 @@ def _rename(source: str, destination: str) -> None:
     FileSystems.rename([source], [destination])
 
 
-class PieceWriter:
-    """One gzip piece file, written to a temporary name and renamed when closed."""
+def discard(handle, tmp: str, error: BaseException) -> None:
+    """After `error` stopped writing tmp: close it and remove it, so that no half-written file is
+    left, nor its space held (on a full disk an open file keeps its blocks until it is closed,
+    and the failure could not be recorded in a metadata store on the same disk). What fails
+    here is added to error's notes; the caller re-raises error."""
+    from apache_beam.io.filesystems import FileSystems
+    for what, step in (("closing", handle.close), ("removing", lambda: FileSystems.delete([tmp]))):
+        try:
+            step()
+        except Exception as err:   # the first error is the one raised; this one is kept as a note
+            error.add_note(f"{what} {tmp} after that failed too: {err}")
 
-    def __init__(self, path: str, level: int = GZIP_LEVEL):
-        self.path = path
-        self._tmp = tmp_name(path)
-        self._fh = _create(self._tmp)
-        self._zip = zlib.compressobj(level, zlib.DEFLATED, 31)  # 31: gzip container
 
-    def write(self, framed: bytes) -> None:
-        self._fh.write(self._zip.compress(framed))
-
-    def close(self) -> str:
-        self._fh.write(self._zip.flush())
-        self._fh.close()
-        _rename(self._tmp, self.path)
-        return self.path
+@contextlib.contextmanager
+def naming_disk_full(output_dir: str):
+    """ENOSPC inside becomes a DiskFullError naming the stage's output folder (the run's exit 7
+    message; Beam re-raises a worker's error with its text)."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        raise DiskFullError(
+            f"no space left on device while writing the data stage's shards under {output_dir}; "
+            f"nothing half-written is left there (temporary pieces removed, the stage's output "
+            f"folder removed and never published)") from error
 
 
 class ManifestPieceWriter:
@@ -302,9 +314,41 @@ class ManifestPieceWriter:
         """True when a piece file was written."""
         if self._out is None:
             return False
-        self._out.close()
+        out, self._out = self._out, None
+        out.close()
         _rename(self._tmp, self.path)
         return True
+
+    def abort(self, error: BaseException) -> None:
+        if self._out is not None:
+            out, self._out = self._out, None
+            discard(out, self._tmp, error)
+
+
+class PieceWriter:
+    """One gzip piece file, written to a temporary name and renamed when closed (discarded when
+    writing failed: abort)."""
+
+    def __init__(self, path: str, level: int = GZIP_LEVEL):
+        self.path = path
+        self._tmp = tmp_name(path)
+        self._fh = _create(self._tmp)
+        self._zip = zlib.compressobj(level, zlib.DEFLATED, 31)  # 31: gzip container
+
+    def write(self, framed: bytes) -> None:
+        self._fh.write(self._zip.compress(framed))
+
+    def close(self) -> str:
+        self._fh.write(self._zip.flush())
+        self._fh.close()
+        self._fh = None
+        _rename(self._tmp, self.path)
+        return self.path
+
+    def abort(self, error: BaseException) -> None:
+        if self._fh is not None:
+            fh, self._fh = self._fh, None
+            discard(fh, self._tmp, error)
 
 
 def piece_path(output_dir: str, unit_index: int, split: str, shard: int) -> str:
@@ -341,12 +385,16 @@ def concatenate(pieces: list[str], path: str, empty: bytes = b"") -> str:
         return path
     tmp = tmp_name(path)
     out = _create(tmp)
-    if not pieces:
-        out.write(empty)
-    for piece in pieces:
-        with FileSystems.open(piece, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            while block := fh.read(1 << 24):
-                out.write(block)
-    out.close()
+    try:
+        if not pieces:
+            out.write(empty)
+        for piece in pieces:
+            with FileSystems.open(piece, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+                while block := fh.read(1 << 24):
+                    out.write(block)
+        out.close()
+    except BaseException as error:   # a full disk: nothing half-written left, its space freed
+        discard(out, tmp, error)
+        raise
     _rename(tmp, path)
     return path

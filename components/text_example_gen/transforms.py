@@ -104,6 +104,17 @@ class ConvertUnitFn(beam.DoFn):
         weights = mixture.share_weights(self._sources.values(), train_tokens or {})
         out = UnitWriter(unit.index, self._output_dir, self._num_shards, self._gzip_level,
                          pad_id=self._specials[0])
+        try:
+            with shards.naming_disk_full(self._output_dir):
+                written = self._convert(unit, out, weights, duplicates, near_duplicates)
+        except BaseException as error:   # a full disk: no temporary piece left, nor held open
+            out.abort(error)
+            raise
+        yield from written
+
+    def _convert(self, unit: readers.Unit, out: "UnitWriter", weights: dict[str, float],
+                 duplicates, near_duplicates) -> list:
+        """process() for one unit: its pieces written and closed, their keys and paths listed."""
         packers: dict[tuple[str, int], packing.Packer] = {}  # (split, copy) -> its stream
         for document, source in self.kept_documents(unit, out, duplicates, near_duplicates):
             self._pack(out, packers, document, source, weights)
@@ -117,7 +128,7 @@ class ConvertUnitFn(beam.DoFn):
                     self._counters[name] = Metrics.counter(NAMESPACE, name)
                 self._counters[name].inc(value)
         self._load_tokenizer()
-        yield from out.close()
+        return list(out.close())
 
     def kept_documents(self, unit: readers.Unit, out, duplicates=None, near_duplicates=None):
         """(document, its source or None) of every document of the unit that passes dedup and
@@ -274,6 +285,11 @@ class UnitWriter:
         self.counts[f"documents_flagged_{verdict.reason}"] += 1
         self.manifest.write(dict(skipped.record(), packed=True))
 
+    def abort(self, error: BaseException) -> None:
+        """Writing failed with error: every piece still open is closed and removed."""
+        for writer in [*self.writers.values(), self.manifest]:
+            writer.abort(error)
+
     def close(self):
         """Close every piece; yields ((kind, split, shard), (unit index, piece path)), a train
         piece ((order.KIND, train, 0), (unit index, piece path, records))."""
@@ -296,12 +312,13 @@ class AssembleFn(beam.DoFn):
     def process(self, element):
         (kind, split, shard), pieces = element
         ordered = [path for _, path in sorted(p for p in pieces if p is not None)]
-        if kind == "manifest":
-            yield shards.concatenate(ordered, os.path.join(self._output_dir, QUARANTINE_MANIFEST))
-        else:
-            yield shards.concatenate(
-                ordered, shards.shard_path(self._output_dir, split, shard, self._num_shards[split]),
-                empty=shards.EMPTY_GZIP)
+        with shards.naming_disk_full(self._output_dir):
+            if kind == "manifest":
+                yield shards.concatenate(ordered, os.path.join(self._output_dir, QUARANTINE_MANIFEST))
+            else:
+                yield shards.concatenate(
+                    ordered, shards.shard_path(self._output_dir, split, shard, self._num_shards[split]),
+                    empty=shards.EMPTY_GZIP)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,12 +7,16 @@ listdir() [], a read's FileNotFoundError: a lost store read as an empty one); th
 default retry mode (10 attempts, about 51 s per call, AWS_MAX_ATTEMPTS ignored); TensorFlow's
 graph stack inside the message; a stage failure on a lost store reported as exit 1."""
 
+import contextlib
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -152,3 +156,72 @@ def test_object_store_cause_prefers_the_named_error_in_the_chain():
     beam = RuntimeError("Pipeline failed: ObjectStoreError: put s3://b/y failed: refused\n trace")
     assert str(local.object_store_cause(beam, [])) == "put s3://b/y failed: refused"
     assert local.object_store_cause(ValueError("a bug"), []) is None
+
+
+@contextlib.contextmanager
+def silent_endpoint(lifetime_s: float):
+    """http://127.0.0.1:<port> of a loopback server that accepts connections and never answers;
+    it closes them all and stops itself after lifetime_s (or when the block ends). Yields
+    (endpoint, the monotonic times of its accepts)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted, held, stop = [], [], threading.Event()
+
+    def serve():
+        deadline = time.monotonic() + lifetime_s
+        while not stop.is_set() and time.monotonic() < deadline:
+            if select.select([server], [], [], 0.1)[0]:
+                held.append(server.accept()[0])
+                accepted.append(time.monotonic())
+        for conn in held:
+            conn.close()
+        server.close()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}", accepted
+    finally:
+        stop.set()
+        thread.join()
+
+
+# Past the configured bound: the end of the run after the bucket check gave up (the error's way
+# up, the refused run's clean-up). The server stops itself after SILENT_LIFETIME_S: a client that
+# ignored the settings (boto3's 60 s read timeout before) ends then, far past the bound + slack.
+SLACK_S, SILENT_LIFETIME_S = 5, 25
+
+
+def test_an_endpoint_that_never_answers_stops_the_run_within_the_configured_bound(
+        tmp_path, monkeypatch, capsys):
+    """S3_REQUEST_TIMEOUT_MSEC and AWS_MAX_ATTEMPTS bound it (docs/operations.md, object storage;
+    s3_bounds.s3_unanswered_bound_s): here 2 attempts of 1.5 s. Timed from the endpoint's first
+    accept, so the run's imports do not count. Before: boto3's read timeout was fixed at 60 s,
+    whatever the settings: 3 x 60 s, about 3 min against such an endpoint."""
+    from components.common.errors import EXIT_OBJECT_STORE
+    from components.common.s3_bounds import s3_unanswered_bound_s
+    with silent_endpoint(SILENT_LIFETIME_S) as (endpoint, accepted):
+        for name in fs.S3_CLIENT_DEFAULTS:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in stopped_store_env(endpoint).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("S3_REQUEST_TIMEOUT_MSEC", "1500")
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+        bound = s3_unanswered_bound_s()
+        assert bound == 2 * 1.5 + 1
+        code = cli.main(["run", "--home", str(tmp_path / "home"),
+                         "--set", "data.input=s3://silent-bucket/corpus"])
+        elapsed = time.monotonic() - accepted[0]
+    err = capsys.readouterr().err
+    assert code == EXIT_OBJECT_STORE and "s3://silent-bucket/corpus" in err, err
+    assert "Read timeout" in err, err
+    assert 2 * 1.5 - 0.2 <= elapsed <= bound + SLACK_S, (elapsed, bound)
+    assert not (tmp_path / "home").exists()   # refused: the home it created is removed
+
+
+def test_a_bad_s3_timeout_setting_names_the_variable(monkeypatch):
+    from components.config import ConfigError
+    from components.common.s3_bounds import s3_timeouts
+    monkeypatch.setenv("S3_REQUEST_TIMEOUT_MSEC", "1.5s")
+    with pytest.raises(ConfigError, match=r"S3_REQUEST_TIMEOUT_MSEC='1.5s': expected a whole number"):
+        s3_timeouts()

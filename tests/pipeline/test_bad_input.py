@@ -110,9 +110,7 @@ def test_damaged_store_is_a_named_error_and_left_as_is(tmp_path, capsys, damage,
     code, _, err = run(capsys, *argv)
     assert code == EXIT_STORE, err
     assert f"metadata store {path} {words}" in err and "Traceback" not in err
-    after = snapshot(home)
-    after.pop(".bigtrain.lock", None)  # the run took (and emptied) the lock before reading
-    assert after == before
+    assert snapshot(home) == before  # a refused run removes the lock file it created
 
 
 # A refusal's guard against a hang only: no speed check (the VM may be loaded; the commands
@@ -160,6 +158,7 @@ def test_unreachable_mysql_is_a_named_error(tmp_path, capsys, monkeypatch):
                        "--set", f"metadata.mysql_port={port}")
     assert code == EXIT_STORE, err
     assert f"metadata store MySQL root@127.0.0.1:{port}/metadb" in err and "Traceback" not in err
+    assert not (tmp_path / "home").exists()  # the home it created is gone, with its lock file
     code, _, err = run(capsys, "lineage", "runs", "--metadata", f"mysql://127.0.0.1:{port}")
     assert code == EXIT_STORE and f"127.0.0.1:{port}" in err
 
@@ -288,6 +287,25 @@ def test_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path):
         assert f"took over the lock of a run that died without releasing it (pid {dead}" in lock.stale_note()
         assert live_writer(home) is True
     assert live_writer(home) is False  # released: the record is emptied
+
+
+def test_lock_follows_a_lock_file_removed_while_locking(tmp_path, monkeypatch):
+    """A refused run removes the lock file it created (while holding it); a run that opened that
+    file just before locks a name no longer in the home, sees it (inode), and opens it again."""
+    from runners.lock import HomeLock
+    home = str(tmp_path)
+    removed = os.open(os.path.join(home, ".bigtrain.lock"), os.O_RDWR | os.O_CREAT)
+    os.remove(os.path.join(home, ".bigtrain.lock"))
+    opens = iter([removed])
+    real_open = HomeLock._open
+    monkeypatch.setattr(HomeLock, "_open", lambda self: next(opens, None) or real_open(self))
+    with HomeLock(home, {"run_id": "r1"}) as lock:
+        assert lock.created and os.fstat(lock.fd).st_ino == os.stat(lock.path).st_ino
+        lock.keep()
+    assert os.listdir(home) == [".bigtrain.lock"]  # kept (the run wrote), emptied
+    with HomeLock(home, {"run_id": "r2"}):
+        pass
+    assert os.listdir(home) == [".bigtrain.lock"]  # not created by r2: left as found
 
 
 def test_traceback_only_with_verbose(tmp_path, capsys):

@@ -25,19 +25,23 @@ import tensorflow as tf
 
 
 def evaluate_logits_fn(logits_fn: Callable, eval_files, seq_len: int, batch_size: int,
-                       max_batches: int, *, tokenizer, in_graph: bool = True) -> dict:
+                       max_batches: int, *, tokenizer, in_graph: bool = True,
+                       head_of: int = 0) -> dict:
     """Loss (nats/token), perplexity and next-token accuracy over non-pad targets, plus example
     and token counts, on the evaluation sample, max_batches x batch_size sequences (eval_sample: every
     model is measured on the same sequences). in_graph=False: logits_fn is plain Python (the
     TFLite Interpreter) and runs outside the tf.function. "batches" holds each batch's
     [loss sum, correct, tokens, bytes] in order: two models' rows pair up batch by batch (the
     Evaluator's paired variant deltas). tokenizer: the one the examples were encoded with (its
-    pad_id is never a target)."""
+    pad_id is never a target). head_of: a larger sample size (> max_batches x batch_size) whose
+    head is this sample (sample_head): one read of the split serves both (validation while
+    training takes the head of the final evaluation's sample)."""
     # Raw UTF-8 bytes each id stands for, so bits per byte = total nats / bytes under the
     # targets / ln 2 compares models with different tokenizers.
     pad_id = tokenizer.pad_id
     byte_table = tf.constant(np.asarray(tokenizer.token_byte_lengths(), np.float32))
-    sample = eval_sample(eval_files, seq_len, batch_size * max_batches if max_batches > 0 else 0)
+    sample = sample_head(eval_files, seq_len, batch_size * max_batches if max_batches > 0 else 0,
+                         head_of)
     dataset = tf.data.Dataset.from_tensor_slices((sample[:, :-1], sample[:, 1:])).batch(batch_size)
 
     @tf.function
@@ -103,6 +107,16 @@ def eval_sample(eval_files, seq_len: int, max_sequences: int,
     if not names:
         raise FileNotFoundError(f"no TFRecord files match {eval_files!r}")
     return _cached_sample(tuple(names), seq_len, max_sequences, seed).copy()
+
+
+def sample_head(eval_files, seq_len: int, max_sequences: int, head_of: int = 0) -> np.ndarray:
+    """eval_sample(max_sequences), read as the head of the cached eval_sample(head_of) when
+    head_of is larger (a smaller sample is the head of a larger one: the same rows, in the same
+    order); eval_sample(max_sequences) itself otherwise (head_of 0, or not larger: a bounded
+    sample is never widened to a read of the whole split)."""
+    if max_sequences and head_of > max_sequences:
+        return eval_sample(eval_files, seq_len, head_of)[:max_sequences]
+    return eval_sample(eval_files, seq_len, max_sequences)
 
 
 @functools.lru_cache(maxsize=4)

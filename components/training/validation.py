@@ -4,7 +4,9 @@ Every train.eval_every steps (at steps that are multiples of it, so a resumed ru
 same steps as an uninterrupted one) the in-memory model is scored on one fixed slice of the eval
 split: the head of the evaluation sample (components/serving/metrics.py eval_sample: the
 train.eval_batches x eval.batch_size sequences with the smallest keys), the same sequences every
-time and in every run on the same Examples. Its loss and bits per byte go to the console, to
+time and in every run on the same Examples. It is read as the head of the final evaluation's
+sample (eval.batch_size x eval.max_batches, cached per process), so the split is read once for
+both (issue 58). Its loss and bits per byte go to the console, to
 TensorBoard beside the training loss (`validation_loss`, `validation_bits_per_byte`: the UI's
 curves page draws them) and to the training summary. A non-finite validation loss stops the run
 (NonFiniteError naming the step), before any later checkpoint.
@@ -44,6 +46,9 @@ class Validation:
     batch_size: int            # eval.batch_size
     seq_len: int
     keep_best: bool = False
+    # The final evaluation's sample size (eval.batch_size x eval.max_batches): the slice is read as
+    # its head, so the split is read once for both (metrics.sample_head).
+    head_of: int = 0
     history: list = dataclasses.field(default_factory=list)   # (step, loss, bits/byte), this run
 
     @classmethod
@@ -51,8 +56,10 @@ class Validation:
         t = config.train
         if t.eval_every <= 0:
             return None
+        from components.serving.metrics import sample_size
         return cls(list(eval_files), tokenizer, t.eval_every, t.eval_batches,
-                   config.eval.batch_size, config.data.seq_len, t.keep_best)
+                   config.eval.batch_size, config.data.seq_len, t.keep_best,
+                   head_of=sample_size(config.eval))
 
     def due(self, step: int) -> bool:
         return step % self.every == 0
@@ -63,7 +70,7 @@ class Validation:
         from components.serving.metrics import evaluate_logits_fn
         metrics = evaluate_logits_fn(lambda ids: model(ids, training=False), self.eval_files,
                                      self.seq_len, self.batch_size, self.batches,
-                                     tokenizer=self.tokenizer)
+                                     tokenizer=self.tokenizer, head_of=self.head_of)
         loss = require_finite("Trainer", f"the validation loss at step {step}", metrics["loss"],
                               "training diverged: lower train.learning_rate or look for a bad batch")
         self.history.append((step, loss, metrics["bits_per_byte"]))

@@ -82,3 +82,34 @@ def test_the_compressor_text_is_the_targets_not_the_first_column():
     compressors see (written out by hand: the targets of [h i !  EOS] are "i!")."""
     mid_document = np.array([[104, 105, 33, 258], [120, 121, 122, 122]])
     assert metrics.sample_text_bytes(mid_document) == b"i!" + b"yzz"
+
+
+def test_validation_and_the_final_evaluation_read_the_split_once(tmp_path):
+    """Issue 58: validation while training scores the head of the evaluation sample; it reads it
+    as the head of the final evaluation's sample (eval.batch_size x eval.max_batches), so the
+    Trainer reads the eval split once, not once per sample size, and the figures are those of
+    its own sample read alone. Fails when Validation reads its own size (2 reads)."""
+    import types
+
+    from components import config as config_lib
+    from components.training.validation import Validation
+    paths = _write_shards(tmp_path)
+    config = config_lib.build_config("tiny", None, [
+        f"data.seq_len={SEQ_LEN}", "train.eval_batches=2", "eval.batch_size=4", "eval.max_batches=5"])
+    vocab = 259
+
+    def model(ids, training=False):   # logits that differ row by row: so does each row's loss
+        return tf.cast(ids, tf.float32)[..., None] * tf.range(vocab, dtype=tf.float32) / 1000.0
+
+    state = types.SimpleNamespace(best_validation_loss=tf.Variable(float("inf")),
+                                  best_validation_step=tf.Variable(0, dtype=tf.int64))
+    metrics._cached_sample.cache_clear()
+    checks = Validation.from_config(config, paths, ByteTokenizer())
+    loss = checks.run(model, state, 2, lambda step, figures: None, str(tmp_path / "ckpt"))
+    final = metrics.evaluate_logits_fn(model, paths, SEQ_LEN, 4, 5, tokenizer=ByteTokenizer())
+    assert metrics._cached_sample.cache_info().misses == 1          # one read of the split
+    assert final["sample_sequences"] == 20
+    metrics._cached_sample.cache_clear()
+    alone = metrics.evaluate_logits_fn(model, paths, SEQ_LEN, 4, 2, tokenizer=ByteTokenizer())
+    assert (loss, checks.history[-1][2]) == (alone["loss"], alone["bits_per_byte"])
+    assert alone["sample_sequences"] == 8

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from runners import cli
+from components.common.checkpoints import HISTORY_FILE
 from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
 from components.push.push import PAUSE_BEFORE_PUBLISH
 from components.training.loop import PAUSE_AFTER_CHECKPOINT
@@ -215,7 +216,8 @@ def test_disk_full_while_writing_checkpoints(home_copy, corpus, capsys):
         assert complete_checkpoints(directory) == ["ckpt-20"]
         names = sorted(os.listdir(directory))
         inputs = [name for name in names if name.startswith("input-")]  # the input state's folder
-        assert names == ["checkpoint", "ckpt-20.data-00000-of-00001", "ckpt-20.index", *inputs]
+        assert names == sorted(["checkpoint", "ckpt-20.data-00000-of-00001", "ckpt-20.index",
+                                HISTORY_FILE, *inputs])   # the curves so far (history.json)
         assert len(inputs) == 1, names
         states = sorted(os.listdir(os.path.join(directory, inputs[0])))
         assert states == ["state-20.data-00000-of-00001", "state-20.index"], states

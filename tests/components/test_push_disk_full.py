@@ -11,7 +11,6 @@ files as they were); the next push, with space again, succeeds."""
 import errno
 import os
 import subprocess
-from contextlib import contextmanager
 
 import pytest
 
@@ -21,19 +20,7 @@ from components.push import deployment, layout, push, staging
 from runners.home import LocalPaths
 from runners.local import _raise_named_failure
 from tests.components.test_push_and_blessing import fake_saved_model
-
-
-@contextmanager
-def tmpfs(path, size: str):
-    """A tmpfs of `size` mounted at path (root only); skips where mounting is not permitted."""
-    os.makedirs(path, exist_ok=True)
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                                            str(path)], capture_output=True).returncode:
-        pytest.skip("cannot mount a small tmpfs here (needs root with mount rights)")
-    try:
-        yield str(path)
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
+from tests.support.disks import small_disk
 
 
 def resize(path, size: str) -> None:
@@ -71,7 +58,7 @@ def through_the_run(serving_dir: str, tmp_path, error: BaseException) -> DiskFul
 
 def test_the_serving_dir_filling_during_the_copy(tmp_path):
     fake_saved_model(tmp_path / "model", b"weights!" * 4096)         # 3.3 MB of variables
-    with tmpfs(tmp_path / "serving", "1m") as serving:
+    with small_disk(tmp_path / "serving", "1m") as serving:
         base = os.path.join(serving, "gpt")
         with pytest.raises(DiskFullError) as err:
             push.push_model(str(tmp_path / "model"), base)
@@ -93,7 +80,7 @@ def test_the_serving_dir_filling_at_the_deployment_files(tmp_path, monkeypatch):
     back, the deployment files are the first push's again, the claims of this push are gone."""
     fake_saved_model(tmp_path / "a", b"model a " * 1024)
     fake_saved_model(tmp_path / "b", b"model b " * 1024)
-    with tmpfs(tmp_path / "serving", "8m") as serving:
+    with small_disk(tmp_path / "serving", "8m") as serving:
         base = os.path.join(serving, "gpt")
         first = push.push_model(str(tmp_path / "a"), base)
         before = {name: open(os.path.join(base, name)).read()

@@ -16,7 +16,7 @@ def small_disk(path, size: str):
                                             str(path)], capture_output=True).returncode:
         pytest.skip("cannot mount a small tmpfs here (needs root with mount rights)")
     try:
-        yield path
+        yield str(path)
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
 

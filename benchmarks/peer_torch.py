@@ -253,10 +253,12 @@ def equal_wall(rows: list, config, args, examples, data, request) -> None:
         rows.append(dict(figures, kind=f"{slow} @ {fast}'s wall", seed=seed))
 
 
-def spread(values: list) -> str:
+def spread(values: list, digits: int = 4) -> str:
+    """mean +- sample sd (n - 1), `digits` decimals; the mean alone for one value."""
     mean = statistics.mean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-    return f"{mean:,.4f} +- {sd:.4f}" if mean < 100 else f"{mean:,.0f} +- {sd:,.0f}"
+    if len(values) == 1:
+        return f"{mean:,.{digits}f}"
+    return f"{mean:,.{digits}f} +- {statistics.stdev(values):,.{digits}f}"
 
 
 def table(rows: list, set_names: list) -> str:
@@ -264,8 +266,10 @@ def table(rows: list, set_names: list) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for kind in dict.fromkeys(r["kind"] for r in rows):
         mine = [r for r in rows if r["kind"] == kind]
-        cells = [kind, str(len(mine)), spread([r["steps"] for r in mine]),
-                 spread([r["tokens_per_s"] for r in mine]), spread([r["wall_s"] for r in mine])]
+        steps = [r["steps"] for r in mine]
+        cells = [kind, str(len(mine)), (f"{min(steps)}" if min(steps) == max(steps)
+                                        else f"{min(steps)}-{max(steps)}"),
+                 spread([r["tokens_per_s"] for r in mine], 0), spread([r["wall_s"] for r in mine], 1)]
         cells += [spread([r["bits_per_byte"][n] for r in mine]) for n in set_names]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -281,6 +285,9 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1, help="PyTorch's threads (TF: its config)")
     parser.add_argument("--warmup", type=int, default=20, help="steps left out of tokens/s")
     parser.add_argument("--no-equal-wall", action="store_true")
+    parser.add_argument("--check-hf", metavar="DIR", help="only score a pushed version's hf/ "
+                        "export with the peer (to set beside the run report's figures)")
+    parser.add_argument("--table", metavar="JSONL", help="only print the table of a results file")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "peer"))
     return parser.parse_args()
 
@@ -289,6 +296,11 @@ def main() -> int:
     args = parse_args()
     from components.config.loading import build_config
     config = build_config(args.preset, overrides=args.overrides)
+    set_names = ["eval_split"] + [s.name for s in config.eval.sets]
+    if args.table:
+        with open(args.table, encoding="utf-8") as fh:
+            print(table([json.loads(line) for line in fh], set_names))
+        return 0
     args.steps = args.steps or config.train.train_steps
     os.makedirs(args.out, exist_ok=True)
     print(describe(), flush=True)
@@ -298,6 +310,10 @@ def main() -> int:
     examples = newest_examples(args.home)
     data = export_data(config, examples, args.out)
     request = peer_request(config, data, args.out, args.threads)
+    if args.check_hf:
+        print(json.dumps(run_peer(dict(request, mode="score", seed=0, hf_dir=args.check_hf),
+                                  args.out)))
+        return 0
     check_schedule(with_train(config, train_steps=args.steps), args.steps)
     run_peer(dict(request, mode="train", seed=0, compiled=True, warmup_steps=1,
                   train=dict(request["train"], train_steps=3)), args.out)   # the compile cache
@@ -312,7 +328,7 @@ def main() -> int:
             record(args.out, rows[-1])
     if not args.no_equal_wall:
         equal_wall(rows, config, args, examples, data, request)
-    print(table(rows, ["eval_split"] + [s.name for s in config.eval.sets]))
+    print(table(rows, set_names))
     return 0
 
 

@@ -2,11 +2,14 @@
 schedule and data (issue 58, deliverable 4; docs/benchmarks.md, "The PyTorch peer, 2026-12-07").
 
     make setup hf-loader
-    nice .venv/bin/python benchmarks/peer_torch.py --home HOME [--preset tiny] [--set KEY=VALUE]
-        [--steps N] [--seeds 1,2,3] [--threads 1] [--out build/peer]
+    nice .venv/bin/python benchmarks/peer_torch.py [--home HOME] [--preset tiny] [--set KEY=VALUE]
+        [--steps N] [--seeds 1,2,3] [--threads 1] [--out build/peer/run] [--no-equal-wall]
+    .venv/bin/python benchmarks/peer_torch.py --table build/peer/run/results.jsonl   # reprint
+    .venv/bin/python benchmarks/peer_torch.py --check-hf HOME/serving/gpt/VERSION/hf
 
-HOME: a bigtrain home with a finished data stage (`bigtrain run --preset tiny --home HOME`, or
-`--until TextExampleGen`); its newest Examples artifact gives the train split (every row of
+HOME (default build/peer/home): a bigtrain home with a finished data stage (`bigtrain run
+--preset tiny --home HOME --set 'push.formats=[hf]'` for --check-hf; without Examples there the
+driver runs `--until TextExampleGen` first); its newest Examples artifact gives the train split (every row of
 Split-train, exported once to a .npy) and the documents both sides are scored on, chosen by
 bigtrain's own rule (components/evaluation/documents.py choose_documents): the eval split's and
 each eval.sets held-out set's (bigtrain_code by default), exported as ids + UTF-8 byte counts.
@@ -56,12 +59,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PYTHON = os.path.join(ROOT, "build", "hfloader", "venv", "bin", "python")
 
 
-def newest_examples(home: str) -> str:
-    found = sorted(glob.glob(os.path.join(home, "pipelines", "*", "TextExampleGen", "examples", "*")),
-                   key=os.path.getmtime)
-    if not found:
-        sys.exit(f"{home}: no TextExampleGen examples (run `bigtrain run --home {home}` first)")
-    return found[-1]
+def newest_examples(home: str, preset: str, overrides: list) -> str:
+    """The home's newest Examples artifact; without one, the data stage is run there first."""
+    pattern = os.path.join(home, "pipelines", "*", "TextExampleGen", "examples", "*")
+    if not glob.glob(pattern):
+        command = [os.path.join(os.path.dirname(sys.executable), "bigtrain"), "run", "--preset",
+                   preset, "--home", home, "--until", "TextExampleGen"]
+        command += [f"--set={item}" for item in overrides]
+        print("no Examples in the home: " + " ".join(command), flush=True)
+        subprocess.run(command, check=True)
+    return sorted(glob.glob(pattern), key=os.path.getmtime)[-1]
 
 
 def save_documents(path: str, documents: list, tokenizer) -> None:
@@ -277,7 +284,8 @@ def table(rows: list, set_names: list) -> str:
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", required=True, help="a bigtrain home with a finished data stage")
+    parser.add_argument("--home", default=os.path.join(ROOT, "build", "peer", "home"),
+                        help="a bigtrain home with a finished data stage (run there if absent)")
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--steps", type=int, default=0, help="training steps (default: the preset's)")
@@ -288,7 +296,8 @@ def parse_args():
     parser.add_argument("--check-hf", metavar="DIR", help="only score a pushed version's hf/ "
                         "export with the peer (to set beside the run report's figures)")
     parser.add_argument("--table", metavar="JSONL", help="only print the table of a results file")
-    parser.add_argument("--out", default=os.path.join(ROOT, "build", "peer"))
+    parser.add_argument("--out", default=os.path.join(ROOT, "build", "peer", "run"),
+                        help="exports (reused), the compile cache, results.jsonl (appended)")
     return parser.parse_args()
 
 
@@ -307,7 +316,7 @@ def main() -> int:
     print(f"bigtrain: preset {args.preset} {' '.join(args.overrides)}; {args.steps} steps of "
           f"{config.train.global_batch_size} x {config.data.seq_len}; seeds {args.seeds}; PyTorch "
           f"threads {args.threads}, TF's from the config", flush=True)
-    examples = newest_examples(args.home)
+    examples = newest_examples(args.home, args.preset, args.overrides)
     data = export_data(config, examples, args.out)
     request = peer_request(config, data, args.out, args.threads)
     if args.check_hf:

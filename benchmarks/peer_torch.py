@@ -24,7 +24,8 @@ machine), three training runs of the same steps and batch:
   eager      benchmarks/peer/torch_llama.py in the hf-loader venv, --threads threads;
   compile    the same under torch.compile; its cache (TORCHINDUCTOR_CACHE_DIR under --out) is
              warmed by one short compiled run before the first seed.
-tokens/s is the steady rate (steps after the first log window, --warmup); wall_s the whole
+tokens/s is the steady rate (steps after the first log window, --warmup), per second of wall
+and per second of the process's CPU time (all its threads: TF's too); wall_s the whole
 training call (build, trace or compile, steps). Then "equal wall-clock": the slower of bigtrain
 and torch.compile (by mean wall) is run again, per seed, for the steps its steady rate fits in
 the faster one's wall time (its schedule over those steps), and scored.
@@ -190,12 +191,14 @@ def run_bigtrain(config, examples: str, data: dict, request: dict, out: str, war
     started = time.perf_counter()
     result = loop.train(config, [os.path.join(shards.split_dir(examples, "train"), "*")],
                         os.path.join(run_dir, "run"), checkpoints.root(run_dir),
-                        on_step=lambda step, loss: stamps.setdefault(step, time.perf_counter()))
+                        on_step=lambda step, loss: stamps.setdefault(
+                            step, (time.perf_counter(), time.process_time())))
     wall = time.perf_counter() - started
-    tokens = t.global_batch_size * config.data.seq_len
     first = min(warmup, t.train_steps - 1)
+    done = (t.train_steps - first) * t.global_batch_size * config.data.seq_len
+    (wall0, cpu0), (wall1, cpu1) = stamps[first], stamps[t.train_steps]
     figures = {"wall_s": wall, "steps": t.train_steps, "final_loss": result.final_loss,
-               "tokens_per_s": (t.train_steps - first) * tokens / (stamps[t.train_steps] - stamps[first]),
+               "tokens_per_s": done / (wall1 - wall0), "tokens_per_cpu_s": done / (cpu1 - cpu0),
                "parameters": result.parameter_count,
                "bits_per_byte": bigtrain_bits(result.model, data, request["scoring"],
                                               config.data.seq_len)}
@@ -269,14 +272,19 @@ def spread(values: list, digits: int = 4) -> str:
 
 
 def table(rows: list, set_names: list) -> str:
-    head = ["run", "seeds", "steps", "tokens/s", "wall s"] + [f"bits/byte {n}" for n in set_names]
+    cpu = all("tokens_per_cpu_s" in r for r in rows)
+    head = (["run", "seeds", "steps", "tokens/s"] + ["tokens/CPU-s"] * cpu + ["wall s"]
+            + [f"bits/byte {n}" for n in set_names])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for kind in dict.fromkeys(r["kind"] for r in rows):
         mine = [r for r in rows if r["kind"] == kind]
         steps = [r["steps"] for r in mine]
         cells = [kind, str(len(mine)), (f"{min(steps)}" if min(steps) == max(steps)
                                         else f"{min(steps)}-{max(steps)}"),
-                 spread([r["tokens_per_s"] for r in mine], 0), spread([r["wall_s"] for r in mine], 1)]
+                 spread([r["tokens_per_s"] for r in mine], 0)]
+        if cpu:
+            cells.append(spread([r["tokens_per_cpu_s"] for r in mine], 0))
+        cells += [spread([r["wall_s"] for r in mine], 1)]
         cells += [spread([r["bits_per_byte"][n] for r in mine]) for n in set_names]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

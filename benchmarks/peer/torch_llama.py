@@ -160,7 +160,8 @@ def parameter_groups(model: Llama, weight_decay: float, decay_embeddings: bool) 
 def train(model: Llama, rows: np.ndarray, t: dict, *, seed: int, compiled: bool,
           warmup_steps: int, pad_id: int) -> dict:
     """t: bigtrain's train.* settings (the driver's JSON). rows: the train split, (N, T + 1).
-    Returns the wall time, the steady-state tokens/s (steps after warmup_steps) and the losses."""
+    Returns the wall time, the steady-state tokens per second of wall and of this process's CPU
+    time (steps after warmup_steps) and the mean loss of the last 10 steps."""
     generator = np.random.default_rng(seed)
     optimizer = torch.optim.AdamW(parameter_groups(model, t["weight_decay"], t["decay_embeddings"]),
                                   lr=t["learning_rate"], betas=(t["adam_beta1"], t["adam_beta2"]),
@@ -182,12 +183,13 @@ def train(model: Llama, rows: np.ndarray, t: dict, *, seed: int, compiled: bool,
         torch.nn.utils.clip_grad_norm_(model.parameters(), t["clip_norm"])
         optimizer.step()
         losses.append(loss.item())
-        stamps[step + 1] = time.perf_counter()
+        stamps[step + 1] = time.perf_counter(), time.process_time()
     wall = time.perf_counter() - started
-    first = min(warmup_steps, t["train_steps"] - 1)
-    steady = (t["train_steps"] - first) * tokens / (stamps[t["train_steps"]] - stamps[first])
-    return {"wall_s": wall, "tokens_per_s": steady, "final_loss": float(np.mean(losses[-10:])),
-            "steps": t["train_steps"]}
+    first, last = stamps[min(warmup_steps, t["train_steps"] - 1)], stamps[t["train_steps"]]
+    done = (t["train_steps"] - min(warmup_steps, t["train_steps"] - 1)) * tokens
+    return {"wall_s": wall, "tokens_per_s": done / (last[0] - first[0]),
+            "tokens_per_cpu_s": done / (last[1] - first[1]),
+            "final_loss": float(np.mean(losses[-10:])), "steps": t["train_steps"]}
 
 
 @torch.no_grad()

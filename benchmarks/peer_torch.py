@@ -199,7 +199,7 @@ def run_bigtrain(config, examples: str, data: dict, request: dict, out: str, war
     (wall0, cpu0), (wall1, cpu1) = stamps[first], stamps[t.train_steps]
     figures = {"wall_s": wall, "steps": t.train_steps, "final_loss": result.final_loss,
                "tokens_per_s": done / (wall1 - wall0), "tokens_per_cpu_s": done / (cpu1 - cpu0),
-               "parameters": result.parameter_count,
+               "parameters": result.parameter_count, "replicas": result.num_replicas,
                "bits_per_byte": bigtrain_bits(result.model, data, request["scoring"],
                                               config.data.seq_len)}
     return figures, result.model
@@ -315,6 +315,9 @@ def main() -> int:
     args = parse_args()
     from components.config.loading import build_config
     config = build_config(args.preset, overrides=args.overrides)
+    from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
+    if cpu_devices_needed(config.runtime):   # before any TF op: as `bigtrain run`'s Trainer splits
+        ensure_cpu_replicas(cpu_devices_needed(config.runtime))   # the CPU (else: 1 replica)
     set_names = ["eval_split"] + [s.name for s in config.eval.sets]
     if args.table:
         with open(args.table, encoding="utf-8") as fh:

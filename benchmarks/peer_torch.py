@@ -62,7 +62,8 @@ TORCH_PYTHON = os.path.join(ROOT, "build", "hfloader", "venv", "bin", "python")
 
 def newest_examples(home: str, preset: str, overrides: list) -> str:
     """The home's newest Examples artifact; without one, the data stage is run there first."""
-    pattern = os.path.join(home, "pipelines", "*", "TextExampleGen", "examples", "*")
+    from runners.home import PIPELINES_FOLDER
+    pattern = os.path.join(home, PIPELINES_FOLDER, "*", "TextExampleGen", "examples", "*")
     if not glob.glob(pattern):
         command = [os.path.join(os.path.dirname(sys.executable), "bigtrain"), "run", "--preset",
                    preset, "--home", home, "--until", "TextExampleGen"]
@@ -333,7 +334,9 @@ def main() -> int:
     data = export_data(config, examples, args.out)
     request = peer_request(config, data, args.out, args.threads)
     if args.check_hf:
-        print(json.dumps(run_peer(dict(request, mode="score", seed=0, hf_dir=args.check_hf),
+        from components.serving.hf import WEIGHTS_FILE
+        print(json.dumps(run_peer(dict(request, mode="score", seed=0,
+                                       hf_weights=os.path.join(args.check_hf, WEIGHTS_FILE)),
                                   args.out)))
         return 0
     check_schedule(with_train(config, train_steps=args.steps), args.steps)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 
@@ -128,12 +127,12 @@ class Llama(nn.Module):
                 for name in ("qkv", "proj", "fc", "fc_out"):
                     getattr(block, name).weight.copy_(torch.from_numpy(weights[f"block_{i}/{name}"]).T)
 
-    def load_hf(self, directory: str) -> None:
-        """A LlamaForCausalLM export of bigtrain (components/serving/hf/mapping.py): q/k/v and
-        gate/up are our fused qkv and fc split by rows (torch layout), no permutation."""
+    def load_hf(self, weights_file: str) -> None:
+        """The tensors of a LlamaForCausalLM export of bigtrain (components/serving/hf/mapping.py;
+        the driver names the file): q/k/v and gate/up are our fused qkv and fc split by rows
+        (torch layout), no permutation."""
         from safetensors.numpy import load_file
-        w = {k: torch.from_numpy(v.astype(np.float32))
-             for k, v in load_file(os.path.join(directory, "model.safetensors")).items()}
+        w = {k: torch.from_numpy(v.astype(np.float32)) for k, v in load_file(weights_file).items()}
         with torch.no_grad():
             self.embedding.weight.copy_(w["model.embed_tokens.weight"])
             self.ln_f.scale.copy_(w["model.norm.weight"])
@@ -238,8 +237,8 @@ def main(request_path: str) -> int:
     model = Llama(request["model"])
     if request.get("weights"):
         model.load_bigtrain(dict(np.load(request["weights"])))
-    if request.get("hf_dir"):
-        model.load_hf(request["hf_dir"])
+    if request.get("hf_weights"):
+        model.load_hf(request["hf_weights"])
     result = {"threads": torch.get_num_threads(), "torch": torch.__version__,
               "parameters": sum(p.numel() for p in model.parameters())}
     if request["mode"] == "train":

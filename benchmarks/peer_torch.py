@@ -103,8 +103,8 @@ def export_data(config, examples: str, out: str) -> dict:
         save_documents(paths["eval_split"], chosen, tokenizer)
     for s in config.eval.sets:
         if not os.path.exists(paths[s.name]):
-            save_documents(paths[s.name], set_documents(s, tokenizer, config.eval.max_document_bytes),
-                           tokenizer)
+            chosen = set_documents(s, tokenizer, config.eval.max_document_bytes)
+            save_documents(paths[s.name], chosen.documents, tokenizer)
     return paths
 
 

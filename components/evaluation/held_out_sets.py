@@ -25,7 +25,7 @@ from typing import NamedTuple
 from components.common import listing
 from components.common.digest import content_digest
 from components.corpus.contamination import eval_texts
-from components.corpus.documents import BINARY, NOT_UTF8
+from components.corpus.documents import BINARY, NOT_UTF8, classify
 from components.evaluation import documents as documents_lib
 
 PREFIX = "heldout_"
@@ -95,14 +95,11 @@ def text_prefix(text: bytes, max_document_bytes: int) -> bytes:
 
 
 def not_text(text: bytes) -> str:
-    """The reason a held-out text is no document (SKIPPED_REASONS), or ""."""
-    if b"\x00" in text:
-        return BINARY
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError:
-        return NOT_UTF8
-    return ""
+    """The reason a held-out text is no document (SKIPPED_REASONS: the data stage's rule,
+    components/corpus/documents.py classify), or "". Never too large (a text is cut first) and
+    never empty: a blank text stays, as choose_documents decides what it holds."""
+    verdict = classify(text, len(text))
+    return verdict[0] if verdict is not None and verdict[0] in SKIPPED_REASONS else ""
 
 
 class Chosen(NamedTuple):

@@ -36,15 +36,15 @@ def _standing_lines(figures: dict, label: str, what: str) -> list[str]:
     if not all(isinstance(f, float) for f in (model_bpb, zlib_doc, lzma_doc)):
         return []
     scored = figures.get(eval_props.DOCUMENT_BYTES)
-    if isinstance(scored, (int, float)) and scored < COMPARABLE_BYTES:
-        return [f"  {label:<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
-                f"{figures.get(eval_props.DOCUMENT_COUNT)} {what}, {int(scored)} bytes: too few bytes "
-                f"to compare with zlib-9 / lzma-9 (under {COMPARABLE_BYTES} their headers "
-                f"dominate)"]
+    small = isinstance(scored, (int, float)) and scored < COMPARABLE_BYTES
+    head = (f"  {label:<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
+            f"{figures.get(eval_props.DOCUMENT_COUNT)} {what}, {int(scored) if small else scored} "
+            f"bytes")
+    if small:
+        return [f"{head}: too few bytes to compare with zlib-9 / lzma-9 (under {COMPARABLE_BYTES} "
+                f"their headers dominate)"]
     versus = _versus(model_bpb, (("zlib-9", zlib_doc), ("lzma-9", lzma_doc)))
-    lines = [f"  {label:<26} {model_bpb:.4f} bits/byte (+/- {se or 0.0:.4f}) on "
-             f"{figures.get(eval_props.DOCUMENT_COUNT)} {what}, {figures.get(eval_props.DOCUMENT_BYTES)} "
-             f"bytes: {versus} (each document compressed alone: zlib-9 {zlib_doc:.4f}, lzma-9 "
+    lines = [f"{head}: {versus} (each document compressed alone: zlib-9 {zlib_doc:.4f}, lzma-9 "
              f"{lzma_doc:.4f})"]
     if isinstance(zlib_cat, float) and isinstance(lzma_cat, float):
         lines.append(f"  {'  concatenated':<26} zlib-9 {zlib_cat:.4f}, lzma-9 "

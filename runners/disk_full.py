@@ -9,10 +9,10 @@ import errno
 import re
 import sys
 
-from components.common.errors import DiskFullError, cause_chain, in_cause_chain
+from components.common.errors import BEAM_STEP_SUFFIX, DiskFullError, cause_chain, in_cause_chain
 
-# sqlite's SQLITE_FULL, as MLMD words it: "Error when executing query: database or disk is full"
-_BEAM_STEP = re.compile(r"\s*\[while running '[^']*'\]")
+# ENOSPC's text, and sqlite's SQLITE_FULL as MLMD words it ("Error when executing query:
+# database or disk is full")
 _FULL_TEXTS = ("No space left on device", "database or disk is full")
 
 
@@ -29,8 +29,7 @@ def named_disk_full(exc: BaseException) -> DiskFullError | None:
         (m for m in (re.search(r"DiskFullError: ([^\n]*)", str(e)) for e in cause_chain(exc)) if m),
         None)
     text = str(named) if named is not None else found.group(1) if found else None
-    # Beam appends the step to a worker's error: " [while running 'Step/Name']"
-    return None if text is None else DiskFullError(_BEAM_STEP.sub("", text))
+    return None if text is None else DiskFullError(BEAM_STEP_SUFFIX.sub("", text))
 
 
 def record_or_say(record, error: BaseException | None, store_name: str) -> BaseException | None:

@@ -7,6 +7,8 @@ any other exception is a bug and keeps its traceback (runners/cli.py main)."""
 
 from __future__ import annotations
 
+import re
+
 EXIT_OK = 0
 EXIT_FAILED = 1       # a stage failed (details: `bigtrain lineage why`)
 EXIT_CONFIG = 2       # bad config: unknown key, bad value, missing or malformed --config file
@@ -91,6 +93,11 @@ class SdkWorkerError(BigtrainError):
     environment with apache_beam; or a stage's worker made no progress for
     runtime.sdk_worker_stall_s (stuck in user code, stopped, out of memory)."""
     exit_code = EXIT_FAILED
+
+
+# What Beam appends to a worker's error when it re-raises it: " [while running 'Step/Name']"
+# (apache_beam.runners.common); the message a user reads is the error's own, without it.
+BEAM_STEP_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")
 
 
 def cause_chain(exc: BaseException | None, *, as_reported: bool = False):

@@ -9,7 +9,8 @@ import traceback
 from ml_metadata.metadata_store.metadata_store import ListOptions, OrderByField
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common.errors import TrainingPreempted, cause_chain, in_cause_chain
+from components.common.errors import (BEAM_STEP_SUFFIX, TrainingPreempted, cause_chain,
+                                      in_cause_chain)
 
 RUN_DIR, RUN_LOG, CONFIG_DIGEST = "bigtrain_run_dir", "bigtrain_log", "bigtrain_config_digest"
 ERROR, ERROR_TYPE, TRACEBACK = "bigtrain_error", "bigtrain_error_type", "bigtrain_traceback"
@@ -35,7 +36,6 @@ PROPERTIES = frozenset((RUN_DIR, RUN_LOG, CONFIG_DIGEST, ERROR, ERROR_TYPE, TRAC
                         PREEMPTED, SWEPT_THROUGH, INPUTS_KEY, RUN_WHY, UNTIL, RUN_TRACKERS))
 # What record_run writes on a failed execution: information about the run, not its parameters.
 EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY, PREEMPTED)
-_BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")
 
 
 # Exceptions that end an iteration or a generator, not a computation: never a cause a user reads
@@ -59,7 +59,7 @@ def error_message(exc: BaseException) -> tuple[str, str]:
     """(exception type name, message) of the root cause, without Beam's '[while running ...]'
     wrappers or re-raised 'RuntimeError: ValueError: ...' prefixes."""
     cause = root_cause(exc)
-    message = _BEAM_SUFFIX.sub("", str(cause)).strip()
+    message = BEAM_STEP_SUFFIX.sub("", str(cause)).strip()
     name = type(cause).__name__
     # Beam re-raises worker errors as "<Type>: <message>" inside another exception's text.
     match = re.match(r"^(?:[\w.]+Error|[\w.]+Exception): (.*)$", message, re.S)

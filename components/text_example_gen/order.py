@@ -92,6 +92,19 @@ def shard_orders(pieces: list[tuple[int, list[bytes]]], num_shards: int) -> list
     return out
 
 
+def write_piece(path: str, records: list[bytes], level: int) -> str:
+    """`records` as one gzip piece at path, BATCH_SEQUENCES framed at a time; on a failure its
+    temporary file is closed and removed (PieceWriter.abort) before the error goes on."""
+    writer = shards.PieceWriter(path, level)
+    try:
+        for begin in range(0, len(records), shards.BATCH_SEQUENCES):
+            writer.write(shards.frame_records(records[begin:begin + shards.BATCH_SEQUENCES]))
+        return writer.close()
+    except BaseException as error:
+        writer.abort(error)
+        raise
+
+
 class KeyFn(beam.DoFn):
     """A train piece record -> (bucket, (key, unit, index, record)) per record, streamed."""
 
@@ -118,12 +131,14 @@ class SortWriteFn(beam.DoFn):
     def process(self, element, sizes, total):
         bucket, values = element
         offset = self._offset(bucket, sizes)
-        for shard, records in bucket_pieces(list(values), offset, total, self._num_shards):
-            path = shards.bucket_piece_path(self._output_dir, SPLIT, bucket, shard)
-            writer = shards.PieceWriter(path, self._gzip_level)
-            for begin in range(0, len(records), shards.BATCH_SEQUENCES):
-                writer.write(shards.frame_records(records[begin:begin + shards.BATCH_SEQUENCES]))
-            yield ("shard", SPLIT, shard), (bucket, writer.close())
+        # A full disk: exit 7 naming the stage's folder, no temporary piece left (as ConvertUnitFn)
+        with shards.naming_disk_full(self._output_dir):
+            written = [(shard, write_piece(
+                shards.bucket_piece_path(self._output_dir, SPLIT, bucket, shard), records,
+                self._gzip_level))
+                for shard, records in bucket_pieces(list(values), offset, total, self._num_shards)]
+        for shard, path in written:
+            yield ("shard", SPLIT, shard), (bucket, path)
 
 
 class OrderTrain(beam.PTransform):

@@ -117,14 +117,20 @@ def test_eval_max_batches_reaches_the_trainers_evaluation(tmp_path, monkeypatch)
 
 def test_the_trainer_logs_the_seconds_of_each_phase_outside_its_loop(tmp_path, monkeypatch, caplog):
     """Issue 58: every run's log says where the Trainer's time went, in one INFO line of
-    bigtrain.train naming the loop and each phase after it with its seconds. The export is made
-    to take 0.3 s here: its figure must show it (a phase left untimed reads 0.0 or is absent)."""
+    bigtrain.train naming the loop and each phase after it with its seconds. The Trainer's clock
+    is a fake one that only the export moves, by 0.3 s: its figure must show it (a phase left
+    untimed reads 0.0 or is absent), and no other phase may take any of it."""
     import re
-    import time
     config = config_lib.build_config("tiny", None, [])
     _stub_heavy_parts(monkeypatch, _result())
-    monkeypatch.setattr(variants, "export_variants",
-                        lambda *a, **k: time.sleep(0.3) or {"float": {}})
+    now = [100.0]
+
+    def export(*args, **kwargs):
+        now[0] += 0.3
+        return {"float": {}}
+    monkeypatch.setattr(run_fn_lib, "time", types.SimpleNamespace(perf_counter=lambda: now[0],
+                                                                   process_time=lambda: now[0]))
+    monkeypatch.setattr(variants, "export_variants", export)
     with caplog.at_level("INFO", logger="bigtrain.train"):
         run_fn_lib.run_fn(_fake_fn_args(tmp_path, _custom(config, tmp_path)))
     lines = [r.getMessage() for r in caplog.records
@@ -133,8 +139,8 @@ def test_the_trainer_logs_the_seconds_of_each_phase_outside_its_loop(tmp_path, m
     seconds = dict((name.strip(), float(s)) for name, s in re.findall(r"([a-z ]+) (\d+\.\d) s", lines[0]))
     assert list(seconds) == ["training loop", "outside it", "final eval", "compressors",
                              "unigram baseline", "export", "summary"], lines[0]
-    assert seconds["export"] >= 0.3, lines[0]
-    assert seconds["outside it"] >= seconds["export"], lines[0]
+    assert seconds["export"] == 0.3 and seconds["outside it"] == 0.3, lines[0]
+    assert sum(v for k, v in seconds.items() if k not in ("export", "outside it")) == 0, lines[0]
 
 
 def test_the_trainers_payload_is_one_section_json_per_section(tmp_path):

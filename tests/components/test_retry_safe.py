@@ -8,25 +8,17 @@ DaskRunner) although the stage has a SentencePiece tokenizer.
 """
 
 import collections
-import hashlib
-import os
 
 from components.common import listing
 from components.corpus import readers
 from components.text_example_gen import order, shards, transforms
 from components.tokenizer import training
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
-from tests.components.test_tokenizer import stdlib_texts
-from tests.components.test_transforms import reader_config
+from tests.support.texts import stdlib_texts
+from tests.support.data_stage import reader_config
+from tests.support.data_stage import tree_digest
 
 NUM_SHARDS = {"train": 3, "eval": 2}
-
-
-def tree_digest(root):
-    """Every file (hidden ones too: glob's ** skips the .pieces folder) -> sha256."""
-    return {os.path.relpath(os.path.join(d, n), root):
-            hashlib.sha256(open(os.path.join(d, n), "rb").read()).hexdigest()
-            for d, _, names in os.walk(root) for n in names}
 
 
 def convert_fn(out_dir, tokenizer_dir=None):

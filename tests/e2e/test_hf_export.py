@@ -12,11 +12,10 @@ import tensorflow as tf
 
 from components.serving.hf import CARD_FILE, CONFIG_FILE
 from runners import cli
-from tests.export.test_hf import keras_hub_backbone, keras_hub_logits
+from tests.support.hf_models import keras_hub_backbone, keras_hub_logits
+from tests.support.texts import TEXTS
 
 pytestmark = pytest.mark.slow
-
-TEXTS = [b"import json\n\ndef main():\n    return json.dumps({'a': 1})\n", b"class Encoder(object):\n  "]
 
 
 def fixed_batch(length: int) -> np.ndarray:

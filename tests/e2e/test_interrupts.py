@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import lineage_json
-from tests.e2e.test_object_store_run import _tiny_corpus
+from tests.support.corpora import _tiny_corpus
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ from components import config as config_lib
 from components.common import listing
 from pipeline.lineage.store import properties
 from runners import cli
-from tests.components.test_mixture import make_sources
+from tests.support.mixture_sources import make_sources
 from tests.e2e.conftest import lineage_json, lineage_text
-from tests.pipeline.test_cleaning_mixture import cleaning_data, plant
+from tests.support.mixture_sources import cleaning_data, plant
 
 pytestmark = pytest.mark.slow
 

@@ -178,7 +178,7 @@ def test_pushed_version_runs_every_signature_under_both_loaders(data_run):
     loader) and in tf.saved_model.load, and every signature runs in both."""
     import numpy as np
     from tests.export.conftest import SessionModel
-    from tests.export.test_serving_signatures import INPUTS, run_loaded
+    from tests.support.serving_calls import INPUTS, run_loaded
     import tensorflow as tf
     pushed = data_run.report().stage("Pusher").outputs["PushedModel"]
     assert pushed["variant"] == "float"

@@ -21,7 +21,7 @@ from pipeline.lineage.store import Lineage
 from benchmarks.support.mlmd import connect
 from components.push.layout import served_versions
 from runners import cli
-from tests.e2e.test_object_store_run import _tiny_corpus
+from tests.support.corpora import _tiny_corpus
 from tests.support.fork_server import ForkServer
 from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 

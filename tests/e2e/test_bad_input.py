@@ -21,7 +21,8 @@ from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
 from components.push.push import PAUSE_BEFORE_PUBLISH
 from components.training.loop import PAUSE_AFTER_CHECKPOINT
 from tests.support.disks import small_disk
-from tests.e2e.conftest import MEASURED_DEPTH, ONE_DEVICE, base_args, lineage_json, run_cli
+from tests.e2e.conftest import MEASURED_DEPTH, ONE_DEVICE, base_args
+from tests.support.pipeline_run import lineage_json, run_cli
 
 pytestmark = pytest.mark.slow
 LOOSE_EVAL = ["--set", "eval.max_loss=100", "--set", "eval.max_loss_regression=100"]

@@ -89,7 +89,8 @@ def hf_fine_tune(data_run, exported, tmp_path_factory, session_capsys):
     push.formats [hf] (the Pusher's executor writes <version>/hf/). The float model only, judged
     on 4 eval batches: the int8 and TFLite variants and 50 batches are the chain's to test (they
     took ~60 s of this run)."""
-    from tests.e2e.conftest import base_args, run_cli
+    from tests.e2e.conftest import base_args
+    from tests.support.pipeline_run import run_cli
     home = str(tmp_path_factory.mktemp("hf_home"))
     return run_cli(session_capsys, home, *base_args(data_run.corpus),
                    "--set", "train.train_steps=2", "--set", "train.warmup_steps=0",

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import lineage_json
+from tests.support.pipeline_run import lineage_json
 from tests.support.corpora import _tiny_corpus
 
 pytestmark = pytest.mark.slow

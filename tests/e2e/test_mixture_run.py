@@ -15,7 +15,7 @@ from components.common import listing
 from pipeline.lineage.store import properties
 from runners import cli
 from tests.support.mixture_sources import make_sources
-from tests.e2e.conftest import lineage_json, lineage_text
+from tests.support.pipeline_run import lineage_json, lineage_text
 from tests.support.mixture_sources import cleaning_data, plant
 
 pytestmark = pytest.mark.slow

@@ -32,7 +32,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline.lineage.store import properties
-from tests.e2e.conftest import run_cli
+from tests.support.pipeline_run import run_cli
 
 pytestmark = pytest.mark.slow
 

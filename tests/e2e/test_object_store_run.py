@@ -16,7 +16,7 @@ import pytest
 
 from components.common import fs
 from runners import cli
-from tests.e2e.conftest import run_cli
+from tests.support.pipeline_run import run_cli
 from tests.support.objectstore import use_objectstore
 from tests.support.corpora import _tiny_corpus, s3_args
 

@@ -1,5 +1,6 @@
-"""Mixtures (data.sources): the weight rule against a reference written out here, per-source
-counters per split, determinism, the one-source shorthand unchanged, and the config errors."""
+"""Mixtures (data.sources): the weight rule against a reference written out apart
+(tests/support/mixture_sources.py reference_counts), per-source counters per split, determinism,
+the one-source shorthand unchanged, and the config errors."""
 
 import hashlib
 
@@ -12,7 +13,13 @@ from components.common import listing
 from components.corpus import readers
 from components.text_example_gen import mixture, transforms
 from components.text_example_gen.component import check_accounting, counters_from_metrics
-from tests.support.mixture_sources import PARAMS, corpus, reference_counts, shard_digests
+from tests.support.mixture_sources import PARAMS, make_sources, reference_counts, shard_digests
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_sources(str(tmp_path_factory.mktemp("mixture")))
+
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

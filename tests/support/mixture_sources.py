@@ -9,7 +9,6 @@ import math
 import os
 import random
 
-import pytest
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from benchmarks.support.lineage_store import Builder, _context
@@ -51,11 +50,6 @@ def make_sources(root: str) -> dict[str, str]:
                 fh.write("{not json\n")
                 fh.write(json.dumps({"text": texts[5]}) + "\n")
     return {"a": a, "b": b}
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return make_sources(str(tmp_path_factory.mktemp("mixture")))
 
 
 def documents_of(source: str, directory: str):

@@ -18,6 +18,6 @@ def split_dir(uri: str, split: str) -> str:
 
 
 def split_names(uri: str) -> list[str]:
-    """The splits the artifact at `uri` holds, sorted (an OSError when it is unreadable)."""
+    """The splits the artifact at `uri` holds, sorted; [] when `uri` does not exist (fs.listdir)."""
     return sorted(name[len(SPLIT_PREFIX):] for name in fs.listdir(uri)
                   if name.startswith(SPLIT_PREFIX))

@@ -53,7 +53,7 @@ def add_plumbing(sub, common: list) -> None:
         "run-kfp-spec", parents=common, help="run a compiled Kubeflow PipelineJob here, task by task",
         description="Run every task of a `bigtrain compile kubeflow` PipelineJob on this machine, one "
                     "process per task in DAG order, through the spec's own container command, with "
-                    "the ExecutorInput the KFP v2 launcher builds (docs/operations.md). Resolver "
+                    "the ExecutorInput the KFP v2 launcher builds (docs/scale-out.md). Resolver "
                     "tasks yield no artifact (no MLMD here). Object-store credentials come from the "
                     "environment.")
     kfp.add_argument("spec", metavar="FILE", help="the PipelineJob JSON")

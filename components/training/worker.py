@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from components.common import checkpoints, fs
+from components.common import checkpoints, fs, splits
 
 
 def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | None = None) -> dict:
@@ -21,7 +21,7 @@ def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | Non
     from components.training.strategy import make_strategy
 
     strategy = make_strategy(config.runtime)  # first: collectives must start before other TF ops
-    result = loop.train(config, [os.path.join(examples_dir, "Split-train", "*")],
+    result = loop.train(config, [os.path.join(splits.split_dir(examples_dir, "train"), "*")],
                         os.path.join(out_dir, "model_run"), checkpoints.root(out_dir),
                         strategy=strategy)
     summary = {"steps": result.steps, "resumed_from_step": result.resumed_from_step,

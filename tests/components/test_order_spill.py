@@ -116,11 +116,16 @@ def test_a_spill_read_back_holds_each_buckets_records_of_the_unit(tmp_path, run_
     assert max(s.end - s.start for _, s in ranges) <= run_bytes + 20 * order.SPILL_FRAME.size
 
 
-def test_a_truncated_spill_is_a_named_error(tmp_path):
+@pytest.mark.parametrize("damage", ["truncated", "a record's length"])
+def test_a_damaged_spill_is_a_named_error(tmp_path, damage):
     path = str(tmp_path / "spill.bin")
     ranges = order.spill(path, 0, unit_records(0, 10), 1)
     with open(path, "r+b") as fh:
-        fh.truncate(os.path.getsize(path) - 1)
+        if damage == "truncated":
+            fh.truncate(os.path.getsize(path) - 1)
+        else:                      # the first record's length field, one byte short
+            fh.seek(16)
+            fh.write((RECORD_BYTES - 1).to_bytes(4, "little"))
     with pytest.raises(shards.ShardReadError, match="spill.bin"):
         list(order.read_spill([spilled for _, spilled in ranges]))
 

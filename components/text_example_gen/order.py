@@ -20,23 +20,28 @@ function), the same for the same input whatever the parallelism. Every shard is 
 subset of the split in uniformly random order, so any prefix of any shard, and any interleave of
 the shards' prefixes, is a fair sample of the split.
 
-Memory does not grow with the corpus. The shuffle carries one SpillRange per non-empty
-(bucket, run), at most min(train records, runs x K) of about 100 bytes: on the DirectRunner (whose
-GroupByKey holds what it shuffles in memory) a 1 GiB corpus shuffles ~10k of them, not its
-records. Key holds one run of a unit's records, at most SPILL_RUN_BYTES: a unit is about
-data.range_bytes of input (16 MB, one run), but an unsplittable file (gzip, Parquet, text with
-document=file) is one unit whatever its size, so a unit can be cut into several runs. SortWrite
-holds one bucket (about BUCKET_SEQUENCES records) plus one range, whatever the corpus.
+Memory. The shuffle carries one SpillRange per non-empty (bucket, run), not the records: at most
+min(train records, runs x K), ~140 bytes pickled each. On the DirectRunner (whose GroupByKey holds
+what it shuffles in memory) that is what the stage holds for the order: with seq_len 128 and 16 MB
+units, a 1 GiB JSONL corpus (~8 M sequences, ~64 units x ~990 buckets) shuffles ~63 k ranges
+(~12 MB) where the records took ~1.5 GB. Units and K both grow with the corpus, so the ranges
+grow with its square (~1 GB at 10 GiB of corpus, still ~10x smaller than its records): an index
+per spill with only bucket numbers through the shuffle would remove that; not done. Key holds one
+run of a unit's records, at most SPILL_RUN_BYTES of them (about 2.5x that as Python objects for
+128-token records): a unit is about data.range_bytes of input (16 MB: one run), but an
+unsplittable file (gzip, Parquet, text with document=file) is one unit whatever its size, so a
+unit can be cut into several runs. SortWrite holds one bucket (about BUCKET_SEQUENCES records)
+plus one range.
 
 Disk: the spill files (the train split uncompressed, plus SPILL_FRAME.size bytes a record) live
 in the stage's pieces folder (shards.PIECES_DIR) beside the pieces, written under a temporary
 name and renamed (a retried bundle rewrites the same bytes); the executor removes the folder once
 the pipeline has finished, and a failed stage is never published. A full disk is the stage's
 named error (shards.naming_disk_full), the temporary file removed. Object storage (s3://): each
-range is read with one ranged GET of exactly its bytes, one open (a HEAD) per (bucket, unit):
-about 2 x min(train records, units x K) requests in all, each of records per unit / K records
-(1 GiB of corpus: ~64 units x ~128 buckets, ~100 KB a range); as both units and K grow with the
-corpus, past ~10 GiB a range is a few records and the requests' latency dominates.
+range is read with one ranged GET of exactly its bytes (the raw stream, not Beam's 16 MiB
+read-ahead), and each (bucket, unit) opens its spill once (a HEAD): about 2 x min(train records,
+units x K) requests in all, each range records per unit / K records. 1 GiB of corpus: ~130 k
+requests of ~17 KB; 10 GiB: ~13 M of ~1.7 KB, where the requests' latency dominates.
 
 The eval split keeps the packing order (eval_split.py decodes documents back from it).
 """

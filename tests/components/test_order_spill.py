@@ -6,8 +6,10 @@ OrderTrain runs in a real Beam pipeline over train pieces of 2,000-byte records;
 that reaches its GroupByKey is measured (its pickled size, a Beam distribution) and the shards it
 writes are compared with order.shard_orders, the whole rule in memory. The spill is checked
 against `keyed` (the bucket of each record, computed by the plain loop) with runs small enough
-that a unit is cut into several, and on a full disk (a 64 KiB tmpfs, root only)."""
+that a unit is cut into several, on a full disk (a 64 KiB tmpfs, root only), and through a
+read-ahead buffer like Beam's S3 stream (a range costs its own bytes)."""
 
+import io
 import os
 import pickle
 import random
@@ -18,6 +20,7 @@ from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
+from components.common import listing
 from components.common.errors import DiskFullError
 from components.text_example_gen import order, shards
 from tests.support.disks import small_disk
@@ -143,3 +146,51 @@ def test_a_full_disk_while_spilling_names_the_folder_and_leaves_no_temporary_fil
             list(key.process(((order.KIND, order.SPLIT, 0), (0, piece, 300)), 300))
         assert isinstance(caught.value.__cause__, OSError)
         assert os.listdir(pieces) == []
+
+
+class CountingRaw(io.RawIOBase):
+    """A local file as an unbuffered stream that counts the bytes read from it: the part of an
+    object that a ranged GET would fetch."""
+
+    def __init__(self, path: str, counted: list[int]):
+        self._fh, self._counted = open(path, "rb", buffering=0), counted
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        return self._fh.seek(offset, whence)
+
+    def tell(self):
+        return self._fh.tell()
+
+    def readinto(self, buffer):
+        n = self._fh.readinto(buffer)
+        self._counted.append(n)
+        return n
+
+    def close(self):
+        self._fh.close()
+        super().close()
+
+
+def test_a_bucket_reads_only_its_ranges_bytes_through_a_read_ahead_buffer(tmp_path, monkeypatch):
+    """Beam's S3 filesystem opens an object as a 16 MiB io.BufferedReader over ranged GETs: a
+    bucket's read must fetch its ranges' bytes, not a read-ahead buffer each (on object storage,
+    units x K of them). The same stream here over a local file, counting the bytes read."""
+    path = str(tmp_path / "spill.bin")
+    ranges = order.spill(path, 3, unit_records(3, 1000), 8)
+    counted: list[int] = []
+
+    class Filesystems:
+        @staticmethod
+        def open(opened, compression_type=None):
+            return io.BufferedReader(CountingRaw(opened, counted), buffer_size=16 << 20)
+
+    monkeypatch.setattr(listing, "beam_filesystems", lambda: Filesystems)
+    mine = [spilled for bucket, spilled in ranges if bucket == 5]
+    assert len(list(order.read_spill(mine))) == sum(spilled.count for spilled in mine)
+    assert sum(counted) == sum(spilled.end - spilled.start for spilled in mine) < 2 ** 20

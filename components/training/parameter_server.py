@@ -39,7 +39,6 @@ ZeRO-1, pipeline stages, dynamic loss scaling, spike rollback.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -123,6 +122,8 @@ class PsResult:
 
 
 def _value(variable) -> int | float:
+    """A scalar variable (tf or Keras; its one copy on a ps) as a Python number."""
+    variable = variable.value if isinstance(variable, keras.Variable) else variable
     return variable.read_value().numpy().item()
 
 
@@ -193,12 +194,12 @@ def train_coordinated(config, train_files, checkpoint_dir: str, *, strategy=None
                                      counters=counters)
     manager = _restore(checkpoint, checkpoint_dir)
     resumed = _value(state.step)
-    workers = len(strategy.cluster_resolver.cluster_spec().as_dict().get("worker", []))
+    workers = strategy.extended._num_workers   # TF_CONFIG's worker tasks
     iterator = iter(coordinator.create_per_worker_dataset(
         dataset_fn(config, train_files, resumed, workers)))
     ps_step = _make_ps_step(config, model, optimizer, strategy, state, counters)
     LOGGER.info("parameter servers: %d worker(s), %d ps, from step %d", workers,
-                strategy.num_ps_workers if hasattr(strategy, "num_ps_workers") else -1, resumed)
+                strategy.extended._num_ps, resumed)
     started = time.perf_counter()
     scheduled, losses = _schedule_rounds(coordinator, ps_step, iterator, state, manager, t)
     elapsed, steps = time.perf_counter() - started, _value(state.step)
@@ -211,6 +212,5 @@ def train_coordinated(config, train_files, checkpoint_dir: str, *, strategy=None
 
 def summary(result: PsResult) -> dict:
     """The train-worker's JSON line for a parameter-server chief."""
-    fields = dataclasses.asdict(result)
-    fields.pop("model")
-    return json.loads(json.dumps(fields))
+    return {field.name: getattr(result, field.name) for field in dataclasses.fields(result)
+            if field.name != "model"}

@@ -66,11 +66,12 @@ def _run_chief(server, cluster, examples, out, *overrides) -> dict:
 
 @pytest.fixture(scope="module")
 def first_job(shards, tmp_path_factory, worker_server, cluster):
-    """40 steps, a checkpoint at 20 and 40, both workers stepping concurrently."""
+    """120 steps, a checkpoint at 60 and 120, both workers stepping concurrently (at 40 steps
+    the Keras counter lost no increment on 2026-12-07: too few overlaps to show the race)."""
     folder = tmp_path_factory.mktemp("ps_job")
     examples = _examples(shards, folder)
     summary = _run_chief(worker_server, cluster, examples, folder / "chief",
-                         "train.train_steps=40", "train.checkpoint_every=20")
+                         "train.train_steps=120", "train.checkpoint_every=60")
     return dict(folder=folder, examples=examples, summary=summary,
                 weights=dict(np.load(str(folder / "chief") + ".npz")))
 
@@ -79,9 +80,9 @@ def test_counters_are_exact_under_concurrent_workers(first_job):
     """Fails with Keras' own assign_add for the iterations (parameter_server.exact_iterations
     removed): a read and a write, interleaved by the two workers, lose increments."""
     summary = first_job["summary"]
-    assert summary["workers"] == 2 and summary["scheduled"] == 40
-    assert (summary["steps"], summary["iterations"]) == (40, 40)
-    assert summary["tokens_seen"] == 40 * TOKENS_PER_STEP
+    assert summary["workers"] == 2 and summary["scheduled"] == 120
+    assert (summary["steps"], summary["iterations"]) == (120, 120)
+    assert summary["tokens_seen"] == 120 * TOKENS_PER_STEP
     assert np.isfinite(summary["final_loss"])
     assert os.path.exists(first_job["folder"] / "chief" / "serving_model" / "saved_model.pb")
 
@@ -89,20 +90,20 @@ def test_counters_are_exact_under_concurrent_workers(first_job):
 def test_resume_restores_weights_and_step_and_counts_no_step_twice(first_job, worker_server,
                                                                    cluster):
     """A chief started again over the finished run's folder resumes at its last checkpoint
-    (step 40) and trains nothing: its weights are the checkpoint's, bit for bit. Asked for 60
-    steps it schedules 20 more and counts on from 40, not from 0 and not 40 + 40."""
+    (step 120) and trains nothing: its weights are the checkpoint's, bit for bit. Asked for 140
+    steps it schedules 20 more and counts on from 120, not from 0 and not 120 + 120."""
     folder, examples = first_job["folder"], first_job["examples"]
     again = _run_chief(worker_server, cluster, examples, folder / "chief",
-                       "train.train_steps=40", "train.checkpoint_every=20")
-    assert (again["resumed_from_step"], again["scheduled"], again["steps"]) == (40, 0, 40)
+                       "train.train_steps=120", "train.checkpoint_every=60")
+    assert (again["resumed_from_step"], again["scheduled"], again["steps"]) == (120, 0, 120)
     restored = np.load(str(folder / "chief") + ".npz")
     for name, value in first_job["weights"].items():
         np.testing.assert_array_equal(restored[name], value)
     more = _run_chief(worker_server, cluster, examples, folder / "chief",
-                      "train.train_steps=60", "train.checkpoint_every=20")
-    assert (more["resumed_from_step"], more["scheduled"]) == (40, 20)
-    assert (more["steps"], more["iterations"]) == (60, 60)
-    assert more["tokens_seen"] == 60 * TOKENS_PER_STEP
+                      "train.train_steps=140", "train.checkpoint_every=60")
+    assert (more["resumed_from_step"], more["scheduled"]) == (120, 20)
+    assert (more["steps"], more["iterations"]) == (140, 140)
+    assert more["tokens_seen"] == 140 * TOKENS_PER_STEP
 
 
 def test_the_coordinator_survives_a_killed_worker(first_job, worker_server, cluster):

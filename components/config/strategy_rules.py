@@ -32,3 +32,13 @@ def validate_parameter_server(config: Config) -> None:
         if refused:
             raise ConfigError(f"runtime.strategy=parameter_server cannot be combined with "
                               f"{setting}: {reason}")
+
+
+def refuse_in_pipeline(config: Config) -> None:
+    """The pipeline's Trainer (and Tuner) train in their own process with loop.train: no cluster
+    to coordinate. Checked by `bigtrain run` before anything runs and by the Trainer itself."""
+    if config.runtime.strategy == PARAMETER_SERVER:
+        raise ConfigError("runtime.strategy=parameter_server is not built into the pipeline's "
+                          "Trainer yet: train as the chief of a TF_CONFIG cluster with `bigtrain "
+                          "plumbing train-worker`, its ps and worker tasks with `bigtrain plumbing "
+                          "ps-task` (docs/training.md, \"Parameter servers\")")

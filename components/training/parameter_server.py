@@ -158,6 +158,12 @@ def _make_ps_step(config, model, optimizer, strategy, state, counters):
     return ps_step
 
 
+def _final_loss(losses: list, window: int) -> float:
+    """The mean loss of the last train.log_every steps scheduled (each on its own worker's batch
+    and weights as they were then: noisier than a synchronous step's loss); NaN if none ran."""
+    return float(np.mean(losses[-window:])) if losses else float("nan")
+
+
 def _schedule_rounds(coordinator, ps_step, iterator, state, manager, t) -> tuple[int, list]:
     """Schedule steps up to each checkpoint, join, save; until the step counter (updates applied)
     reaches train.train_steps. Returns (steps scheduled, the last round's losses)."""
@@ -205,7 +211,7 @@ def train_coordinated(config, train_files, checkpoint_dir: str, *, strategy=None
     elapsed, steps = time.perf_counter() - started, _value(state.step)
     return PsResult(model=model, steps=steps, resumed_from_step=resumed,
                     iterations=_value(optimizer.iterations), tokens_seen=_value(counters.tokens_seen),
-                    scheduled=scheduled, final_loss=float(np.mean(losses)) if losses else float("nan"),
+                    scheduled=scheduled, final_loss=_final_loss(losses, t.log_every),
                     tokens_per_second=(steps - resumed) * t.global_batch_size * config.data.seq_len
                     / max(elapsed, 1e-9), workers=workers, checkpoint=manager.latest_checkpoint)
 

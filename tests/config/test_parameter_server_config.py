@@ -25,3 +25,13 @@ def test_refusals_name_the_setting_and_the_reason(overrides, message):
     with pytest.raises(ConfigError, match="runtime.strategy=parameter_server cannot be combined "
                                           "with " + message):
         build_config("tiny", overrides=["runtime.strategy=parameter_server", *overrides])
+
+
+def test_bigtrain_run_refuses_it_before_any_stage(tmp_path):
+    """`bigtrain run`'s plan (runners/local.py _plan_places, before the lock, the store or any
+    stage) and the Trainer (run_fn) refuse it: the pipeline's Trainer trains in one process."""
+    from runners.local import _plan_places
+    config = build_config("tiny", overrides=["runtime.strategy=parameter_server",
+                                             f"paths.home={tmp_path}"])
+    with pytest.raises(ConfigError, match="not built into the pipeline's Trainer yet.*ps-task"):
+        _plan_places(config)

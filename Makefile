@@ -50,7 +50,7 @@ run: setup
 # most expensive tests, and fails if a group exceeds its caps in tests/suite_budget.json
 # (tests/support/ledger.py; docs/operations.md#test-tiers).
 test: setup services
-	$(PYTEST) $(XDIST) --durations=25 $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) --ledger-whole --durations=25 $(PYTEST_ARGS)
 
 # The services of the suite, each idempotent (.ci/run times them one by one): a private MariaDB,
 # for the MySQL metadata tests, a private S3 server, for the object-storage tests, headless
@@ -131,7 +131,7 @@ hf-loader-lock:
 # Inner loop (target: at most 3 minutes on the 2-core dev VM; latest figures in docs/operations.md):
 # every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
-	$(PYTEST) $(XDIST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) --ledger-whole -m "not slow" $(PYTEST_ARGS)
 
 # Re-resolve the lock after changing pyproject.toml's dependencies; commit the result.
 lock:

@@ -26,7 +26,7 @@ from components.config.heldout import DEFAULT_SETS, HeldOutSetConfig  # noqa: F4
 # The tracking section (MLflow, W&B, TensorBoard), likewise.
 from components.config.tracking import TRACKING_BACKENDS, TrackingConfig  # noqa: F401
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "jsonl", "parquet", "tfrecord")
 DOCUMENT_MODES = ("file", "record", "separator")
@@ -123,7 +123,12 @@ class DataConfig:
 
     def mixture(self) -> tuple[SourceConfig, ...]:
         """The sources this config reads: data.sources, or the one source data.input stands for.
-        The one place the shorthand is expanded (listing, fingerprint, data stage, rules)."""
+        The one place the shorthand becomes a source (the listing, the data stage, the screen and
+        the local runner read the sources here; the mixture's rules check `data.sources` alone).
+        Where the shorthand must differ from a one-source mixture, the code asks `data.sources`
+        itself: the setting an error names, and the fingerprint and input signature kept as they
+        were before mixtures (components/common/listing.py), and the `input` the Examples record
+        (components/text_example_gen/component.py)."""
         if self.sources:
             return self.sources
         return (SourceConfig(name=DEFAULT_SOURCE, input=self.input, exclude=self.exclude,

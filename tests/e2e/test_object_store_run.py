@@ -16,7 +16,7 @@ import pytest
 
 from components.common import fs
 from runners import cli
-from tests.e2e.conftest import ONE_DEVICE, run_cli
+from tests.e2e.conftest import ONE_DEVICE, PLAIN_STEP, run_cli
 from tests.support.objectstore import use_objectstore
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ def s3_args(prefix: str) -> list[str]:
             # 10 steps learn little: a loose threshold so the model is blessed and pushed.
             "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
             "--set", "eval.sets=[]",   # the held-out set and code tasks: the chain's
-            *ONE_DEVICE]
+            *ONE_DEVICE, *PLAIN_STEP]
 
 
 @pytest.fixture(scope="module")

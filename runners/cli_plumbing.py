@@ -19,6 +19,13 @@ def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plumbing_ps_task(args: argparse.Namespace) -> int:
+    configure_logging(args.verbose)
+    from components.training.parameter_server import serve
+    serve()   # returns only if the server stops
+    return 0
+
+
 def cmd_plumbing_run_kfp_spec(args: argparse.Namespace) -> int:
     import tempfile
     from runners import kfp_local
@@ -49,6 +56,14 @@ def add_plumbing(sub, common: list) -> None:
     worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
     worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
     worker.set_defaults(func=cmd_plumbing_train_worker)
+    ps_task = psub.add_parser(
+        "ps-task", parents=common,
+        help="serve one ps or worker task of a runtime.strategy=parameter_server job",
+        description="Start the tf.distribute.Server of this process's TF_CONFIG task (type ps: "
+                    "holds variables; type worker: runs the steps the chief schedules) and serve "
+                    "until killed. The chief runs `bigtrain plumbing train-worker` with "
+                    "runtime.strategy=parameter_server (docs/training.md).")
+    ps_task.set_defaults(func=cmd_plumbing_ps_task)
     kfp = psub.add_parser(
         "run-kfp-spec", parents=common, help="run a compiled Kubeflow PipelineJob here, task by task",
         description="Run every task of a `bigtrain compile kubeflow` PipelineJob on this machine, one "

@@ -14,6 +14,13 @@ STDLIB = sysconfig.get_paths()["stdlib"]
 CPU_REPLICAS = 2
 # Logical CPU devices: mirrored tests take the first CPU_REPLICAS; pipeline tests use up to 4.
 LOGICAL_CPUS = 4
+# The plain (never-compiled) step for every run a test trains that is not about XLA or the default
+# run. Since 2026-12-07 runtime.xla=auto compiles the step on CPU too (components/training/loop.py
+# AUTO_XLA): the default 1,000-step run gains, a test's few steps would pay the compile (tens of
+# CPU-s each) and draw other dropout masks than the never-compiled pipeline-stage step. Set in
+# tests/training/conftest.py TINY_OVERRIDES and tests/e2e/conftest.py PLAIN_STEP (base_args,
+# SMALL_RUN, SENTENCEPIECE_RUN), and by the runs that build their own settings.
+PLAIN_STEP = "runtime.xla=off"
 
 
 def pytest_configure(config):

@@ -26,7 +26,7 @@ from components.config.heldout import DEFAULT_SETS, HeldOutSetConfig  # noqa: F4
 # The tracking section (MLflow, W&B, TensorBoard), likewise.
 from components.config.tracking import TRACKING_BACKENDS, TrackingConfig  # noqa: F401
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "jsonl", "parquet", "tfrecord")
 DOCUMENT_MODES = ("file", "record", "separator")

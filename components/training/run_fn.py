@@ -213,9 +213,11 @@ def run_fn(fn_args) -> None:
     from components.serving.variants import export_variants
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
     from components.training.validation import Validation
+    from components.config.strategy_rules import refuse_in_pipeline
 
     custom = fn_args.custom_config
     config, tuned = trainer_config(custom, fn_args.hyperparameters)
+    refuse_in_pipeline(config)
     if cpu_devices_needed(config.runtime):
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}

@@ -35,6 +35,33 @@ def cpu_devices_needed(runtime) -> int:
     return runtime.cpu_replicas if runtime.strategy == "mirrored" else 0
 
 
+# runtime.strategy=parameter_server: the TF_CONFIG tasks that only serve (a tf.distribute.Server
+# each: components/training/parameter_server.py serve); the chief coordinates.
+SERVER_ROLES = ("ps", "worker")
+
+
+def parameter_server_resolver():
+    """The TF_CONFIG cluster of runtime.strategy=parameter_server, checked: ps and worker tasks
+    and this process's task named (a ValueError naming TF_CONFIG otherwise)."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise ValueError("runtime.strategy=parameter_server needs TF_CONFIG (cluster with ps and "
+                         "worker tasks, a chief, and this task) in the environment of every task")
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except (ValueError, AttributeError) as error:
+        raise ValueError(f"TF_CONFIG is not a JSON object: {error}") from error
+    missing = [job for job in SERVER_ROLES if not cluster.get(job)]
+    if missing:
+        raise ValueError(f"runtime.strategy=parameter_server: TF_CONFIG's cluster has no "
+                         f"{' and no '.join(missing)} task (it names {sorted(cluster)})")
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if resolver.task_type not in (*SERVER_ROLES, "chief"):
+        raise ValueError(f"runtime.strategy=parameter_server: TF_CONFIG's task type "
+                         f"{resolver.task_type!r} is none of chief, ps, worker")
+    return resolver
+
+
 def make_strategy(runtime) -> tf.distribute.Strategy:
     name = runtime.strategy
     if getattr(runtime, "pipeline_stages", 1) > 1:
@@ -61,4 +88,9 @@ def make_strategy(runtime) -> tf.distribute.Strategy:
                              "task) in the environment of every worker")
         json.loads(os.environ["TF_CONFIG"])  # fail early on malformed JSON
         return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "parameter_server":
+        # No variable_partitioner, ever: TF 2.16's ShardedVariable has no `handle` for the
+        # gradient and breaks Checkpoint.save (docs/training.md), so each variable lives whole
+        # on one ps (round robin).
+        return tf.distribute.ParameterServerStrategy(parameter_server_resolver())
     raise ValueError(f"unknown runtime.strategy {name!r}")

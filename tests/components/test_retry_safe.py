@@ -57,17 +57,22 @@ def test_convert_and_assemble_bundles_run_twice_give_the_same_bytes(corpus, tmp_
 
 
 def order_train_twice(out, outputs):
-    """The train pieces through order.py's DoFns, each bucket written twice (the second time its
-    values in another order, as a GroupByKey may give them): the same pieces, the same bytes.
-    Adds the ordered pieces to `outputs` for assembly."""
+    """The train pieces through order.py's DoFns, each unit's spill and each bucket written twice
+    (the bucket the second time with its ranges in another order, as a GroupByKey may give them):
+    the same ranges, pieces and bytes. Adds the ordered pieces to `outputs` for assembly."""
     train = outputs.pop((order.KIND, "train", 0))
     total = sum(count for _, _, count in train)
     buckets = collections.defaultdict(list)
+    key = order.KeyFn(out)
     for piece in train:
-        for bucket, value in order.KeyFn().process(((order.KIND, "train", 0), piece), total):
+        first = list(key.process(((order.KIND, "train", 0), piece), total))
+        after_first = tree_digest(out)
+        assert list(key.process(((order.KIND, "train", 0), piece), total)) == first
+        assert tree_digest(out) == after_first
+        for bucket, value in first:
             buckets[bucket].append(value)
-    sizes = {bucket: len(values) for bucket, values in buckets.items()}
-    write = order.SortWriteFn(out, NUM_SHARDS["train"], shards.GZIP_LEVEL)
+    sizes = {bucket: sum(spilled.count for spilled in values) for bucket, values in buckets.items()}
+    write = order.SpillSortWriteFn(out, NUM_SHARDS["train"], shards.GZIP_LEVEL)
     for bucket, values in sorted(buckets.items()):
         first = list(write.process((bucket, values), sizes, total))
         after_first = tree_digest(out)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.conftest import PLAIN_STEP as _PLAIN_STEP
 from tests.support.pipeline_run import PipelineHome, PipelineRun, run_cli, session_capture
 
 
@@ -29,7 +30,8 @@ def base_args(corpus_root):
             *CHAIN_DEPTH, "--set", "data.seq_len=64", "--set", "train.train_steps=120",
             "--set", "train.warmup_steps=10", "--set", "train.checkpoint_every=50",
             "--set", "train.log_every=40", "--set", "export.quantize=[int8,tflite]",
-            "--set", "train.eval_every=60", *SMALL_HELD_OUT, *SMALL_DOCUMENTS, *MIRRORED_2]
+            "--set", "train.eval_every=60", *SMALL_HELD_OUT, *SMALL_DOCUMENTS, *MIRRORED_2,
+            *PLAIN_STEP]
 
 
 # 2 blocks: a stack (block-to-block hand-off, per-block names in the export and the HF layout) at
@@ -52,6 +54,9 @@ ONE_DEVICE = ["--set", "runtime.strategy=one_device"]
 # fastest measured: docs/benchmarks.md "CPU defaults"); the runs that check data parallelism ask
 # for 2 logical CPU replicas.
 MIRRORED_2 = ["--set", "runtime.strategy=mirrored", "--set", "runtime.cpu_replicas=2"]
+# The plain step (runtime.xla=off): runtime.xla=auto compiles on CPU since 2026-12-07, and no run
+# here is about XLA (tests/conftest.py PLAIN_STEP says why).
+PLAIN_STEP = ["--set", _PLAIN_STEP]
 
 # The smallest run that trains, exports, evaluates, blesses and pushes (a one-block model, 10
 # steps, 2 eval batches of 8, a loose threshold, no int8/TFLite variants, no held-out set: the
@@ -61,7 +66,7 @@ SMALL_RUN = ["--set", "data.eval_fraction=0.3", "--set", "data.seq_len=64",
              "--set", "train.checkpoint_every=5", "--set", "train.log_every=5",
              "--set", "model.n_layer=1", "--set", "train.eval_batches=2",
              "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
-             "--set", "eval.sets=[]", "--set", "export.quantize=[]", *ONE_DEVICE]
+             "--set", "eval.sets=[]", "--set", "export.quantize=[]", *ONE_DEVICE, *PLAIN_STEP]
 
 # The default held-out set at 16 KiB and 16 code-task items: every figure and reader of them is
 # exercised at an eighth of the default's Evaluator time (the chain evaluates 5 models).
@@ -176,7 +181,7 @@ SENTENCEPIECE_RUN = ["data.document=separator", "data.tokenizer=sentencepiece",
                      "train.train_steps=4", "train.warmup_steps=1", "train.checkpoint_every=4",
                      "train.log_every=2", "export.quantize=[]", "eval.max_batches=2",
                      SMALL_HELD_OUT[1], SMALL_HELD_OUT[3], SMALL_DOCUMENTS[1],
-                     "eval.batch_size=8", "eval.max_loss=100"]
+                     "eval.batch_size=8", "eval.max_loss=100", _PLAIN_STEP]
 
 
 def sentencepiece_args(corpus_root):

@@ -2,7 +2,7 @@
 store."""
 
 from components.common import fs
-from tests.e2e.conftest import ONE_DEVICE
+from tests.e2e.conftest import ONE_DEVICE, PLAIN_STEP
 
 
 def _tiny_corpus(root: str) -> None:
@@ -26,4 +26,4 @@ def s3_args(prefix: str) -> list[str]:
             # 10 steps learn little: a loose threshold so the model is blessed and pushed.
             "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
             "--set", "eval.sets=[]",   # the held-out set and code tasks: the chain's
-            *ONE_DEVICE]
+            *ONE_DEVICE, *PLAIN_STEP]

@@ -1,8 +1,9 @@
-"""Multi-worker training run as real processes: the config arguments, running the workers, reading
-their weights, forgetting the last checkpoint."""
+"""Multi-worker training run as real processes: the config arguments, the examples folder, running
+the workers, reading their weights, forgetting the last checkpoint."""
 
 import json
 import os
+import shutil
 
 import numpy as np
 import portpicker
@@ -60,3 +61,10 @@ def _forget_last_checkpoint(directory):
 def _weights(path) -> list:
     saved = np.load(path)
     return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+
+def _examples(shards, folder):
+    examples = folder / "examples"
+    os.makedirs(examples)
+    shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
+    return examples

@@ -8,25 +8,17 @@ test forgets the job's last checkpoints and runs the workers again. The stream-s
 job of its own (other input settings)."""
 
 import os
-import shutil
 
 import numpy as np
 import pytest
 
 from components.training import loop
 from tests.training.conftest import tiny_config
-from tests.support.multi_worker import _forget_last_checkpoint, _run_workers, _weights
+from tests.support.multi_worker import _examples, _forget_last_checkpoint, _run_workers, _weights
 
 pytestmark = pytest.mark.slow
 
 OVERRIDES = ["train.train_steps=3", "train.checkpoint_every=2"]
-
-
-def _examples(shards, folder):
-    examples = folder / "examples"
-    os.makedirs(examples)
-    shutil.copytree(os.path.dirname(shards["train"]), examples / "Split-train")
-    return examples
 
 
 @pytest.fixture(scope="module")

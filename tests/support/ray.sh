@@ -53,6 +53,7 @@ else
   {
     "$RAY" start --head --port "$PORT" --node-ip-address 127.0.0.1 --num-cpus "$CPUS" \
       --temp-dir "$TEMP" --include-dashboard false --ray-client-server-port $((PORT + 1)) \
+      --dashboard-port $((PORT + 2)) --dashboard-agent-listen-port $((PORT + 3)) \
       --min-worker-port $((PORT + 100)) --max-worker-port $((PORT + 299)) --disable-usage-stats
     "$RAY" start --address "$ADDRESS" --node-ip-address 127.0.0.1 --num-cpus "$CPUS" \
       --min-worker-port $((PORT + 300)) --max-worker-port $((PORT + 499)) --disable-usage-stats

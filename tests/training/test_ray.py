@@ -91,7 +91,7 @@ def _kill_chief_after_checkpoint(folder, done, killed):
 
 def test_killed_worker_restarts_the_group_from_its_checkpoint(ray_config, shards, single_process,
                                                               tmp_path, monkeypatch, caplog):
-    monkeypatch.setenv(loop.PAUSE_AFTER_CHECKPOINT, "20")
+    monkeypatch.setenv(loop.PAUSE_AFTER_CHECKPOINT, "10")
     done, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_chief_after_checkpoint, args=(tmp_path, done, killed))
     killer.start()

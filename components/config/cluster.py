@@ -49,8 +49,12 @@ def validate_cluster(config, error) -> None:
 
 
 def _validate_ray_job(config, error) -> None:
-    """What the Ray job does not carry yet: a warm start's parent model and the trackers' live
-    figures (the workers write TensorBoard's under the run's model_run folder)."""
+    """What the Ray job does not carry yet: a warm start's parent model, the trackers' live
+    figures (the workers write TensorBoard's under the run's model_run folder), and the Tuner's
+    trials (they train in the Tuner's own process, without a TF_CONFIG)."""
+    if config.tune.trials:
+        raise error(f"tune.trials={config.tune.trials} with runtime.cluster=ray: the Tuner's trials "
+                    f"do not run on Ray; tune in a local run, then train here with tune.trials=0")
     if config.train.init_from != "none":
         raise error(f"train.init_from={config.train.init_from} is not supported with "
                     f"runtime.cluster=ray yet: warm-start locally (runtime.cluster=local)")

@@ -25,7 +25,7 @@ def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | Non
                         os.path.join(out_dir, "model_run"), checkpoints.root(out_dir),
                         strategy=strategy)
     summary = {"steps": result.steps, "resumed_from_step": result.resumed_from_step,
-               "final_loss": result.final_loss,
+               "final_loss": result.final_loss, "tokens_per_second": result.tokens_per_second,
                "num_replicas": result.num_replicas, "is_chief": result.is_chief}
     if weights_out:
         np.savez(weights_out, *result.model.get_weights())

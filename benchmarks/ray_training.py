@@ -1,0 +1,119 @@
+"""The Trainer's training as a Ray Train job (runtime.cluster=ray, components/training/ray_job.py)
+against the same 2 workers started by hand (`bigtrain plumbing train-worker` with TF_CONFIG on
+loopback ports): the same config, data and steps; the two ways alternated, `--rounds` times each.
+
+    make ray && python benchmarks/ray_training.py --steps 40 --rounds 2
+
+Per run: training tokens/s of the loop (the chief's loop.train figure: steps after tracing
+included, start-up excluded), and end to end (tokens / wall from launch to the chief's weights:
+Ray's worker start-up, TF_CONFIG and collectives included), with the CPU-s spent: for the workers
+by hand, the processes this script waited for; for Ray, the cluster's processes (raylets, GCS,
+workers: /proc utime + stime and their reaped children's, by the cluster's temp folder) plus this
+driver's own. Random byte-token shards (benchmarks/_shards.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._machine import cpu_seconds, describe  # noqa: E402
+from benchmarks._shards import write_random_shard  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ_LEN, BATCH = 64, 16
+OVERRIDES = [f"data.seq_len={SEQ_LEN}", "model.n_layer=2", "model.d_model=64", "model.n_head=2",
+             "model.n_kv_head=1", f"train.global_batch_size={BATCH}", "train.warmup_steps=2",
+             "train.log_every=10", "train.checkpoint_every=100000",
+             "runtime.strategy=multi_worker_mirrored"]
+
+
+def cluster_cpu(temp_dir: str) -> float:
+    """CPU-s (own + reaped children) of the processes whose command line names temp_dir."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if temp_dir.encode() not in fh.read():
+                    continue
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15]) / tick   # utime stime cutime cstime
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def by_hand(examples: str, out: str, steps: int) -> dict:
+    ports = [free_port() for _ in range(2)]
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    sets = [a for o in [*OVERRIDES, f"train.train_steps={steps}"] for a in ("--set", o)]
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    procs = [subprocess.Popen(
+        [os.path.join(ROOT, ".venv", "bin", "bigtrain"), "plumbing", "train-worker", "--examples",
+         examples, "--out", f"{out}/w{i}", *sets], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": i}}))) for i in range(2)]
+    outputs = [p.communicate()[0] for p in procs]
+    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert all(p.returncode == 0 for p in procs), outputs
+    summary = json.loads(outputs[0].strip().splitlines()[-1])
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return dict(loop=summary["tokens_per_second"], wall=wall, cpu=cpu, steps=summary["steps"])
+
+
+def on_ray(config, examples: str, out: str, temp_dir: str) -> dict:
+    from components.training import ray_job
+    cluster0, own0, started = cluster_cpu(temp_dir), cpu_seconds(), time.perf_counter()
+    result = ray_job.train_on_ray(config, [f"{examples}/Split-train/*"], [], f"{out}/model_run",
+                                  f"{out}/checkpoints")
+    wall = time.perf_counter() - started
+    cpu = cluster_cpu(temp_dir) - cluster0 + cpu_seconds() - own0
+    return dict(loop=result.tokens_per_second, wall=wall, cpu=cpu, steps=result.steps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--address", default=os.environ.get("BIGTRAIN_RAY_ADDRESS", "127.0.0.1:39200"))
+    parser.add_argument("--ray-temp", default=os.path.join(ROOT, "build", "ray", "t"))
+    args = parser.parse_args()
+    from components.config import build_config
+    config = build_config("tiny", overrides=[*OVERRIDES, f"train.train_steps={args.steps}",
+                                             "runtime.cluster=ray", "runtime.ray.workers=2",
+                                             f"runtime.ray.address={args.address}"])
+    print(describe())
+    print(f"load average at start: {os.getloadavg()}")
+    tokens = args.steps * BATCH * SEQ_LEN
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(f"{tmp}/examples/Split-train")
+        write_random_shard(f"{tmp}/examples/Split-train/part-0.gz", BATCH * (args.steps + 2), SEQ_LEN)
+        for round_ in range(args.rounds):
+            for name in ("ray", "by hand"):
+                out = f"{tmp}/{name.replace(' ', '_')}{round_}"
+                run = (on_ray(config, f"{tmp}/examples", out, args.ray_temp) if name == "ray"
+                       else by_hand(f"{tmp}/examples", out, args.steps))
+                print(f"round {round_} {name:8s}: loop {run['loop']:8.0f} tokens/s; end to end "
+                      f"{tokens / run['wall']:7.0f} tokens/s ({run['wall']:.1f} s wall, "
+                      f"{run['cpu']:.1f} CPU-s, {run['steps']} steps); load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -8,8 +8,8 @@ Per run: training tokens/s of the loop (the chief's loop.train figure: steps aft
 included, start-up excluded), and end to end (tokens / wall from launch to the chief's weights:
 Ray's worker start-up, TF_CONFIG and collectives included), with the CPU-s spent: for the workers
 by hand, the processes this script waited for; for Ray, the cluster's processes (raylets, GCS,
-workers: /proc utime + stime and their reaped children's, by the cluster's temp folder) plus this
-driver's own. Random byte-token shards (benchmarks/_shards.py)."""
+workers: their /proc utime + stime sampled every 0.5 s, found by the cluster's temp folder and
+their parents) plus this driver's own. Random byte-token shards (benchmarks/_shards.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,20 +37,58 @@ OVERRIDES = [f"data.seq_len={SEQ_LEN}", "model.n_layer=2", "model.d_model=64", "
              "runtime.strategy=multi_worker_mirrored"]
 
 
-def cluster_cpu(temp_dir: str) -> float:
-    """CPU-s (own + reaped children) of the processes whose command line names temp_dir."""
-    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+def _stat(pid: str) -> tuple[int, float] | None:
+    """(parent pid, own utime + stime in s) of a process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_processes(temp_dir: str) -> dict[int, float]:
+    """{pid: own CPU-s} of the cluster's processes: those whose command line names temp_dir
+    (GCS, raylets, agents) and all their descendants (the workers rename themselves `ray::...`)."""
+    stats, roots = {}, set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
+        stat = _stat(pid)
+        if stat is None:
+            continue
+        stats[int(pid)] = stat
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if temp_dir.encode() not in fh.read():
-                    continue
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+                if temp_dir.encode() in fh.read():
+                    roots.add(int(pid))
         except OSError:
             continue
-        total += sum(int(v) for v in fields[11:15]) / tick   # utime stime cutime cstime
-    return total
+    found, grew = set(roots), True
+    while grew:
+        new = {pid for pid, (parent, _) in stats.items() if parent in found and pid not in found}
+        found |= new
+        grew = bool(new)
+    return {pid: stats[pid][1] for pid in found}
+
+
+class ClusterCpu(threading.Thread):
+    """CPU-s the cluster's processes spend while it runs: each process's own time, sampled every
+    0.5 s (Ray's raylet does not collect its workers' times when they exit, so a worker's last
+    0.5 s before it exits is missed)."""
+
+    def __init__(self, temp_dir: str):
+        super().__init__(daemon=True)
+        self.temp_dir, self.stop, self.start_cpu = temp_dir, threading.Event(), cluster_processes(temp_dir)
+        self.last = dict(self.start_cpu)
+
+    def run(self):
+        while not self.stop.wait(0.5):
+            self.last.update(cluster_processes(self.temp_dir))
+
+    def total(self) -> float:
+        self.stop.set()
+        self.join()
+        self.last.update(cluster_processes(self.temp_dir))
+        return sum(cpu - self.start_cpu.get(pid, 0.0) for pid, cpu in self.last.items())
 
 
 def free_port() -> int:
@@ -79,11 +118,12 @@ def by_hand(examples: str, out: str, steps: int) -> dict:
 
 def on_ray(config, examples: str, out: str, temp_dir: str) -> dict:
     from components.training import ray_job
-    cluster0, own0, started = cluster_cpu(temp_dir), cpu_seconds(), time.perf_counter()
+    cluster, own0, started = ClusterCpu(temp_dir), cpu_seconds(), time.perf_counter()
+    cluster.start()
     result = ray_job.train_on_ray(config, [f"{examples}/Split-train/*"], [], f"{out}/model_run",
                                   f"{out}/checkpoints")
     wall = time.perf_counter() - started
-    cpu = cluster_cpu(temp_dir) - cluster0 + cpu_seconds() - own0
+    cpu = cluster.total() + cpu_seconds() - own0
     return dict(loop=result.tokens_per_second, wall=wall, cpu=cpu, steps=result.steps)
 
 

@@ -14,10 +14,12 @@ import io
 import json
 import logging
 import os
+import socket
 
 import numpy as np
 
 from components.common import fs
+from components.common.errors import BigtrainError
 
 JOB_DIR = "ray_job"   # in the model_run folder: Ray's storage, the chief's weights and figures
 WEIGHTS, SUMMARY, STARTS = "weights.npz", "summary.json", "starts"
@@ -28,8 +30,9 @@ FORWARDED_ENV = ("BIGTRAIN_", "AWS_", "S3_", "TF_CPP_MIN_LOG_LEVEL")
 LOGGER = logging.getLogger("bigtrain.train")
 
 
-class RayJobError(RuntimeError):
-    """The Ray cluster could not be reached, or the job failed past runtime.ray.max_failures."""
+class RayJobError(BigtrainError):
+    """The Ray cluster could not be reached, or the job failed past runtime.ray.max_failures
+    (exit 1, a stage failed; the cause chained)."""
 
 
 def job_dir(model_run_dir: str) -> str:
@@ -50,9 +53,24 @@ def scaling(ray_config) -> dict:
                 resources_per_worker=resources)
 
 
+def check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """RayJobError naming runtime.ray.address when a host:port takes no TCP connection (ray.init
+    would retry for minutes); `auto` is Ray's to resolve."""
+    if address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as error:
+        raise RayJobError(f"runtime.ray.address={address}: no Ray head answers there ({error}); "
+                          f"start one (`make ray`, or `ray start --head`) or give the head's "
+                          f"host:port") from error
+
+
 def connect(address: str) -> None:
     """ray.init on runtime.ray.address, the forwarded environment in every worker."""
     import ray
+    check_reachable(address)
     try:
         ray.init(address=address, runtime_env={"env_vars": forwarded_env()},
                  log_to_driver=True, logging_level=logging.WARNING)

@@ -69,8 +69,8 @@ def check_reachable(address: str, timeout_s: float = 10.0) -> None:
 
 def connect(address: str) -> None:
     """ray.init on runtime.ray.address, the forwarded environment in every worker."""
-    import ray
     check_reachable(address)
+    import ray
     try:
         ray.init(address=address, runtime_env={"env_vars": forwarded_env()},
                  log_to_driver=True, logging_level=logging.WARNING)

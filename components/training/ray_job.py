@@ -118,11 +118,11 @@ def log_restarts(folder: str) -> int:
     """Logs (warning) how often Ray restarted the worker group; returns the number of starts."""
     starts = sorted(fs.listdir(fs.join(folder, STARTS)))
     if len(starts) > 1:
-        first = [json.loads(fs.read_text(fs.join(folder, STARTS, name))) for name in starts]
+        notes = [json.loads(fs.read_text(fs.join(folder, STARTS, name))) for name in starts]
         LOGGER.warning("Ray restarted the training workers %d time(s) after a lost worker; the "
                        "starts resumed from %s (Ray's own log of the failure: the driver's output "
                        "and the cluster's session folder; these notes: %s)", len(starts) - 1,
-                       ", ".join(str(s["resumes_from"]) for s in first), fs.join(folder, STARTS))
+                       ", ".join(str(n["resumes_from"]) for n in notes), fs.join(folder, STARTS))
     return len(starts)
 
 

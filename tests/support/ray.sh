@@ -24,9 +24,15 @@ unavailable() {
   echo "$1" > "$DIR/unavailable"; rm -f "$DIR/env.sh"; exit 0
 }
 
-# This cluster's processes (gcs_server, raylets, workers, dashboard agents): their command lines
-# name its temp folder.
-pids() { pgrep -f -- "$TEMP/" || true; }
+# This cluster's processes: those whose command line names its temp folder (gcs_server, raylets,
+# workers) and those holding a file open under it (the dashboard and runtime-env agents rename
+# their command line to `ray::...`; seen 2026-12-07 left running after their raylet had stopped).
+pids() {
+  { pgrep -f -- "$TEMP/" || true
+    for pid in $(pgrep -f '^ray::' || true); do
+      ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "-> $TEMP/" && echo "$pid"
+    done; } | sort -un
+}
 stop() {
   local pid
   for pid in $(pids); do kill "$pid" 2>/dev/null || true; done
@@ -50,10 +56,12 @@ if [ -n "$(pids)" ] && [ "$(nodes)" = 2 ]; then
 else
   stop
   export RAY_USAGE_STATS_ENABLED=0
+  # Ray's own dashboard ports (8265 and the agents') are left at their defaults: with
+  # --dashboard-port / --dashboard-agent-listen-port set, the head's raylet died once at start
+  # (2026-12-07, node_manager.cc "Check failed", load ~12 on 2 cores); not set, it started.
   {
     "$RAY" start --head --port "$PORT" --node-ip-address 127.0.0.1 --num-cpus "$CPUS" \
       --temp-dir "$TEMP" --include-dashboard false --ray-client-server-port $((PORT + 1)) \
-      --dashboard-port $((PORT + 2)) --dashboard-agent-listen-port $((PORT + 3)) \
       --min-worker-port $((PORT + 100)) --max-worker-port $((PORT + 299)) --disable-usage-stats
     "$RAY" start --address "$ADDRESS" --node-ip-address 127.0.0.1 --num-cpus "$CPUS" \
       --min-worker-port $((PORT + 300)) --max-worker-port $((PORT + 499)) --disable-usage-stats

@@ -208,11 +208,9 @@ def training_summary(config: config_lib.Config, result, metrics: dict, baseline:
 
 
 def run_fn(fn_args) -> None:
-    from components.training import loop
     from components.training import warm_start
     from components.serving.variants import export_variants
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
-    from components.training.validation import Validation
     from components.config.strategy_rules import refuse_in_pipeline
 
     custom = fn_args.custom_config
@@ -232,10 +230,9 @@ def run_fn(fn_args) -> None:
                                         fn_args.train_files)
     first_loss, times = {}, PhaseTimes()
     with training_trackers(custom) as trackers, times.phase(LOOP_PHASE):
-        result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
-                            prepare_model=prepare, trackers=trackers,
-                            on_step=lambda step, loss: first_loss.setdefault("loss", loss),
-                            validation=Validation.from_config(config, fn_args.eval_files, tokenizer))
+        result = train_stage(config, fn_args, checkpoint_dir, prepare=prepare, trackers=trackers,
+                             on_step=lambda step, loss: first_loss.setdefault("loss", loss),
+                             tokenizer=tokenizer)
     figures.require_finite("Trainer", "final training loss", result.final_loss, DIVERGED.format(
         steps=result.steps, skipped=result.skipped_steps))
     metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer, times)
@@ -262,6 +259,24 @@ def run_fn(fn_args) -> None:
                       json.dumps(summary, indent=2, sort_keys=True))
     # Where the stage's time went (docs/training.md, "Where the Trainer's time goes").
     logging.getLogger("bigtrain.train").info("Trainer stage: %s", phases_line(times.seconds))
+
+
+def train_stage(config: config_lib.Config, fn_args, checkpoint_dir: str, *, prepare, trackers,
+                on_step, tokenizer):
+    """loop.train in this process; with runtime.strategy=parameter_server this process is the
+    chief of TF_CONFIG's cluster and trains through its ps and worker tasks
+    (parameter_server.train_coordinated): no validation while training, no TensorBoard curves,
+    no trackers' training figures, no first-step loss in that mode (none are recorded)."""
+    from components.config.strategy_rules import PARAMETER_SERVER
+    from components.training import loop
+    from components.training.validation import Validation
+    if config.runtime.strategy == PARAMETER_SERVER:
+        from components.training import parameter_server
+        return parameter_server.trainer_result(parameter_server.train_coordinated(
+            config, fn_args.train_files, checkpoint_dir), config)
+    return loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
+                      prepare_model=prepare, trackers=trackers, on_step=on_step,
+                      validation=Validation.from_config(config, fn_args.eval_files, tokenizer))
 
 
 @contextlib.contextmanager

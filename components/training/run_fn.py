@@ -209,9 +209,18 @@ def training_summary(config: config_lib.Config, result, metrics: dict, baseline:
 
 
 def train_model(config: config_lib.Config, fn_args, checkpoint_dir: str, tokenizer, **hooks):
-    """loop.train's TrainResult in this process (hooks: its prepare_model, trackers, on_step), or
+    """loop.train's TrainResult in this process (hooks: its prepare_model, trackers, on_step);
     with runtime.cluster=ray the same loop on runtime.ray.workers Ray workers (ray_job.py: no warm
-    start or trackers there, components/config/cluster.py refuses them)."""
+    start or trackers there, components/config/cluster.py refuses them); with
+    runtime.strategy=parameter_server this process is the chief of TF_CONFIG's cluster and trains
+    through its ps and worker tasks (parameter_server.train_coordinated): no validation while
+    training, no TensorBoard curves, no trackers' training figures, no first-step loss in that
+    mode (none are recorded)."""
+    from components.config.strategy_rules import PARAMETER_SERVER
+    if config.runtime.strategy == PARAMETER_SERVER:
+        from components.training import parameter_server
+        return parameter_server.trainer_result(parameter_server.train_coordinated(
+            config, fn_args.train_files, checkpoint_dir), config)
     if config.runtime.cluster == "ray":
         from components.training.ray_job import train_on_ray
         return train_on_ray(config, fn_args.train_files, fn_args.eval_files,

@@ -1,0 +1,143 @@
+"""An exact prefilter of decontamination (contamination.EvalIndex.matched): the training
+documents that cannot contain any entry of the index (an evaluation n-gram, or a short text),
+told with two bytes.translate passes and a few numpy passes over 8-byte words, before any word
+is hashed. It never changes a result; it only skips work.
+
+Joined form: a text normalized (contamination.normalized) with its spaces removed, the bytes of
+its words back to back (one C pass: `text.translate(table).translate(None, b" ")`). A document
+containing an entry (its normalized words in a row) contains the entry's joined form in its
+joined form.
+
+Anchors. An entry whose joined form has at least SPAN_MIN (15) bytes registers STRIDE (8)
+windows of 8q bytes (q = min(QMAX, (length - 7) // 8), its tier): those starting at p, p + 1,
+..., p + 7 of its joined form, for the p whose windows are rarest in the evaluation sets
+themselves (smallest largest count). A document is probed at the windows of each tier starting
+at 0, 8, 16, ... of its joined form; any 8 consecutive offsets hold a multiple of 8, so a
+document containing an entry has one of that entry's windows probed. Windows are compared by a
+64-bit hash of their bytes (equal bytes, equal hash): a document with no probe among the
+registered hashes contains no anchored entry. An entry shorter than SPAN_MIN bytes (a 13-gram
+of one-letter words, a short text under min_words < 8) is kept whole: the document's joined
+form is searched for it (`in`); with more than SHORT_MAX of them the prefilter is off (None).
+A probe that hits only says "maybe" (word boundaries are gone; hashes may collide): the
+document then gets the full rule.
+
+Cost: per document byte two translate passes and, per 8 bytes, QMAX multiply-adds and one
+lookup per tier in a table of 2^TABLE_BITS flags (4 MiB) before the exact 64-bit check; build:
+a few numpy passes over the evaluation sets' joined bytes per tier.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+STRIDE = 8
+QMAX = 6                   # windows of at most 48 bytes: long ones are rare in training text
+SPAN_MIN = 8 + STRIDE - 1  # the shortest entry that holds STRIDE windows of 8 bytes
+SHORT_MAX = 32
+TABLE_BITS = 22
+_SHIFT = np.uint64(64 - TABLE_BITS)
+# Odd 64-bit multipliers, one per 8-byte word of a window (fixed: build and probe agree).
+_MULTIPLIERS = tuple(np.uint64(m) for m in (
+    0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
+    0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53))
+
+
+class Prefilter(NamedTuple):
+    tiers: tuple[int, ...]     # the window lengths in 8-byte words that some entry registers
+    hashes: np.ndarray         # sorted distinct hashes of every registered window
+    table: np.ndarray          # bool[2^TABLE_BITS]: the top bits of a registered hash
+    short: tuple[bytes, ...]   # joined forms of entries too short to anchor
+
+    def may_match(self, joined: bytes) -> bool:
+        """False when the document of this joined form contains no entry (see the module
+        docstring); True when it may."""
+        if any(entry in joined for entry in self.short):
+            return True
+        size = len(joined)
+        if size < SPAN_MIN or not self.tiers:
+            return False
+        count = -(-size // STRIDE)
+        words = np.frombuffer(joined + bytes(count * STRIDE - size + 8 * self.tiers[-1]), "<u8")
+        for q, h in window_hashes(words, count, self.tiers):
+            hit = self.table[h >> _SHIFT]
+            if hit.any():
+                found = h[hit]
+                at = np.minimum(np.searchsorted(self.hashes, found), len(self.hashes) - 1)
+                if np.any(self.hashes[at] == found):
+                    return True
+        return False
+
+
+def window_hashes(words: np.ndarray, count: int, tiers: tuple[int, ...]):
+    """(q, hashes of the windows of q words starting at words[0 .. count - 1]) for each q in
+    tiers (ascending; words has count + tiers[-1] - 1 entries at least)."""
+    h = np.zeros(count, np.uint64)
+    term = np.empty(count, np.uint64)
+    with np.errstate(over="ignore"):
+        for i in range(tiers[-1]):
+            np.multiply(words[i:i + count], _MULTIPLIERS[i], out=term)
+            h += term
+            if i + 1 in tiers:
+                yield i + 1, h
+
+
+def joined_entries(norm: bytes, starts: np.ndarray, ends: np.ndarray, n: int,
+                   min_words: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) offsets in the joined form of norm of its entries (contamination.text_hashes'
+    rule: every n-gram of a text of n words or more, the whole text of min_words to n - 1
+    words, none under min_words); starts, ends: its word bounds."""
+    words = len(starts)
+    first = np.arange(words - n + 1) if words >= n else np.zeros(
+        1 if words >= min_words else 0, np.int64)
+    last = first + min(words, n) - 1
+    return starts[first] - first, ends[last] - last
+
+
+def build(entries: list[tuple[bytes, np.ndarray, np.ndarray]]) -> Prefilter | None:
+    """The prefilter of entries: (joined form of an evaluation text, entry starts, entry ends)
+    per text; None when more than SHORT_MAX entries are too short to anchor."""
+    short = {joined[a:e] for joined, starts, ends in entries
+             for a, e in zip(starts.tolist(), ends.tolist()) if e - a < SPAN_MIN}
+    if len(short) > SHORT_MAX:
+        return None
+    texts, offset, ranges = [], 0, []
+    for joined, starts, ends in entries:
+        ranges.append(np.stack([starts + offset, ends + offset], 1))
+        texts.append(joined)
+        offset += len(joined) + 1
+    ranges = np.concatenate(ranges or [np.zeros((0, 2), np.int64)])
+    ranges = ranges[ranges[:, 1] - ranges[:, 0] >= SPAN_MIN]
+    tier_of = np.minimum(QMAX, (ranges[:, 1] - ranges[:, 0] - STRIDE + 1) // 8)
+    tiers = tuple(int(q) for q in np.unique(tier_of))
+    data = b"\n".join(texts) + bytes(8 * QMAX + 16)  # "\n": in no joined form
+    registered = [np.zeros(0, np.uint64)]
+    for q in tiers:
+        # Every offset's window: eight views of the words, shifted by 0 .. 7 bytes.
+        hashes = np.zeros(offset + 8, np.uint64)
+        for shift in range(8):
+            words = np.frombuffer(data, "<u8", offset=shift, count=(len(data) - shift) // 8)
+            count = len(hashes[shift::8])
+            hashes[shift::8] = next(h for tier, h in window_hashes(words, count, (q,)))
+        registered.append(_anchor_windows(hashes, ranges[tier_of == q], q))
+    hashes = np.unique(np.concatenate(registered))
+    table = np.zeros(1 << TABLE_BITS, bool)
+    table[hashes >> _SHIFT] = True
+    return Prefilter(tiers, hashes, table, tuple(sorted(short)))
+
+
+def _anchor_windows(hashes: np.ndarray, ranges: np.ndarray, q: int) -> np.ndarray:
+    """The STRIDE window hashes each entry of ranges registers: from the start p in
+    [start, end - 8q - STRIDE + 1] whose STRIDE windows have the smallest largest count over
+    all windows (ties: the first); hashes: the window of q words at every byte offset."""
+    key = (hashes >> _SHIFT).astype(np.int64)
+    counts = np.bincount(key, minlength=1 << TABLE_BITS)[key]
+    score = counts[:len(counts) - STRIDE + 1].copy()
+    for j in range(1, STRIDE):
+        np.maximum(score, counts[j:len(counts) - STRIDE + 1 + j], out=score)
+    order = np.append((score << 40) | np.arange(len(score)), 0)
+    last = ranges[:, 1] - (8 * q + STRIDE - 1) + 1          # one past the last start
+    best = np.minimum.reduceat(order, np.stack([ranges[:, 0], last], 1).ravel())[::2]
+    starts = best & ((1 << 40) - 1)
+    return hashes[(starts[:, None] + np.arange(STRIDE)).ravel()]

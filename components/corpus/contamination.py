@@ -39,6 +39,7 @@ from components.corpus.minhash import substring_hashes, word_bounds, word_ngram_
 _KEEP = set(b"abcdefghijklmnopqrstuvwxyz0123456789")
 # ASCII lowercase letters and digits stay; other ASCII bytes -> space; bytes >= 128 stay.
 _TABLE = bytes(c if c in _KEEP or c >= 128 else 32 for c in bytes(range(256)).lower())
+_SEPARATORS = bytes(c for c in range(256) if _TABLE[c] == 32)   # the bytes that become spaces
 
 
 def normalized(text: bytes) -> bytes:
@@ -46,8 +47,9 @@ def normalized(text: bytes) -> bytes:
 
 
 def joined(text: bytes) -> bytes:
-    """The normalized text without its spaces (prefilter.py): _TABLE lowercases too."""
-    return text.translate(_TABLE).translate(None, b" ")
+    """The normalized text without its spaces (prefilter.py), in one pass: the bytes _TABLE
+    makes spaces deleted, the others mapped (lowercased)."""
+    return text.translate(_TABLE, _SEPARATORS)
 
 
 def ngram_hashes(text: bytes, n: int) -> np.ndarray:

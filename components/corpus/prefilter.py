@@ -1,17 +1,17 @@
 """An exact prefilter of decontamination (contamination.EvalIndex.matched): the training
 documents that cannot contain any entry of the index (an evaluation n-gram, or a short text),
-told with two bytes.translate passes and a few numpy passes over 8-byte words, before any word
-is hashed. It never changes a result; it only skips work.
+told with one bytes.translate pass and a few numpy passes over 8-byte words, before any word is
+hashed. It never changes a result; it only skips work.
 
 Joined form: a text normalized (contamination.normalized) with its spaces removed, the bytes of
-its words back to back (one C pass: `text.translate(table).translate(None, b" ")`). A document
+its words back to back (one C pass: `text.translate(table, separators)`). A document
 containing an entry (its normalized words in a row) contains the entry's joined form in its
 joined form.
 
 Anchors. An entry whose joined form has at least SPAN_MIN (15) bytes registers STRIDE (8)
-windows of 8q bytes (q = min(QMAX, (length - 7) // 8), its tier): those starting at p, p + 1,
-..., p + 7 of its joined form, for the p whose windows are rarest in the evaluation sets
-themselves (smallest largest count). A document is probed at the windows of each tier starting
+windows of 8q bytes (q: its tier, the largest of TIERS with 8q + 7 <= its length): those
+starting at p, p + 1, ..., p + 7 of its joined form, for the p whose windows are rarest in the
+evaluation sets themselves (smallest largest count). A document is probed at the windows of each tier starting
 at 0, 8, 16, ... of its joined form; any 8 consecutive offsets hold a multiple of 8, so a
 document containing an entry has one of that entry's windows probed. Windows are compared by a
 64-bit hash of their bytes (equal bytes, equal hash): a document with no probe among the
@@ -21,9 +21,11 @@ form is searched for it (`in`); with more than SHORT_MAX of them the prefilter i
 A probe that hits only says "maybe" (word boundaries are gone; hashes may collide): the
 document then gets the full rule.
 
-Cost: per document byte two translate passes and, per 8 bytes, QMAX multiply-adds and one
-lookup per tier in a table of 2^TABLE_BITS flags (4 MiB) before the exact 64-bit check; build:
-a few numpy passes over the evaluation sets' joined bytes per tier.
+Cost: per document byte one translate pass and, per 8 bytes, QMAX multiply-adds and one
+lookup per tier in a flag table sized to the tier (about 1 in 64 flags set, 2^24 at most: a
+tier of few windows stays in cache), then an exact 64-bit check of the flagged probes only.
+Memory: 8 bytes per registered window (at most STRIDE per entry) and the tables. Build: a few
+numpy passes per tier over the evaluation sets' joined bytes.
 """
 
 from __future__ import annotations
@@ -33,21 +35,39 @@ from typing import NamedTuple
 import numpy as np
 
 STRIDE = 8
-QMAX = 6                   # windows of at most 48 bytes: long ones are rare in training text
 SPAN_MIN = 8 + STRIDE - 1  # the shortest entry that holds STRIDE windows of 8 bytes
 SHORT_MAX = 32
-TABLE_BITS = 22
-_SHIFT = np.uint64(64 - TABLE_BITS)
+# The window lengths in 8-byte words an entry may register: the longest that fits it. Long
+# windows are rare in training text; each tier costs a lookup per probe (on the stdlib against
+# the default set, 2026-12-07: tiers 1-6 ruled out all 895 documents, 1, 2, 4, 6 all but one at
+# 4 lookups, 1, 3, 5 all but 22, 1, 5 all but 505).
+TIERS = (1, 2, 4, 6)
+QMAX = TIERS[-1]
+FLAGS_PER_WINDOW = 64      # table flags per registered window (2^24 at most)
+COUNT_BITS = 22            # windows counted in 2^22 buckets to rank them (collisions: ranks only)
 # Odd 64-bit multipliers, one per 8-byte word of a window (fixed: build and probe agree).
 _MULTIPLIERS = tuple(np.uint64(m) for m in (
     0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
     0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53))
 
 
+class Tier(NamedTuple):
+    q: int                     # window length in 8-byte words
+    shift: np.uint64           # 64 - log2(len(table))
+    table: np.ndarray          # bool flags of the top bits of its hashes: about 1 in 32 set
+    hashes: np.ndarray         # sorted distinct hashes of its registered windows
+
+
+def tier_of(q: int, hashes: np.ndarray) -> Tier:
+    """A tier's lookup: a flag table sized to its windows (a small one stays in cache)."""
+    bits = int(np.clip(np.ceil(np.log2(max(len(hashes), 1) * FLAGS_PER_WINDOW)), 12, 24))
+    table = np.zeros(1 << bits, bool)
+    table[hashes >> np.uint64(64 - bits)] = True
+    return Tier(q, np.uint64(64 - bits), table, hashes)
+
+
 class Prefilter(NamedTuple):
-    tiers: tuple[int, ...]     # the window lengths in 8-byte words that some entry registers
-    hashes: np.ndarray         # sorted distinct hashes of every registered window
-    table: np.ndarray          # bool[2^TABLE_BITS]: the top bits of a registered hash
+    tiers: tuple[Tier, ...]    # ascending q
     short: tuple[bytes, ...]   # joined forms of entries too short to anchor
 
     def may_match(self, joined: bytes) -> bool:
@@ -59,19 +79,19 @@ class Prefilter(NamedTuple):
         if size < SPAN_MIN or not self.tiers:
             return False
         count = -(-size // STRIDE)
-        words = np.frombuffer(joined + bytes(count * STRIDE - size + 8 * self.tiers[-1]), "<u8")
-        for q, h in window_hashes(words, count, self.tiers):
-            hit = self.table[h >> _SHIFT]
+        words = np.frombuffer(joined + bytes(count * STRIDE - size + 8 * self.tiers[-1].q), "<u8")
+        for tier, h in zip(self.tiers, window_hashes(words, count, tuple(t.q for t in self.tiers))):
+            hit = tier.table[h >> tier.shift]
             if hit.any():
                 found = h[hit]
-                at = np.minimum(np.searchsorted(self.hashes, found), len(self.hashes) - 1)
-                if np.any(self.hashes[at] == found):
+                at = np.minimum(np.searchsorted(tier.hashes, found), len(tier.hashes) - 1)
+                if np.any(tier.hashes[at] == found):
                     return True
         return False
 
 
 def window_hashes(words: np.ndarray, count: int, tiers: tuple[int, ...]):
-    """(q, hashes of the windows of q words starting at words[0 .. count - 1]) for each q in
+    """(hashes of the windows of q words starting at words[0 .. count - 1]) for each q in
     tiers (ascending; words has count + tiers[-1] - 1 entries at least)."""
     h = np.zeros(count, np.uint64)
     term = np.empty(count, np.uint64)
@@ -80,7 +100,7 @@ def window_hashes(words: np.ndarray, count: int, tiers: tuple[int, ...]):
             np.multiply(words[i:i + count], _MULTIPLIERS[i], out=term)
             h += term
             if i + 1 in tiers:
-                yield i + 1, h
+                yield h
 
 
 def joined_entries(norm: bytes, starts: np.ndarray, ends: np.ndarray, n: int,
@@ -109,30 +129,27 @@ def build(entries: list[tuple[bytes, np.ndarray, np.ndarray]]) -> Prefilter | No
         offset += len(joined) + 1
     ranges = np.concatenate(ranges or [np.zeros((0, 2), np.int64)])
     ranges = ranges[ranges[:, 1] - ranges[:, 0] >= SPAN_MIN]
-    tier_of = np.minimum(QMAX, (ranges[:, 1] - ranges[:, 0] - STRIDE + 1) // 8)
-    tiers = tuple(int(q) for q in np.unique(tier_of))
+    fits = np.minimum(QMAX, (ranges[:, 1] - ranges[:, 0] - STRIDE + 1) // 8)
+    fits = np.array(TIERS)[np.searchsorted(TIERS, fits, side="right") - 1]
     data = b"\n".join(texts) + bytes(8 * QMAX + 16)  # "\n": in no joined form
-    registered = [np.zeros(0, np.uint64)]
-    for q in tiers:
+    tiers = []
+    for q in np.unique(fits).tolist():
         # Every offset's window: eight views of the words, shifted by 0 .. 7 bytes.
         hashes = np.zeros(offset + 8, np.uint64)
         for shift in range(8):
             words = np.frombuffer(data, "<u8", offset=shift, count=(len(data) - shift) // 8)
             count = len(hashes[shift::8])
-            hashes[shift::8] = next(h for tier, h in window_hashes(words, count, (q,)))
-        registered.append(_anchor_windows(hashes, ranges[tier_of == q], q))
-    hashes = np.unique(np.concatenate(registered))
-    table = np.zeros(1 << TABLE_BITS, bool)
-    table[hashes >> _SHIFT] = True
-    return Prefilter(tiers, hashes, table, tuple(sorted(short)))
+            hashes[shift::8] = next(window_hashes(words, count, (q,)))
+        tiers.append(tier_of(q, np.unique(_anchor_windows(hashes, ranges[fits == q], q))))
+    return Prefilter(tuple(tiers), tuple(sorted(short)))
 
 
 def _anchor_windows(hashes: np.ndarray, ranges: np.ndarray, q: int) -> np.ndarray:
     """The STRIDE window hashes each entry of ranges registers: from the start p in
     [start, end - 8q - STRIDE + 1] whose STRIDE windows have the smallest largest count over
     all windows (ties: the first); hashes: the window of q words at every byte offset."""
-    key = (hashes >> _SHIFT).astype(np.int64)
-    counts = np.bincount(key, minlength=1 << TABLE_BITS)[key]
+    key = (hashes >> np.uint64(64 - COUNT_BITS)).astype(np.int64)
+    counts = np.bincount(key, minlength=1 << COUNT_BITS)[key]
     score = counts[:len(counts) - STRIDE + 1].copy()
     for j in range(1, STRIDE):
         np.maximum(score, counts[j:len(counts) - STRIDE + 1 + j], out=score)

@@ -17,9 +17,12 @@ Evaluation files: each entry of data.decontaminate.eval_files is one set (a glob
 too) are each one text; any other file is one text. n-grams never span two texts.
 
 Memory: one uint64 (8 bytes) per distinct evaluation n-gram or short text, sorted, per set (a
-10 MB evaluation set has about 1.6 M words: ~13 MB); each worker builds the index once. Time: a
-training document is hashed once per word length the index holds (n, and each length of a short
-text: at most n - min_words + 1 lengths, 6 by default), in one pass over its bytes.
+10 MB evaluation set has about 1.6 M words: ~13 MB), and the prefilter's anchors (at most 8
+uint64 per entry, and its flag tables); each worker builds the index once. Time: a document the
+exact prefilter (prefilter.py) rules out costs one translate pass and a few numpy passes over
+its 8-byte words; any other is hashed once per word length the index holds (n, and each length
+of a short text: at most n - min_words + 1 lengths, 6 by default), in one pass over its bytes.
+The prefilter never changes a result (tests/components/test_decontamination_reference.py).
 """
 
 from __future__ import annotations

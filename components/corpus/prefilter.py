@@ -44,7 +44,8 @@ SHORT_MAX = 32
 TIERS = (1, 2, 4, 6)
 QMAX = TIERS[-1]
 FLAGS_PER_WINDOW = 64      # table flags per registered window (2^24 at most)
-COUNT_BITS = 22            # windows counted in 2^22 buckets to rank them (collisions: ranks only)
+COUNT_BITS = 22            # windows counted in up to 2^22 buckets to rank them (collisions: ranks
+                           # only), about 2 per window
 # Odd 64-bit multipliers, one per 8-byte word of a window (fixed: build and probe agree).
 _MULTIPLIERS = tuple(np.uint64(m) for m in (
     0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
@@ -148,8 +149,9 @@ def _anchor_windows(hashes: np.ndarray, ranges: np.ndarray, q: int) -> np.ndarra
     """The STRIDE window hashes each entry of ranges registers: from the start p in
     [start, end - 8q - STRIDE + 1] whose STRIDE windows have the smallest largest count over
     all windows (ties: the first); hashes: the window of q words at every byte offset."""
-    key = (hashes >> np.uint64(64 - COUNT_BITS)).astype(np.int64)
-    counts = np.bincount(key, minlength=1 << COUNT_BITS)[key]
+    bits = int(np.clip(np.ceil(np.log2(len(hashes))) + 1, 10, COUNT_BITS))
+    key = (hashes >> np.uint64(64 - bits)).astype(np.int64)
+    counts = np.bincount(key, minlength=1 << bits)[key]
     score = counts[:len(counts) - STRIDE + 1].copy()
     for j in range(1, STRIDE):
         np.maximum(score, counts[j:len(counts) - STRIDE + 1 + j], out=score)

@@ -57,19 +57,32 @@ class Tier(NamedTuple):
     shift: np.uint64           # 64 - log2(len(table))
     table: np.ndarray          # bool flags of the top bits of its hashes: about 1 in 32 set
     hashes: np.ndarray         # sorted distinct hashes of its registered windows
+    stride: int = STRIDE       # bytes between a document's probes
 
 
-def tier_of(q: int, hashes: np.ndarray) -> Tier:
+def tier_of(q: int, hashes: np.ndarray, stride: int = STRIDE) -> Tier:
     """A tier's lookup: a flag table sized to its windows (a small one stays in cache)."""
     bits = int(np.clip(np.ceil(np.log2(max(len(hashes), 1) * FLAGS_PER_WINDOW)), 12, 24))
     table = np.zeros(1 << bits, bool)
     table[hashes >> np.uint64(64 - bits)] = True
-    return Tier(q, np.uint64(64 - bits), table, hashes)
+    return Tier(q, np.uint64(64 - bits), table, hashes, stride)
+
+
+def _found(tier: Tier, h: np.ndarray) -> bool:
+    """Whether a probe hash of h is one of the tier's registered windows."""
+    hit = tier.table[h >> tier.shift]
+    if not hit.any():
+        return False
+    found = h[hit]
+    at = np.minimum(np.searchsorted(tier.hashes, found), len(tier.hashes) - 1)
+    return bool(np.any(tier.hashes[at] == found))
 
 
 class Prefilter(NamedTuple):
-    tiers: tuple[Tier, ...]    # ascending q
-    short: tuple[bytes, ...]   # joined forms of entries too short to anchor
+    tiers: tuple[Tier, ...]    # ascending q, probed every STRIDE bytes
+    short: tuple[bytes, ...]   # joined forms of entries under 8 bytes, searched whole
+    narrow: Tier | None = None # entries of 8 to SPAN_MIN - 1 bytes: 8-byte windows every
+                               # narrow.stride bytes (the shortest such entry's length - 7)
 
     def may_match(self, joined: bytes) -> bool:
         """False when the document of this joined form contains no entry (see the module
@@ -77,18 +90,21 @@ class Prefilter(NamedTuple):
         if any(entry in joined for entry in self.short):
             return True
         size = len(joined)
+        if size < 8:
+            return False
+        padded = joined + bytes(8 * QMAX + 8)
+        if self.narrow is not None:
+            view = np.ndarray(((size - 8) // self.narrow.stride + 1,), "<u8", padded, 0,
+                              (self.narrow.stride,))
+            with np.errstate(over="ignore"):
+                if _found(self.narrow, view * _MULTIPLIERS[0]):
+                    return True
         if size < SPAN_MIN or not self.tiers:
             return False
         count = -(-size // STRIDE)
-        words = np.frombuffer(joined + bytes(count * STRIDE - size + 8 * self.tiers[-1].q), "<u8")
-        for tier, h in zip(self.tiers, window_hashes(words, count, tuple(t.q for t in self.tiers))):
-            hit = tier.table[h >> tier.shift]
-            if hit.any():
-                found = h[hit]
-                at = np.minimum(np.searchsorted(tier.hashes, found), len(tier.hashes) - 1)
-                if np.any(tier.hashes[at] == found):
-                    return True
-        return False
+        words = np.frombuffer(padded, "<u8", count=count + QMAX)
+        return any(_found(tier, h) for tier, h in zip(
+            self.tiers, window_hashes(words, count, tuple(t.q for t in self.tiers))))
 
 
 def window_hashes(words: np.ndarray, count: int, tiers: tuple[int, ...]):
@@ -118,9 +134,9 @@ def joined_entries(norm: bytes, starts: np.ndarray, ends: np.ndarray, n: int,
 
 def build(entries: list[tuple[bytes, np.ndarray, np.ndarray]]) -> Prefilter | None:
     """The prefilter of entries: (joined form of an evaluation text, entry starts, entry ends)
-    per text; None when more than SHORT_MAX entries are too short to anchor."""
+    per text; None when more than SHORT_MAX entries are under 8 bytes."""
     short = {joined[a:e] for joined, starts, ends in entries
-             for a, e in zip(starts.tolist(), ends.tolist()) if e - a < SPAN_MIN}
+             for a, e in zip(starts.tolist(), ends.tolist()) if e - a < 8}
     if len(short) > SHORT_MAX:
         return None
     texts, offset, ranges = [], 0, []
@@ -129,34 +145,45 @@ def build(entries: list[tuple[bytes, np.ndarray, np.ndarray]]) -> Prefilter | No
         texts.append(joined)
         offset += len(joined) + 1
     ranges = np.concatenate(ranges or [np.zeros((0, 2), np.int64)])
-    ranges = ranges[ranges[:, 1] - ranges[:, 0] >= SPAN_MIN]
-    fits = np.minimum(QMAX, (ranges[:, 1] - ranges[:, 0] - STRIDE + 1) // 8)
-    fits = np.array(TIERS)[np.searchsorted(TIERS, fits, side="right") - 1]
+    lengths = ranges[:, 1] - ranges[:, 0]
+    fits = np.minimum(QMAX, (lengths - STRIDE + 1) // 8)
+    fits = np.array(TIERS)[np.maximum(np.searchsorted(TIERS, fits, side="right") - 1, 0)]
     data = b"\n".join(texts) + bytes(8 * QMAX + 16)  # "\n": in no joined form
-    tiers = []
-    for q in np.unique(fits).tolist():
-        # Every offset's window: eight views of the words, shifted by 0 .. 7 bytes.
-        hashes = np.zeros(offset + 8, np.uint64)
-        for shift in range(8):
-            words = np.frombuffer(data, "<u8", offset=shift, count=(len(data) - shift) // 8)
-            count = len(hashes[shift::8])
-            hashes[shift::8] = next(window_hashes(words, count, (q,)))
-        tiers.append(tier_of(q, np.unique(_anchor_windows(hashes, ranges[fits == q], q))))
-    return Prefilter(tuple(tiers), tuple(sorted(short)))
+    tiers, narrow = [], None
+    for q in np.unique(fits[lengths >= SPAN_MIN]).tolist():
+        tier = ranges[(lengths >= SPAN_MIN) & (fits == q)]
+        tiers.append(tier_of(q, np.unique(_anchor_windows(_every_window(data, offset, q), tier,
+                                                          q, STRIDE))))
+    middle = ranges[(lengths >= 8) & (lengths < SPAN_MIN)]
+    if len(middle):
+        stride = int((middle[:, 1] - middle[:, 0]).min()) - 7
+        narrow = tier_of(1, np.unique(_anchor_windows(_every_window(data, offset, 1), middle, 1,
+                                                      stride)), stride)
+    return Prefilter(tuple(tiers), tuple(sorted(short)), narrow)
 
 
-def _anchor_windows(hashes: np.ndarray, ranges: np.ndarray, q: int) -> np.ndarray:
-    """The STRIDE window hashes each entry of ranges registers: from the start p in
-    [start, end - 8q - STRIDE + 1] whose STRIDE windows have the smallest largest count over
+def _every_window(data: bytes, size: int, q: int) -> np.ndarray:
+    """The hash of the window of q words at every byte offset below size + 8 of data (eight
+    views of its 8-byte words, shifted by 0 .. 7 bytes)."""
+    hashes = np.zeros(size + 8, np.uint64)
+    for shift in range(8):
+        words = np.frombuffer(data, "<u8", offset=shift, count=(len(data) - shift) // 8)
+        hashes[shift::8] = next(window_hashes(words, len(hashes[shift::8]), (q,)))
+    return hashes
+
+
+def _anchor_windows(hashes: np.ndarray, ranges: np.ndarray, q: int, stride: int) -> np.ndarray:
+    """The stride window hashes each entry of ranges registers: from the start p in
+    [start, end - 8q - stride + 1] whose stride windows have the smallest largest count over
     all windows (ties: the first); hashes: the window of q words at every byte offset."""
     bits = int(np.clip(np.ceil(np.log2(len(hashes))) + 1, 10, COUNT_BITS))
     key = (hashes >> np.uint64(64 - bits)).astype(np.int64)
     counts = np.bincount(key, minlength=1 << bits)[key]
-    score = counts[:len(counts) - STRIDE + 1].copy()
-    for j in range(1, STRIDE):
-        np.maximum(score, counts[j:len(counts) - STRIDE + 1 + j], out=score)
+    score = counts[:len(counts) - stride + 1].copy()
+    for j in range(1, stride):
+        np.maximum(score, counts[j:len(counts) - stride + 1 + j], out=score)
     order = np.append((score << 40) | np.arange(len(score)), 0)
-    last = ranges[:, 1] - (8 * q + STRIDE - 1) + 1          # one past the last start
+    last = ranges[:, 1] - (8 * q + stride - 1) + 1          # one past the last start
     best = np.minimum.reduceat(order, np.stack([ranges[:, 0], last], 1).ravel())[::2]
     starts = best & ((1 << 40) - 1)
-    return hashes[(starts[:, None] + np.arange(STRIDE)).ravel()]
+    return hashes[(starts[:, None] + np.arange(stride)).ravel()]

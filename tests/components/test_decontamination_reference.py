@@ -23,7 +23,8 @@ def reference_words(text: bytes) -> list[bytes]:
     return re.sub(rb"[\x00-/:-`{-\x7f]+", b" ", text.lower()).split()
 
 
-def reference_matched(sets: dict[str, list[bytes]], document: bytes) -> dict[str, int]:
+def reference_matched(sets: dict[str, list[bytes]], document: bytes,
+                      min_words: int = MIN_WORDS) -> dict[str, int]:
     words = reference_words(document)
     found = {}
     for name, texts in sets.items():
@@ -31,7 +32,7 @@ def reference_matched(sets: dict[str, list[bytes]], document: bytes) -> dict[str
         for text in texts:
             item = reference_words(text)
             length = min(len(item), N)
-            if length < MIN_WORDS:
+            if length < min_words:
                 continue
             grams = {tuple(item[i:i + length]) for i in range(len(item) - length + 1)}
             if any(tuple(words[i:i + length]) in grams for i in range(len(words) - length + 1)):
@@ -81,7 +82,7 @@ def test_matched_equals_the_plain_reference_on_planted_documents():
     rng = random.Random(57)
     sets = eval_sets(rng)
     index = contamination.index_texts(sets, N, MIN_WORDS)
-    assert index.prefilter is not None and index.prefilter.short   # a-m: kept whole, searched
+    assert index.prefilter.narrow is not None   # a-m: 13 bytes joined, probed every 6 bytes
     docs = documents(rng, sets)
     got = [index.matched(d) for d in docs]
     want = [reference_matched(sets, d) for d in docs]
@@ -96,17 +97,20 @@ def test_matched_equals_the_plain_reference_on_planted_documents():
     assert ruled_out > 100
 
 
-def test_too_many_short_entries_turn_the_prefilter_off_with_the_same_results():
-    """One-letter-word texts: more than SHORT_MAX entries too short to anchor; no prefilter,
-    the full rule for every document, still the reference's answer."""
+def test_short_entries_are_searched_whole_and_too_many_turn_the_prefilter_off():
+    """min_words 4: texts of 4 one-letter words join to 4 bytes, under one 8-byte window:
+    searched whole up to SHORT_MAX of them; more, and there is no prefilter, the full rule for
+    every document. Either way the reference's answer."""
     rng = random.Random(11)
     letters = "abcdefghijklmnopqrstuvwxyz"
-    sets = {"tiny": [" ".join(rng.choice(letters) for _ in range(13)).encode()
-                     for _ in range(prefilter.SHORT_MAX + 5)]}
-    index = contamination.index_texts(sets, N, MIN_WORDS)
-    assert index.prefilter is None
-    docs = documents(rng, sets)[:200]
-    assert [index.matched(d) for d in docs] == [reference_matched(sets, d) for d in docs]
+    for count, on in ((4, True), (prefilter.SHORT_MAX + 5, False)):
+        sets = {"tiny": [" ".join(rng.choice(letters) for _ in range(4)).encode()
+                         for _ in range(count)] + [b"a b c d e f g h i j k l m n"]}
+        index = contamination.index_texts(sets, N, 4)
+        assert (index.prefilter is not None and len(index.prefilter.short) == count) == on
+        docs = documents(rng, sets)[:300]
+        assert [index.matched(d) for d in docs] == [reference_matched(sets, d, 4) for d in docs]
+        assert sum(1 for d in docs if index.matched(d)) > 20
 
 
 def test_the_default_held_out_set_is_anchored_and_rules_out_unrelated_code():

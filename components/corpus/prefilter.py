@@ -15,9 +15,11 @@ evaluation sets themselves (smallest largest count). A document is probed at the
 at 0, 8, 16, ... of its joined form; any 8 consecutive offsets hold a multiple of 8, so a
 document containing an entry has one of that entry's windows probed. Windows are compared by a
 64-bit hash of their bytes (equal bytes, equal hash): a document with no probe among the
-registered hashes contains no anchored entry. An entry shorter than SPAN_MIN bytes (a 13-gram
-of one-letter words, a short text under min_words < 8) is kept whole: the document's joined
-form is searched for it (`in`); with more than SHORT_MAX of them the prefilter is off (None).
+registered hashes contains no anchored entry. Entries of 8 to SPAN_MIN - 1 bytes (13-grams of
+one-letter words, hex digits) do the same in a narrow tier: 8-byte windows, s of them, probed
+every s bytes, s = the shortest such entry's length - 7. An entry under 8 bytes (min_words < 8)
+is kept whole: the document's joined form is searched for it (`in`); with more than SHORT_MAX
+of them the prefilter is off (None).
 A probe that hits only says "maybe" (word boundaries are gone; hashes may collide): the
 document then gets the full rule.
 

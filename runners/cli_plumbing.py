@@ -61,8 +61,8 @@ def add_plumbing(sub, common: list) -> None:
         help="serve one ps or worker task of a runtime.strategy=parameter_server job",
         description="Start the tf.distribute.Server of this process's TF_CONFIG task (type ps: "
                     "holds variables; type worker: runs the steps the chief schedules) and serve "
-                    "until killed. The chief runs `bigtrain plumbing train-worker` with "
-                    "runtime.strategy=parameter_server (docs/training.md).")
+                    "until killed. The chief runs `bigtrain plumbing train-worker` or `bigtrain "
+                    "run` with runtime.strategy=parameter_server (docs/training.md).")
     ps_task.set_defaults(func=cmd_plumbing_ps_task)
     kfp = psub.add_parser(
         "run-kfp-spec", parents=common, help="run a compiled Kubeflow PipelineJob here, task by task",

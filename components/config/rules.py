@@ -9,6 +9,7 @@ import datetime
 import math
 
 from components.config import bounds, heldout
+from components.config.cluster import validate_cluster
 from components.config.bounds import one_of
 from components.config.mixture_rules import validate_shares, validate_sources
 from components.config.strategy_rules import validate_parameter_server
@@ -265,6 +266,7 @@ def validate_runtime(config: Config) -> None:
         if not 0 < getattr(r, name) < float("inf"):  # NaN fails too
             raise ConfigError(f"runtime.{name}: must be a finite number of seconds > 0, "
                               f"got {getattr(r, name)}")
+    validate_cluster(config, ConfigError)
 
 
 def validate_model_and_train(config: Config) -> None:

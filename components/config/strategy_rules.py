@@ -4,6 +4,9 @@ holds what it does keep exact)."""
 
 from __future__ import annotations
 
+import json
+import os
+
 from components.config.tree import Config, ConfigError
 
 PARAMETER_SERVER = "parameter_server"
@@ -27,6 +30,10 @@ def validate_parameter_server(config: Config) -> None:
         (t.spike_rollback, "train.spike_rollback=true",
          "a rollback restores the last checkpoint while other workers keep applying updates to "
          "the ps: the restored weights would not be the checkpoint's"),
+        (t.keep_best, "train.keep_best=true",
+         "the chief does not validate while training: there is no best step to export"),
+        (t.init_from != "none", f"train.init_from={t.init_from}",
+         "the chief builds its model fresh on the ps: no warm start through the coordinator"),
     ]
     for refused, setting, reason in refusals:
         if refused:
@@ -34,11 +41,44 @@ def validate_parameter_server(config: Config) -> None:
                               f"{setting}: {reason}")
 
 
-def refuse_in_pipeline(config: Config) -> None:
-    """The pipeline's Trainer (and Tuner) train in their own process with loop.train: no cluster
-    to coordinate. Checked by `bigtrain run` before anything runs and by the Trainer itself."""
-    if config.runtime.strategy == PARAMETER_SERVER:
-        raise ConfigError("runtime.strategy=parameter_server is not built into the pipeline's "
-                          "Trainer yet: train as the chief of a TF_CONFIG cluster with `bigtrain "
-                          "plumbing train-worker`, its ps and worker tasks with `bigtrain plumbing "
-                          "ps-task` (docs/training.md, \"Parameter servers\")")
+def refuse_in_pipeline(config: Config, environ: dict | None = None) -> None:
+    """What the pipeline cannot run with runtime.strategy=parameter_server, named before anything
+    runs (`bigtrain run`'s plan; the Trainer checks again): the Tuner (its trials train in its own
+    process with loop.train, no cluster to coordinate), and a `bigtrain run` that is not the chief
+    of a TF_CONFIG cluster with ps and worker tasks (environ: os.environ by default). The
+    Trainer stage is the chief: it trains through the cluster, then exports; the Evaluator and the
+    Pusher run unchanged (docs/training.md, "Parameter servers")."""
+    if config.runtime.strategy != PARAMETER_SERVER:
+        return
+    if config.tune.trials > 0:
+        raise ConfigError(f"runtime.strategy=parameter_server cannot be combined with "
+                          f"tune.trials={config.tune.trials}: the Tuner's trials train in its own "
+                          f"process without a cluster; tune with another strategy, then train "
+                          f"with tune.trials=0")
+    chief_of_cluster(os.environ if environ is None else environ)
+
+
+def chief_of_cluster(environ) -> dict:
+    """TF_CONFIG's cluster, checked without TensorFlow: ps and worker tasks, this task the chief
+    (a ConfigError naming TF_CONFIG otherwise). The ps and worker tasks are the user's to start
+    (`bigtrain plumbing ps-task`)."""
+    raw = environ.get("TF_CONFIG")
+    if not raw:
+        raise ConfigError("runtime.strategy=parameter_server: `bigtrain run` is the chief of a "
+                          "TF_CONFIG cluster; set TF_CONFIG (ps and worker tasks started with "
+                          "`bigtrain plumbing ps-task`, this task {\"type\": \"chief\", "
+                          "\"index\": 0}; docs/training.md, \"Parameter servers\")")
+    try:
+        spec = json.loads(raw)
+        cluster, task = spec.get("cluster") or {}, spec.get("task") or {}
+    except (ValueError, AttributeError) as error:
+        raise ConfigError(f"TF_CONFIG is not a JSON object: {error}") from error
+    missing = [job for job in ("ps", "worker", "chief") if not cluster.get(job)]
+    if missing:
+        raise ConfigError(f"runtime.strategy=parameter_server: TF_CONFIG's cluster has no "
+                          f"{' and no '.join(missing)} task (it names {sorted(cluster)})")
+    if task.get("type") != "chief":
+        raise ConfigError(f"runtime.strategy=parameter_server: `bigtrain run` trains as the chief; "
+                          f"TF_CONFIG's task is {task!r} (the ps and worker tasks run `bigtrain "
+                          f"plumbing ps-task`)")
+    return cluster

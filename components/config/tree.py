@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from components.config.cluster import CLUSTERS, RayConfig  # noqa: F401  (runtime.cluster, runtime.ray)
 # The data section's cleaning sub-sections (re-exported: the whole tree is importable from here).
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES,  # noqa: F401
                                         QUALITY_FILTERS, DecontaminationConfig, NearDedupConfig,
@@ -298,6 +299,9 @@ class RuntimeConfig:
     # fails with SdkWorkerError (runners/sdk_stall.py) instead of waiting forever. A single element
     # that takes longer than this counts as a stall.
     sdk_worker_stall_s: float = 600.0
+    # Where the Trainer trains: `local` (its own process) or `ray` (components/config/cluster.py).
+    cluster: str = "local"
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 # Where compiled (scheduled) pipelines put artifacts and pushed models when the config leaves

@@ -112,6 +112,7 @@ class PsResult:
     model: keras.Model
     steps: int
     resumed_from_step: int
+    skipped_steps: int
     iterations: int
     tokens_seen: int
     scheduled: int
@@ -210,6 +211,7 @@ def train_coordinated(config, train_files, checkpoint_dir: str, *, strategy=None
     scheduled, losses = _schedule_rounds(coordinator, ps_step, iterator, state, manager, t)
     elapsed, steps = time.perf_counter() - started, _value(state.step)
     return PsResult(model=model, steps=steps, resumed_from_step=resumed,
+                    skipped_steps=_value(state.skipped_steps),
                     iterations=_value(optimizer.iterations), tokens_seen=_value(counters.tokens_seen),
                     scheduled=scheduled, final_loss=_final_loss(losses, t.log_every),
                     tokens_per_second=(steps - resumed) * t.global_batch_size * config.data.seq_len
@@ -220,3 +222,17 @@ def summary(result: PsResult) -> dict:
     """The train-worker's JSON line for a parameter-server chief."""
     return {field.name: getattr(result, field.name) for field in dataclasses.fields(result)
             if field.name != "model"}
+
+
+def trainer_result(result: PsResult, config):
+    """The chief's result as the pipeline's Trainer records it (loop.TrainResult): num_replicas
+    is the cluster's worker tasks; no loss scale (refused), no rollbacks, no validation."""
+    from components.model.gpt import flops_per_token, parameter_count
+    from components.training.loop import TrainResult
+    return TrainResult(
+        model=result.model, steps=result.steps, resumed_from_step=result.resumed_from_step,
+        skipped_steps=result.skipped_steps, final_loss=result.final_loss,
+        tokens_seen=result.tokens_seen, tokens_per_second=result.tokens_per_second,
+        parameter_count=parameter_count(result.model),
+        flops_per_token=flops_per_token(result.model, config.data.seq_len),
+        num_replicas=result.workers, loss_scale=1.0)

@@ -18,7 +18,7 @@ import pytest
 from components.config import build_config
 from pipeline.lineage.store import properties
 from tests.e2e.conftest import SMALL_RUN, PipelineRun
-from tests.training.test_parameter_server import _env, cluster  # noqa: F401 (the fixture)
+from tests.support.ps_cluster import _env, cluster  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.slow
 STEPS, SEQ_LEN = 10, 64   # SMALL_RUN's

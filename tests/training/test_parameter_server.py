@@ -14,10 +14,10 @@ import signal
 import time
 
 import numpy as np
-import portpicker
 import pytest
 
 from tests.support.multi_worker import BIGTRAIN, _examples, config_args
+from tests.support.ps_cluster import _env, cluster  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -26,28 +26,6 @@ STRATEGY = "runtime.strategy=parameter_server"
 # A guard against a chief hung on a dead worker, not a speed check: the 50 steps left after the
 # kill and the export took 20-30 s of the whole test's wall on the loaded 2-core VM (2026-12-07).
 AFTER_KILL_S = 300
-
-
-@pytest.fixture(scope="module")
-def cluster(worker_server):
-    """2 ps and 2 worker tasks serving on loopback until the module ends."""
-    ports = {job: [portpicker.pick_unused_port() for _ in range(count)]
-             for job, count in (("ps", 2), ("worker", 2), ("chief", 1))}
-    spec = {job: [f"localhost:{p}" for p in found] for job, found in ports.items()}
-    tasks = {}
-    for job in ("ps", "worker"):
-        for index in range(2):
-            tasks[(job, index)] = worker_server.start(
-                BIGTRAIN, ["bigtrain", "plumbing", "ps-task"], _env(spec, job, index))
-    try:
-        yield dict(spec=spec, tasks=tasks)
-    finally:
-        worker_server.kill(list(tasks.values()))
-
-
-def _env(spec, job, index):
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-                TF_CONFIG=json.dumps({"cluster": spec, "task": {"type": job, "index": index}}))
 
 
 def _start_chief(server, cluster, examples, out, *overrides):

@@ -82,13 +82,16 @@ def test_a_group_absent_from_the_budget_fails_a_whole_tier_with_any_count(pytest
 
 def test_a_new_group_in_a_partial_run_passes_with_the_command_that_adds_it(pytester):
     """A new test module run alone (its group not yet in the budget) passes and is told the one
-    command; a planted over-cap count in a listed group still fails without --ledger-whole.
-    Caught: a guard that fails a partial run on a new group, or that stops judging caps there."""
+    command (the next test: a listed group over its cap still fails without --ledger-whole).
+    Caught: a guard that fails a partial run on a new group."""
     budget = {"groups": {"other": {"pipeline_run": 5}}}
     result, _ = run_session(pytester, PLANTED.format(runs=1), budget)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert ("ledger guard: group 'planted' is not in budget.json yet (a new group: add it with "
             "`make test && .venv/bin/python -m tests.support.ledger --write-budget`)") in result.stdout.str()
+
+
+def test_a_partial_run_still_fails_a_listed_group_over_its_cap(pytester):
     result, _ = run_session(pytester, PLANTED.format(runs=2), caps(pipeline_run=1))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 

@@ -21,7 +21,6 @@ import argparse
 import glob
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._machine import describe  # noqa: E402
+from benchmarks._machine import children_cpu_seconds, describe  # noqa: E402
 from components.common.splits import split_dir  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,16 +135,11 @@ def parameter_server_job(examples: str, work: str, steps: int) -> dict:
             server.wait()
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def measure(name: str, job, examples: str, steps: int) -> dict:
-    cpu, start = _children_cpu(), time.perf_counter()
+    cpu, start = children_cpu_seconds(), time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         summary = job(examples, work, steps)
-        wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
+        wall, cpu = time.perf_counter() - start, children_cpu_seconds() - cpu
         held_out = held_out_loss(summary["weights"], os.path.join(split_dir(examples, "eval"), "part-0.gz"))
     figures = dict(job=name, wall_s=wall, cpu_s=cpu, steps=summary["steps"],
                    loop_tokens_per_s=summary.get("tokens_per_second", float("nan")),

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._machine import cpu_seconds, describe  # noqa: E402
+from benchmarks._machine import children_cpu_seconds, cpu_seconds, describe  # noqa: E402
 from benchmarks._shards import write_random_shard  # noqa: E402
 from components.common.splits import split_dir  # noqa: E402
 
@@ -102,7 +101,7 @@ def by_hand(examples: str, out: str, steps: int) -> dict:
     ports = [free_port() for _ in range(2)]
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     sets = [a for o in [*OVERRIDES, f"train.train_steps={steps}"] for a in ("--set", o)]
-    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    before, started = children_cpu_seconds(), time.perf_counter()
     procs = [subprocess.Popen(
         [os.path.join(ROOT, ".venv", "bin", "bigtrain"), "plumbing", "train-worker", "--examples",
          examples, "--out", f"{out}/w{i}", *sets], stdout=subprocess.PIPE,
@@ -110,10 +109,10 @@ def by_hand(examples: str, out: str, steps: int) -> dict:
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
             {"cluster": cluster, "task": {"type": "worker", "index": i}}))) for i in range(2)]
     outputs = [p.communicate()[0] for p in procs]
-    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, after = time.perf_counter() - started, children_cpu_seconds()
     assert all(p.returncode == 0 for p in procs), outputs
     summary = json.loads(outputs[0].strip().splitlines()[-1])
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    cpu = after - before
     return dict(loop=summary["tokens_per_second"], wall=wall, cpu=cpu, steps=summary["steps"])
 
 

@@ -58,6 +58,22 @@ def refuse_in_pipeline(config: Config, environ: dict | None = None) -> None:
     chief_of_cluster(os.environ if environ is None else environ)
 
 
+def tf_config_jobs(raw: str, jobs: tuple[str, ...], error: type = ConfigError) -> tuple[dict, dict]:
+    """TF_CONFIG's (cluster, task) for runtime.strategy=parameter_server, parsed without
+    TensorFlow; `error` naming TF_CONFIG when it is not a JSON object or its cluster lacks one of
+    `jobs` (this check and the strategy's own, components/training/strategy.py, share it)."""
+    try:
+        spec = json.loads(raw)
+        cluster, task = spec.get("cluster") or {}, spec.get("task") or {}
+    except (ValueError, AttributeError) as cause:
+        raise error(f"TF_CONFIG is not a JSON object: {cause}") from cause
+    missing = [job for job in jobs if not cluster.get(job)]
+    if missing:
+        raise error(f"runtime.strategy=parameter_server: TF_CONFIG's cluster has no "
+                    f"{' and no '.join(missing)} task (it names {sorted(cluster)})")
+    return cluster, task
+
+
 def chief_of_cluster(environ) -> dict:
     """TF_CONFIG's cluster, checked without TensorFlow: ps and worker tasks, this task the chief
     (a ConfigError naming TF_CONFIG otherwise). The ps and worker tasks are the user's to start
@@ -68,15 +84,7 @@ def chief_of_cluster(environ) -> dict:
                           "TF_CONFIG cluster; set TF_CONFIG (ps and worker tasks started with "
                           "`bigtrain plumbing ps-task`, this task {\"type\": \"chief\", "
                           "\"index\": 0}; docs/training.md, \"Parameter servers\")")
-    try:
-        spec = json.loads(raw)
-        cluster, task = spec.get("cluster") or {}, spec.get("task") or {}
-    except (ValueError, AttributeError) as error:
-        raise ConfigError(f"TF_CONFIG is not a JSON object: {error}") from error
-    missing = [job for job in ("ps", "worker", "chief") if not cluster.get(job)]
-    if missing:
-        raise ConfigError(f"runtime.strategy=parameter_server: TF_CONFIG's cluster has no "
-                          f"{' and no '.join(missing)} task (it names {sorted(cluster)})")
+    cluster, task = tf_config_jobs(raw, ("ps", "worker", "chief"))
     if task.get("type") != "chief":
         raise ConfigError(f"runtime.strategy=parameter_server: `bigtrain run` trains as the chief; "
                           f"TF_CONFIG's task is {task!r} (the ps and worker tasks run `bigtrain "

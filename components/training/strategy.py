@@ -8,6 +8,8 @@ import os
 
 import tensorflow as tf
 
+from components.config.strategy_rules import tf_config_jobs
+
 
 def ensure_cpu_replicas(count: int) -> int:
     """Split the CPU into `count` logical devices (no GPU present) so MirroredStrategy has real
@@ -47,14 +49,7 @@ def parameter_server_resolver():
     if not raw:
         raise ValueError("runtime.strategy=parameter_server needs TF_CONFIG (cluster with ps and "
                          "worker tasks, a chief, and this task) in the environment of every task")
-    try:
-        cluster = json.loads(raw).get("cluster", {})
-    except (ValueError, AttributeError) as error:
-        raise ValueError(f"TF_CONFIG is not a JSON object: {error}") from error
-    missing = [job for job in SERVER_ROLES if not cluster.get(job)]
-    if missing:
-        raise ValueError(f"runtime.strategy=parameter_server: TF_CONFIG's cluster has no "
-                         f"{' and no '.join(missing)} task (it names {sorted(cluster)})")
+    tf_config_jobs(raw, SERVER_ROLES, error=ValueError)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type not in (*SERVER_ROLES, "chief"):
         raise ValueError(f"runtime.strategy=parameter_server: TF_CONFIG's task type "

@@ -19,7 +19,7 @@ from components.model import properties as model_props
 from components.validation.schema_gen import CuratedSchemaGen
 from components.evaluation.component import LanguageModelEvaluator
 from components.evaluation.held_out_sets import sets_cache_key
-from components.push.executor import AtomicPusherExecutor, pusher_sections
+from components.push.executor import PUSHER_READS, AtomicPusherExecutor
 from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
 from components.tuner.component import make_tuner
@@ -27,7 +27,7 @@ from components.tokenizer.component import TokenizerGen
 from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
 from components.common import checkpoints, fs
-from components import config as config_lib
+from components.config import stages
 from components.config import Config
 
 
@@ -77,7 +77,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     """The whole DAG; with `until`, only the named stage and what it depends on (e.g.
     until="TextExampleGen" prepares data without training). `input_fingerprint`: the run's one
     fingerprint of data.input, computed by the runner (components.common.listing.fingerprint_input)."""
-    tokenizer_gen, example_gen = data_stages(config.data, input_fingerprint)
+    tokenizer_gen, example_gen = data_stages(config, input_fingerprint)
     examples = example_gen.outputs["examples"]
     statistics_gen, schema_gen, example_validator, gate = validation_stages(config.data, examples)
     tuner, base_model, trainer = training_stages(config, examples, schema_gen.outputs["schema"],
@@ -97,16 +97,17 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
         beam_pipeline_args=list(beam_pipeline_args or []))
 
 
-def data_stages(data, input_fingerprint: str):
+def data_stages(config: Config, input_fingerprint: str):
     """(TokenizerGen or None, the ExampleGen): both key their cache on the run's one fingerprint."""
+    data = config.data
     # data.tokenizer=sentencepiece: a SentencePiece model trained on a sample of the train
     # documents (the Tokenizer artifact) that the data stage tokenizes with and export embeds.
-    tokenizer_gen = (TokenizerGen(data=data, input_fingerprint=input_fingerprint)
+    tokenizer_gen = (TokenizerGen(config, input_fingerprint=input_fingerprint)
                      if data.tokenizer == "sentencepiece" else None)
     if data.format != "tfrecord":
         # Raw text / JSONL / Parquet -> tokenized, packed, gzip TFRecord shards (train / eval).
         return tokenizer_gen, TextExampleGen(
-            data=data, input_fingerprint=input_fingerprint,
+            config, input_fingerprint=input_fingerprint,
             tokenizer=tokenizer_gen.outputs["tokenizer"] if tokenizer_gen else None)
     # Already tokenized shards, imported as they are (and validated like any other).
     return tokenizer_gen, ImportExampleGen(
@@ -164,15 +165,15 @@ def release_stages(config: Config, examples, trainer, serving_dir: str):
     # against thresholds + baseline (+ its loss delta vs float when quantized).
     evaluator = LanguageModelEvaluator(
         examples=examples, model=trainer.outputs["model"],
-        baseline_model=latest_blessed.outputs["model"], eval_config=config.eval,
-        export_config=config.export, sets_fingerprint=sets_cache_key(config.eval))
+        baseline_model=latest_blessed.outputs["model"], config=config,
+        sets_fingerprint=sets_cache_key(config.eval))
     # Blessed models only, atomically, into <serving_dir>/<model name>/<version>/.
     pusher = AtomicPusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_dir, config.model.name))),
-        custom_config=config_lib.sections_json(pusher_sections(config))).with_id("Pusher")
+        custom_config=stages.handoff(PUSHER_READS, config)).with_id("Pusher")
     return latest_blessed, evaluator, pusher
 
 

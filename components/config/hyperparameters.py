@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from components.config.loading import merge
-from components.config.rules import validate
+from components.config.rules import validate_finite, validate_model_and_train
 from components.config.tree import Config
 
 # KerasTuner bookkeeping values (hyperband's rounds), not config keys.
@@ -37,5 +37,9 @@ def apply_hyperparameters(config: Config, values: dict) -> Config:
     if t.warmup_steps >= t.train_steps:
         t = replace(t, warmup_steps=t.train_steps - 1)
     updated = replace(updated, train=t)
-    validate(updated)
+    # The sections tuned values reach (model, train); the whole config was validated with its
+    # tune.space before any stage, and a stage's config holds only the sections it reads.
+    validate_finite(updated.model, "model.")
+    validate_finite(updated.train, "train.")
+    validate_model_and_train(updated)
     return updated

@@ -297,18 +297,6 @@ def section_without(section: Any, *names: str) -> Any:
     return replace(section, **{name: getattr(default, name) for name in names})
 
 
-def sections_json(sections: Mapping[str, Any]) -> dict[str, str]:
-    """A stage's hand-off: {section name: section_json} of the typed sections it gets (one exec
-    property, or custom_config key, per section: its cache key)."""
-    return {name: section_json(section) for name, section in sections.items()}
-
-
-def from_sections(payload: Mapping[str, str], names: tuple[str, ...]) -> Config:
-    """The inverse of sections_json: the Config a stage works with, its named sections read back
-    with from_dict (strict), every other section at its defaults."""
-    return from_dict(Config, {name: json.loads(payload[name]) for name in names})
-
-
 def digest(config: Any) -> str:
     return hashlib.sha256(json.dumps(to_dict(config), sort_keys=True).encode()).hexdigest()[:16]
 

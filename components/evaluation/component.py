@@ -16,6 +16,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 
 from components.evaluation import properties as eval_props
 from components import config as config_lib
+from components.config import stages
 from components.common import fs, splits
 from components.common.figures import set_figure
 from components.evaluation import held_out_sets
@@ -139,10 +140,8 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         from tfx.utils import path_utils
         from components.common.heap import heap_frozen
         from components.serving import variants
-        eval_config = config_lib.from_dict(config_lib.EvalConfig,
-                                           json.loads(exec_properties["eval_config"]))
-        serve = config_lib.from_dict(config_lib.ExportConfig, json.loads(
-            exec_properties.get("export_config") or "{}")).serve
+        config = stages.read_back(EVALUATOR_READS, exec_properties)
+        eval_config, serve = config.eval, config.export.serve
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         model = artifact_utils.get_single_instance(input_dict["model"])
         baseline = comparable_baseline(next(iter(input_dict.get("baseline_model") or []), None), model)
@@ -194,6 +193,15 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
                        model, baseline, serve, manifest)
 
 
+# What the Evaluator reads (its one declaration, components/config/stages.py): the eval section
+# (its measurements and gates) and export.serve (the variant it blesses for serving), as the
+# execution properties eval_config and export_config.
+EVALUATOR_READS = stages.StageReads(
+    stage="LanguageModelEvaluator", declared_in="components/evaluation/component.py EVALUATOR_READS",
+    sections={"eval": stages.ALL, "export": stages.only("serve")},
+    keys={"eval": "eval_config", "export": "export_config"})
+
+
 class LanguageModelEvaluatorSpec(ComponentSpec):
     # sets_fingerprint: the content digest of eval.sets' files (held_out_sets.sets_fingerprint),
     # in the cache key so a rewritten set file runs the Evaluator again; the executor keys its
@@ -216,11 +224,10 @@ class LanguageModelEvaluator(base_component.BaseComponent):
     SPEC_CLASS = LanguageModelEvaluatorSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(LanguageModelEvaluatorExecutor)
 
-    def __init__(self, examples, model, eval_config, baseline_model=None, export_config=None,
+    def __init__(self, examples, model, config: config_lib.Config, baseline_model=None,
                  sets_fingerprint: str = ""):
         super().__init__(spec=LanguageModelEvaluatorSpec(
             examples=examples, model=model, baseline_model=baseline_model,
-            eval_config=config_lib.section_json(eval_config), sets_fingerprint=sets_fingerprint,
-            export_config=config_lib.section_json(export_config or config_lib.ExportConfig()),
+            sets_fingerprint=sets_fingerprint, **stages.handoff(EVALUATOR_READS, config),
             evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
             blessing=types.Channel(type=standard_artifacts.ModelBlessing)))

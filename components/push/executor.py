@@ -10,18 +10,16 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils
 from tfx.utils import proto_utils
 
-from components import config as config_lib
+from components.config import stages
 from components.serving import blessing as blessing_props
 from components.push import properties as push_props
 from components.push.push import LOGGER, deploy_settings, format_writers, push_model
 
-# The sections the Pusher gets, one custom_config key each (config_lib.sections_json).
-PUSHER_SECTIONS = ("push",)
-
-
-def pusher_sections(config: config_lib.Config) -> dict:
-    """The typed sections the Pusher gets (its cache key): push (deployment files, formats)."""
-    return {name: getattr(config, name) for name in PUSHER_SECTIONS}
+# What the Pusher reads (its one declaration, components/config/stages.py): the push section
+# (deployment files, formats); its custom_config is stages.handoff of it.
+PUSHER_READS = stages.StageReads(stage="Pusher",
+                                 declared_in="components/push/executor.py PUSHER_READS",
+                                 sections={"push": stages.ALL})
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
@@ -41,8 +39,7 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         variant = blessing.get_string_custom_property(blessing_props.SERVE_VARIANT) if blessing else ""
         serve_path = blessing.get_string_custom_property(blessing_props.SERVE_PATH) if blessing else ""
         source = os.path.join(model.uri, serve_path) if serve_path else self.GetModelPath(input_dict)
-        push = config_lib.from_sections(json.loads(exec_properties["custom_config"]),
-                                        PUSHER_SECTIONS).push
+        push = stages.read_back(PUSHER_READS, json.loads(exec_properties["custom_config"])).push
         run_id = getattr(self._context, "pipeline_run_id", None) if self._context else None
         result = push_model(source, destination.filesystem.base_directory,
                             record={"model_id": model.id, "model_uri": model.uri,

@@ -34,6 +34,7 @@ from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer import spec as spec_lib
 from components.tokenizer.component import Tokenizer
 from components import config as config_lib
+from components.config import stages
 
 COUNTERS_FILE = "counters.json"
 
@@ -212,7 +213,7 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
     """Unpacks the config, runs TextToTFRecordShards, records counters on the artifact."""
 
     def Do(self, input_dict, output_dict, exec_properties):
-        data = config_lib.from_dict(config_lib.DataConfig, json.loads(exec_properties["data_config"]))
+        data = stages.read_back(DATA_READS, exec_properties).data
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         listed = list_sources(data)
         files_listed = sum(len(files) for _, _, files in listed)
@@ -337,6 +338,13 @@ DATA_CODE = ("components.text_example_gen", "components.corpus", "components.com
              "schemas")
 
 
+# What the data stage reads (its one declaration, components/config/stages.py): the whole data
+# section, as the execution property data_config.
+DATA_READS = stages.StageReads(
+    stage="TextExampleGen", declared_in="components/text_example_gen/component.py DATA_READS",
+    sections={"data": stages.ALL}, keys={"data": "data_config"})
+
+
 class TextExampleGenSpec(ComponentSpec):
     PARAMETERS = {
         # The `data` section of the config as canonical JSON (the cache key of this stage).
@@ -356,10 +364,10 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = TextExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TextExampleGenExecutor)
 
-    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str,
+    def __init__(self, config: config_lib.Config, input_fingerprint: str,
                  tokenizer: types.BaseChannel | None = None):
         super().__init__(spec=TextExampleGenSpec(
-            data_config=config_lib.section_json(data),
+            **stages.handoff(DATA_READS, config),
             input_fingerprint=input_fingerprint,
             # Always: a reader fix must not leave stale shards cached (it was None for bytes).
             code_digest=code_digest(*DATA_CODE),

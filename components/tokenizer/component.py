@@ -11,7 +11,6 @@ code that decides the output (editing the tokenizer invalidates the cache).
 
 from __future__ import annotations
 
-import json
 
 from tfx import types
 from tfx.dsl.components.base import base_beam_component, base_beam_executor, executor_spec
@@ -24,11 +23,18 @@ from components.tokenizer import base as tokenizer_base
 from components.tokenizer import properties as names
 from components.tokenizer import stage
 from components import config as config_lib
+from components.config import stages
 
-# The data settings a tokenizer depends on; every other data setting leaves it unchanged.
-TOKENIZER_SETTINGS = ("input", "exclude", "format", "document", "separator", "text_field",
-                      "max_document_bytes", "eval_fraction", "split_salt", "dedup", "newline", "tokenizer", "vocab_size", "tokenizer_model_type",
-                      "tokenizer_sample_bytes")
+# What TokenizerGen reads (its one declaration, components/config/stages.py): the data settings
+# a tokenizer depends on, as the execution property tokenizer_config; every other data setting
+# leaves it unchanged (and it runs only with data.tokenizer=sentencepiece).
+TOKENIZER_READS = stages.StageReads(
+    stage="TokenizerGen", declared_in="components/tokenizer/component.py TOKENIZER_READS",
+    sections={"data": stages.only(
+        "input", "exclude", "format", "document", "separator", "text_field", "max_document_bytes",
+        "eval_fraction", "split_salt", "dedup", "newline", "tokenizer", "vocab_size",
+        "tokenizer_model_type", "tokenizer_sample_bytes")},
+    keys={"data": "tokenizer_config"})
 
 _STRING = artifact.Property(type=artifact.PropertyType.STRING)
 _INT = artifact.Property(type=artifact.PropertyType.INT)
@@ -45,17 +51,6 @@ class Tokenizer(artifact.Artifact):
         names.BYTES_PER_TOKEN: _FLOAT, names.SAMPLE_BYTES: _INT, names.SAMPLE_DOCUMENTS: _INT,
         names.CODE_DIGEST: _STRING,
     }
-
-
-# Settings the byte tokenizer ignores: changing them under data.tokenizer=bytes re-runs nothing.
-SENTENCEPIECE_ONLY = ("vocab_size", "tokenizer_model_type")
-
-
-def tokenizer_settings_json(data: config_lib.DataConfig) -> str:
-    values = config_lib.to_dict(data)
-    settings = [k for k in TOKENIZER_SETTINGS
-                if data.tokenizer == "sentencepiece" or k not in SENTENCEPIECE_ONLY]
-    return json.dumps({k: values[k] for k in settings}, sort_keys=True)
 
 
 def record(artifact_: Tokenizer, tokenizer, figures: dict, code_digest: str) -> None:
@@ -87,8 +82,7 @@ class TokenizerGenExecutor(base_beam_executor.BaseBeamExecutor):
     """Reads the sample with the stage's beam_pipeline_args (sample_pipeline.py), trains, records."""
 
     def Do(self, input_dict, output_dict, exec_properties):
-        data = config_lib.from_dict(config_lib.DataConfig,
-                                    json.loads(exec_properties["tokenizer_config"]))
+        data = stages.read_back(TOKENIZER_READS, exec_properties).data
         output = artifact_utils.get_single_instance(output_dict["tokenizer"])
         tokenizer, figures = stage.build_tokenizer(data, output.uri, self._make_beam_pipeline)
         record(output, tokenizer, figures, exec_properties["code_digest"])
@@ -101,7 +95,7 @@ TOKENIZER_CODE = ("components.tokenizer", "components.corpus", "components.commo
 
 class TokenizerGenSpec(ComponentSpec):
     PARAMETERS = {
-        # The tokenizer's data settings as canonical JSON (TOKENIZER_SETTINGS only).
+        # The data section as TOKENIZER_READS reads it (its other fields at their defaults).
         "tokenizer_config": ExecutionParameter(type=str),
         # The input's fingerprint (computed once by the runner), so edited files retrain the tokenizer.
         "input_fingerprint": ExecutionParameter(type=str),
@@ -116,10 +110,10 @@ class TokenizerGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = TokenizerGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TokenizerGenExecutor)
 
-    def __init__(self, data: config_lib.DataConfig, input_fingerprint: str,
+    def __init__(self, config: config_lib.Config, input_fingerprint: str,
                  code_digest: str | None = None):
         super().__init__(spec=TokenizerGenSpec(
-            tokenizer_config=tokenizer_settings_json(data),
+            **stages.handoff(TOKENIZER_READS, config),
             input_fingerprint=input_fingerprint,
             code_digest=code_digest or digest_of(*TOKENIZER_CODE),
             tokenizer=types.Channel(type=Tokenizer)))

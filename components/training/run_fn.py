@@ -16,6 +16,7 @@ from components.model import properties as model_props
 from components.common import checkpoints, figures, fs
 from components.common.digest import code_digest
 from components.config import hyperparameters as hyperparameters_lib
+from components.config import stages
 from components.config import tracking as tracking_lib
 from components.tokenizer import artifact as tokenizer_artifact
 from components import config as config_lib
@@ -27,20 +28,6 @@ TRACKING, TRACKING_RUN = "tracking", "tracking_run"
 DIVERGED = ("training diverged ({steps} steps, {skipped} skipped as non-finite): lower "
             "train.learning_rate, keep train.clip_norm on, or look for a bad batch; nothing was "
             "exported")
-
-
-def training_view(config: config_lib.Config) -> dict:
-    """The part of the config that decides the trained model: the checkpoint key
-    (checkpoint_dir_for) and the config in the model's MODEL_INFO. Paths and Beam options are left
-    out so they cannot trigger a retrain."""
-    runtime = config_lib.to_dict(config.runtime)
-    for name in ("beam_args", "cluster", "ray"):   # where it trains is not what it trains
-        runtime.pop(name)
-    data = {"seq_len": config.data.seq_len}
-    if config.data.tokenizer != "bytes":  # the byte default keeps its cache and checkpoint keys
-        data.update(tokenizer=config.data.tokenizer, vocab_size=config.data.vocab_size)
-    return {"data": data, "model": config_lib.to_dict(config.model),
-            "train": config_lib.to_dict(config.train), "runtime": runtime}
 
 
 # The code that decides the trained model: an edit to it re-runs the Trainer (cache key). The
@@ -62,39 +49,34 @@ def training_code_digest(config: config_lib.Config, root: str | None = None) -> 
     return code_digest(*modules, exclude=exclude, root=root)
 
 
-# The sections the Trainer gets, one custom_config key each (section_json of the typed section:
-# its cache key): those that decide the model (training_sections), and the parts of eval and
-# export that decide what it measures and writes after training.
-TRAINER_SECTIONS = ("data", "model", "train", "runtime", "eval", "export")
-TRAINING_DATA = ("seq_len", "tokenizer", "vocab_size")
+# What the Trainer reads (its one declaration: components/config/stages.py): the sections that
+# decide the model (data's seq_len and tokenizer: the examples carry the rest; runtime without
+# the Beam arguments), and the parts of eval (it measures its model on the Evaluator's sample)
+# and export (the variants it writes) that decide what it does after training: a change there
+# re-runs the Trainer, which resumes from its last checkpoint (keyed on `model` only, without
+# where it trains) instead of training again. export.serve and the eval gates are the Evaluator's.
+TRAINER_READS = stages.StageReads(
+    stage="Trainer", declared_in="components/training/run_fn.py TRAINER_READS",
+    sections={"data": stages.only("seq_len", "tokenizer", "vocab_size"), "model": stages.ALL,
+              "train": stages.ALL, "runtime": stages.without("beam_args"),
+              "eval": stages.only("batch_size", "max_batches"),
+              "export": stages.only("quantize", "max_new_tokens")},
+    model=("data", "model", "train", "runtime"), placement=("runtime.cluster", "runtime.ray"))
 
 
-def training_sections(config: config_lib.Config) -> dict:
-    """The typed sections that decide a trained model (the Trainer's and a Tuner trial's): data
-    (only seq_len and the tokenizer: the examples carry the rest), model, train, and runtime
-    without the Beam arguments (they cannot trigger a retrain)."""
-    return {"data": config_lib.section_part(config.data, *TRAINING_DATA),
-            "model": config.model, "train": config.train,
-            "runtime": config_lib.section_without(config.runtime, "beam_args")}
-
-
-def trainer_sections(config: config_lib.Config) -> dict:
-    """TRAINER_SECTIONS, typed. eval (batch_size, max_batches: the Trainer measures its model on
-    the Evaluator's sample) and export (quantize, max_new_tokens: the variants it writes): a
-    change re-runs the Trainer, which resumes from the last checkpoint instead of training again.
-    export.serve and the eval gates are not the Trainer's: they go to the Evaluator only."""
-    return dict(training_sections(config),
-                eval=config_lib.section_part(config.eval, "batch_size", "max_batches"),
-                export=config_lib.section_part(config.export, "quantize", "max_new_tokens"))
+def training_view(config: config_lib.Config) -> dict:
+    """The part of the config that decides the trained model (stages.model_view of
+    TRAINER_READS): the checkpoint key (checkpoint_dir_for) and the config in MODEL_INFO."""
+    return stages.model_view(TRAINER_READS, config)
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
     """The Trainer's custom_config, TFX's cache key for it: one key per section
-    (config_lib.sections_json of trainer_sections), the checkpoint root and the code digest; and
+    (stages.handoff of TRAINER_READS), the checkpoint root and the code digest; and
     `tracking` (its settings resolved against the home) only when they are not the default, so
     that a default run keeps its cache key; without copy_artifacts, which only the run's last
     phase uses (runners/tracking.py): changing it does not train again."""
-    custom = dict(config_lib.sections_json(trainer_sections(config)),
+    custom = dict(stages.handoff(TRAINER_READS, config),
                   checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
     tracking = config_lib.section_without(config.tracking, "copy_artifacts")
     if tracking != config_lib.TrackingConfig():  # the default keeps its cache key
@@ -105,9 +87,9 @@ def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> di
 
 def trainer_config(custom_config: dict, hyperparameters: dict | None
                    ) -> tuple[config_lib.Config, dict]:
-    """The typed config run_fn works with, rebuilt from the Trainer's sections (from_sections),
+    """The typed config run_fn works with, rebuilt from the Trainer's sections (stages.read_back),
     with the Tuner's best values (its HyperParameters artifact) applied. Returns (config, tuned)."""
-    config = config_lib.from_sections(custom_config, TRAINER_SECTIONS)
+    config = stages.read_back(TRAINER_READS, custom_config)
     tuned = hyperparameters_lib.config_values((hyperparameters or {}).get("values", {}))
     if tuned:
         config = hyperparameters_lib.apply_hyperparameters(config, tuned)
@@ -204,7 +186,7 @@ def training_summary(config: config_lib.Config, result, metrics: dict, baseline:
         model_props.LZMA9_BITS_PER_BYTE: metrics["lzma9_bits_per_byte"],
         model_props.PARAMETER_COUNT: result.parameter_count, model_props.FLOPS_PER_TOKEN: result.flops_per_token,
         model_props.NUM_REPLICAS: result.num_replicas, model_props.PRECISION: config.runtime.precision,
-        model_props.CONFIG_DIGEST: config_lib.digest(config),
+        model_props.CONFIG_DIGEST: stages.digest_of(TRAINER_READS, config),
     }
 
 

@@ -17,8 +17,9 @@ from tfx.types import artifact_utils
 
 from components import config as config_lib
 from components.common.digest import code_digest
+from components.config import stages
 from components.common.figures import set_figure
-from components.training.run_fn import HF_CODE, TRAINING_CODE, training_sections
+from components.training.run_fn import HF_CODE, TRAINER_READS, TRAINING_CODE
 from components.tuner import properties as names
 from components.tuner import space as space_lib
 
@@ -77,8 +78,13 @@ def record_trials(best, results, records: list[dict], tune: dict) -> None:
 # The search and training code (a change re-runs the Tuner, like the Trainer); trials never start
 # from a Hugging Face directory, so its layout is left out.
 TUNER_CODE = TRAINING_CODE + ("components.tuner",)
-# The sections the Tuner gets, one custom_config key each (section_json of the typed section).
-TUNER_SECTIONS = ("data", "model", "train", "runtime", "tune")
+# What the Tuner reads (its one declaration, components/config/stages.py): what a trial trains
+# (the Trainer's model sections, less the warm-start keys: trials start from random weights) and
+# the tune section (space, algorithm, budget).
+TUNER_READS = stages.StageReads(
+    stage="Tuner", declared_in="components/tuner/component.py TUNER_READS",
+    sections={**{name: TRAINER_READS.sections[name] for name in TRAINER_READS.model},
+              "train": stages.without("init_from", "freeze"), "tune": stages.ALL})
 
 
 class BigtrainTuner(Tuner):
@@ -89,14 +95,10 @@ class BigtrainTuner(Tuner):
 def make_tuner(config: config_lib.Config, examples, schema):
     """The Tuner node for a config. Its cache key: the training sections of the config (what a
     trial trains), the tune section (space, algorithm, budget), the code and the examples."""
-    sections = training_sections(config)
-    # Trials start from random weights: the warm-start keys are the Trainer's, not the Tuner's.
-    sections["train"] = config_lib.section_without(config.train, "init_from", "freeze")
-    sections["tune"] = config.tune
     return BigtrainTuner(
         tuner_fn="components.tuner.search.tuner_fn", examples=examples, schema=schema,
         train_args=trainer_pb2.TrainArgs(num_steps=config.tune.steps_per_trial),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.tune.eval_batches),
-        custom_config=dict(config_lib.sections_json(sections),
+        custom_config=dict(stages.handoff(TUNER_READS, config),
                            code_digest=code_digest(*TUNER_CODE, exclude=(HF_CODE,)))
     ).with_id("Tuner")

@@ -152,12 +152,13 @@ def write_hparams(run_dir: str, trial_id: str, values: dict, objective: float, s
 
 def tuner_fn(fn_args):
     """What TFX's Tuner executor calls: custom_config carries the Tuner's sections
-    (components/tuner/component.py TUNER_SECTIONS); TFX's fn_args give the example files."""
+    (components/tuner/component.py TUNER_READS); TFX's fn_args give the example files."""
     from tfx.components.tuner.component import TunerFnResult
 
     custom = fn_args.custom_config
-    from components.tuner.component import TUNER_SECTIONS
-    config = config_lib.from_sections(custom, TUNER_SECTIONS)
+    from components.config import stages
+    from components.tuner.component import TUNER_READS
+    config = stages.read_back(TUNER_READS, custom)
     tune = config.tune
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
     if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages

@@ -7,7 +7,7 @@ import tracemalloc
 import pytest
 
 from components.common.digest import code_digest
-from components.config import DataConfig
+from components.config import Config, DataConfig
 from components.corpus import readers
 from components.corpus.documents import Document
 from components.text_example_gen import component, shards, transforms
@@ -73,7 +73,7 @@ def test_data_stage_code_is_in_its_cache_key_for_the_byte_tokenizer(tmp_path):
     """Fails before the fix: code_digest was None without a tokenizer (the byte default), so a
     reader fix left stale shards cached."""
     (tmp_path / "a.txt").write_text("hello\n")
-    gen = component.TextExampleGen(DataConfig(input=str(tmp_path), exclude=()),
+    gen = component.TextExampleGen(Config(data=DataConfig(input=str(tmp_path), exclude=())),
                                    input_fingerprint="f" * 64)
     assert gen.exec_properties["code_digest"] == code_digest(*component.DATA_CODE)
 

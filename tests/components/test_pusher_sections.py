@@ -1,5 +1,5 @@
 """The Pusher gets its typed section like every other stage: custom_config {"push": section_json}
-built by the pipeline, read back with from_sections by its executor, which hands push_model the
+built by the pipeline, read back with stages.read_back (PUSHER_READS) by its executor, which hands push_model the
 deployment settings and formats of that section. Before issue 39 the pipeline hand-built an
 untyped {"deploy": ..., "formats": ...} dict that the executor read with .get()."""
 

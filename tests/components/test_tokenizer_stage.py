@@ -13,7 +13,7 @@ from components.tokenizer import artifact, base, stage, training
 from components.tokenizer.component import TOKENIZER_CODE
 from components.tokenizer.training import TokenizerTrainingError
 from components import config as config_lib
-from components.config import MIN_SENTENCEPIECE_VOCAB, ConfigError, DataConfig, build_config
+from components.config import MIN_SENTENCEPIECE_VOCAB, Config, ConfigError, DataConfig, build_config
 
 
 def data_config(root, **changes):
@@ -92,7 +92,11 @@ def test_config_settings_and_validation():
 
 
 def test_cache_key_holds_only_the_tokenizer_settings():
-    from components.tokenizer.component import tokenizer_settings_json
+    from components.config import Config, stages
+    from components.tokenizer.component import TOKENIZER_READS
+
+    def tokenizer_settings_json(data):
+        return stages.handoff(TOKENIZER_READS, Config(data=data))["tokenizer_config"]
     data = DataConfig(tokenizer="sentencepiece")
     assert tokenizer_settings_json(data) == tokenizer_settings_json(
         dataclasses.replace(data, seq_len=512, train_shards=9, gzip_level=6))
@@ -102,10 +106,6 @@ def test_cache_key_holds_only_the_tokenizer_settings():
                    {"max_document_bytes": 10}):
         assert tokenizer_settings_json(data) != tokenizer_settings_json(
             dataclasses.replace(data, **change)), change
-    # The byte tokenizer ignores the SentencePiece settings, and so does its cache key.
-    byte_level = DataConfig(tokenizer="bytes")
-    assert tokenizer_settings_json(byte_level) == tokenizer_settings_json(
-        dataclasses.replace(byte_level, vocab_size=4000, tokenizer_model_type="unigram"))
 
 
 def test_code_digest_follows_the_source(tmp_path, monkeypatch):
@@ -141,7 +141,7 @@ def test_tokenizer_gen_in_a_pipeline_records_the_artifact_and_caches(corpus, tmp
                            tokenizer_sample_bytes=40_000)
         LocalDagRunner().run(Pipeline(
             pipeline_name="tok", pipeline_root=str(tmp_path / "root"),
-            components=[TokenizerGen(data=data, input_fingerprint=fingerprint_input(data))],
+            components=[TokenizerGen(Config(data=data), input_fingerprint=fingerprint_input(data))],
             enable_cache=True,
             metadata_connection_config=metadata.sqlite_metadata_connection_config(db)))
 

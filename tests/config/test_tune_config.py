@@ -66,20 +66,20 @@ def test_search_space_is_the_tuners_cache_key_not_the_trainers(tmp_path):
 
 
 def test_the_tuners_sections_reach_its_search(tmp_path):
-    """The Tuner's custom_config holds one section_json per section (TUNER_SECTIONS) and tuner_fn
-    reads them back with from_sections: the trials train the config's model and train settings
+    """The Tuner's custom_config holds one section_json per declared section (TUNER_READS) and
+    tuner_fn reads them back with stages.read_back: the trials train the config's model and train settings
     (warm start left out), with the config's tune section."""
     import types
     from pipeline.pipeline import create_pipeline
     from components import config as config_lib
     from components.tuner import search
-    from components.tuner.component import TUNER_SECTIONS
+    from components.tuner.component import TUNER_READS
     config = build_config("tiny", overrides=["tune.trials=2", "train.learning_rate=0.002",
                                              "model.d_model=32", "train.init_from=latest_blessed"])
     pipeline = create_pipeline(config, pipeline_root=str(tmp_path / "root"),
                                serving_dir=str(tmp_path / "s"), input_fingerprint="f" * 64)
     custom = _custom_config(pipeline, "Tuner")
-    assert set(custom) == set(TUNER_SECTIONS) | {"code_digest"}
+    assert set(custom) == set(TUNER_READS.sections) | {"code_digest"}
     assert custom["tune"] == config_lib.section_json(config.tune)
     fn_args = types.SimpleNamespace(
         custom_config=dict(custom, log_dir=str(tmp_path / "logs")), working_dir=str(tmp_path / "w"),

@@ -145,10 +145,10 @@ def test_the_trainer_logs_the_seconds_of_each_phase_outside_its_loop(tmp_path, m
 
 def test_the_trainers_payload_is_one_section_json_per_section(tmp_path):
     """One hand-off for every stage: the Trainer's custom_config holds section_json of each of its
-    typed sections under the section's name, and run_fn reads them back with from_sections."""
+    typed sections under the section's name, and run_fn reads them back with stages.read_back."""
     config = config_lib.build_config("tiny", None, ["train.learning_rate=0.002"])
     custom = _custom(config, tmp_path)
-    assert set(custom) == set(run_fn_lib.TRAINER_SECTIONS) | {"checkpoint_root", "code_digest"}
+    assert set(custom) == set(run_fn_lib.TRAINER_READS.sections) | {"checkpoint_root", "code_digest"}
     assert custom["model"] == config_lib.section_json(config.model)
     assert custom["train"] == config_lib.section_json(config.train)
     rebuilt, tuned = run_fn_lib.trainer_config(custom, None)

@@ -194,11 +194,11 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
 
 
 # What the Evaluator reads (its one declaration, components/config/stages.py): the eval section
-# (its measurements and gates) and export.serve (the variant it blesses for serving), as the
-# execution properties eval_config and export_config.
+# (its measurements and gates) and the export section (serve: the variant it blesses; quantize:
+# the variants it measures), as the execution properties eval_config and export_config.
 EVALUATOR_READS = stages.StageReads(
     stage="LanguageModelEvaluator", declared_in="components/evaluation/component.py EVALUATOR_READS",
-    sections={"eval": stages.ALL, "export": stages.only("serve")},
+    sections={"eval": stages.ALL, "export": stages.ALL},
     keys={"eval": "eval_config", "export": "export_config"})
 
 

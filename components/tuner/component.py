@@ -80,11 +80,13 @@ def record_trials(best, results, records: list[dict], tune: dict) -> None:
 TUNER_CODE = TRAINING_CODE + ("components.tuner",)
 # What the Tuner reads (its one declaration, components/config/stages.py): what a trial trains
 # (the Trainer's model sections, less the warm-start keys: trials start from random weights) and
-# the tune section (space, algorithm, budget).
+# the tune section (space, algorithm, budget), and eval.batch_size (a trial's memory check counts
+# an evaluation micro-batch, components/training/memory.py).
 TUNER_READS = stages.StageReads(
     stage="Tuner", declared_in="components/tuner/component.py TUNER_READS",
     sections={**{name: TRAINER_READS.sections[name] for name in TRAINER_READS.model},
-              "train": stages.without("init_from", "freeze"), "tune": stages.ALL})
+              "train": stages.without("init_from", "freeze"), "tune": stages.ALL,
+              "eval": stages.only("batch_size")})
 
 
 class BigtrainTuner(Tuner):

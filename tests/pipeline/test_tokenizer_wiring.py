@@ -137,7 +137,7 @@ def test_input_is_fingerprinted_once_per_pipeline_build(tmp_path, monkeypatch):
                                      serving_dir=str(tmp_path / "s"))
     for stage in (TextExampleGen, TokenizerGen):
         with pytest.raises(TypeError, match="input_fingerprint"):
-            stage(data=config.data)
+            stage(config)
     assert calls == []
 
 

@@ -4,6 +4,7 @@ the content digest of a small input whose every byte decides the output (a held-
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import os
@@ -65,4 +66,73 @@ def code_digest(*modules: str, exclude: tuple[str, ...] = (), root: str | None =
     outer = hashlib.sha256()
     for label, path in source_files(*modules, exclude=exclude, root=root):
         outer.update(f"{label}\0{file_digest(path)}\n".encode())
+    return outer.hexdigest()
+
+
+# The packages of the product: a stage's import closure stays inside them.
+PRODUCT_PACKAGES = ("schemas", "components", "pipeline", "runners")
+
+
+def product_modules(root: str | None = None) -> dict[str, str]:
+    """{module name: source path} of every module of PRODUCT_PACKAGES under `root` (default: the
+    checkout this module is in)."""
+    root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = {}
+    for package in PRODUCT_PACKAGES:
+        for dirpath, dirnames, names in os.walk(os.path.join(root, package)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for file_name in names:
+                if file_name.endswith(".py"):
+                    parts = os.path.relpath(os.path.join(dirpath, file_name), root)[:-3].split(os.sep)
+                    found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = \
+                        os.path.join(dirpath, file_name)
+    return found
+
+
+def _imported_names(path: str, name: str) -> list[str]:
+    """Every dotted name `path` imports, anywhere in its body (function-level imports too);
+    `from pkg import x` gives pkg.x (a module or not: the caller resolves it)."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    anchor = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(anchor[:len(anchor) - node.level + 1] + ([base] if base else []))
+            out.extend(f"{base}.{alias.name}" for alias in node.names)
+    return out
+
+
+def import_closure(*entries: str, leave_out: tuple[str, ...] = (), root: str | None = None
+                   ) -> list[str]:
+    """Sorted product modules the `entries` run: each entry and what it imports, transitively
+    (module and function level; a module's parent packages too, which Python runs first), but
+    for modules under `leave_out` (packages whose changes reach the stage otherwise)."""
+    modules = product_modules(root)
+
+    def kept(module: str) -> bool:
+        return not any(module == p or module.startswith(p + ".") for p in leave_out)
+    closure, todo = set(), list(entries)
+    while todo:
+        target = todo.pop()
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if not target or target in closure or not kept(target):
+            continue
+        closure.add(target)
+        parts = target.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+        todo.extend(_imported_names(modules[target], target))
+    return sorted(closure)
+
+
+def closure_digest(*entries: str, leave_out: tuple[str, ...] = (), root: str | None = None) -> str:
+    """code_digest of the entries' import_closure: the one code key of a stage."""
+    outer = hashlib.sha256()
+    modules = product_modules(root)
+    for name in import_closure(*entries, leave_out=leave_out, root=root):
+        outer.update(f"{name}\0{file_digest(modules[name])}\n".encode())
     return outer.hexdigest()

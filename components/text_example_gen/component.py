@@ -21,7 +21,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.components.util import examples_utils
 
-from components.common.digest import code_digest
+from components.common.digest import closure_digest
 from components.common.listing import (LISTING_FILE, UNRESOLVED, list_sources, listing_records,
                                        sources_fingerprint)
 from components.common.errors import BigtrainError
@@ -327,15 +327,15 @@ def record_outputs(examples, data, counters: dict[str, int], found: dict) -> Non
 
 # What decides the Examples: the data stage's import closure within this repository (the data
 # stage, the corpus rules, the listing, the I/O seam, named errors, the feature name, the
-# tokenizer seam), less components.config: settings reach the stage as exec properties (the
-# data section's JSON, defaults filled in), which TFX keys on already; its code changes with
-# every new setting of any stage, which would re-run the data stage for nothing.
-# tests/components/test_data_stage_fixes.py derives the closure and fails on a missing module.
-DATA_CODE = ("components.text_example_gen", "components.corpus", "components.common.listing",
-             "components.common.fs", "components.common.errors", "components.common.digest",
-             "components.common.figures", "components.common.s3_bounds", "components.common.splits",
-             "components.tokenizer",
-             "schemas")
+# tokenizer seam: components/common/digest.py import_closure), less components.config: settings
+# reach the stage as exec properties (the data section's JSON, defaults filled in), which TFX keys
+# on already; its code changes with every new setting of any stage, which would re-run the data
+# stage for nothing.
+DATA_ENTRY, DATA_LEAVE_OUT = "components.text_example_gen.component", ("components.config",)
+
+
+def data_code_digest(root: str | None = None) -> str:
+    return closure_digest(DATA_ENTRY, leave_out=DATA_LEAVE_OUT, root=root)
 
 
 # What the data stage reads (its one declaration, components/config/stages.py): the whole data
@@ -370,6 +370,6 @@ class TextExampleGen(base_beam_component.BaseBeamComponent):
             **stages.handoff(DATA_READS, config),
             input_fingerprint=input_fingerprint,
             # Always: a reader fix must not leave stale shards cached (it was None for bytes).
-            code_digest=code_digest(*DATA_CODE),
+            code_digest=data_code_digest(),
             tokenizer=tokenizer,
             examples=types.Channel(type=standard_artifacts.Examples)))

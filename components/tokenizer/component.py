@@ -17,7 +17,7 @@ from tfx.dsl.components.base import base_beam_component, base_beam_executor, exe
 from tfx.types import artifact, artifact_utils
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.common.digest import code_digest as digest_of
+from components.common.digest import closure_digest
 from components.common.figures import require_finite, set_figure
 from components.tokenizer import base as tokenizer_base
 from components.tokenizer import properties as names
@@ -88,9 +88,14 @@ class TokenizerGenExecutor(base_beam_executor.BaseBeamExecutor):
         record(output, tokenizer, figures, exec_properties["code_digest"])
 
 
-# What decides a Tokenizer artifact: this package, and the corpus listing, document, quarantine
-# and split rules that documents.read_documents applies.
-TOKENIZER_CODE = ("components.tokenizer", "components.corpus", "components.common.listing")
+# What decides a Tokenizer artifact: this stage's import closure (components/common/digest.py
+# import_closure: this package, the corpus listing, document, quarantine and split rules that
+# documents.read_documents applies), less components.config (settings are its exec properties).
+TOKENIZER_ENTRY, TOKENIZER_LEAVE_OUT = "components.tokenizer.component", ("components.config",)
+
+
+def tokenizer_code_digest(root: str | None = None) -> str:
+    return closure_digest(TOKENIZER_ENTRY, leave_out=TOKENIZER_LEAVE_OUT, root=root)
 
 
 class TokenizerGenSpec(ComponentSpec):
@@ -99,7 +104,7 @@ class TokenizerGenSpec(ComponentSpec):
         "tokenizer_config": ExecutionParameter(type=str),
         # The input's fingerprint (computed once by the runner), so edited files retrain the tokenizer.
         "input_fingerprint": ExecutionParameter(type=str),
-        # Digest of the code that decides the output (TOKENIZER_CODE).
+        # Digest of the code that decides the output (tokenizer_code_digest).
         "code_digest": ExecutionParameter(type=str),
     }
     INPUTS = {}
@@ -115,5 +120,5 @@ class TokenizerGen(base_beam_component.BaseBeamComponent):
         super().__init__(spec=TokenizerGenSpec(
             **stages.handoff(TOKENIZER_READS, config),
             input_fingerprint=input_fingerprint,
-            code_digest=code_digest or digest_of(*TOKENIZER_CODE),
+            code_digest=code_digest or tokenizer_code_digest(),
             tokenizer=types.Channel(type=Tokenizer)))

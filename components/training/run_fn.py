@@ -14,7 +14,7 @@ from tfx.types import artifact_utils
 
 from components.model import properties as model_props
 from components.common import checkpoints, figures, fs
-from components.common.digest import code_digest
+from components.common.digest import closure_digest
 from components.config import hyperparameters as hyperparameters_lib
 from components.config import stages
 from components.config import tracking as tracking_lib
@@ -30,23 +30,23 @@ DIVERGED = ("training diverged ({steps} steps, {skipped} skipped as non-finite):
             "exported")
 
 
-# The code that decides the trained model: an edit to it re-runs the Trainer (cache key). The
-# Hugging Face layout (the card, tokenizer files, the directory writer) is not the Trainer's code,
-# except the reader a train.init_from=hf:DIR warm start runs (training_code).
-TRAINING_CODE = ("components.model", "components.serving", "components.training")
-HF_CODE = "components.serving.hf"
+# The code that decides the trained model: the import closure of this module (an edit to any
+# module it runs re-runs the Trainer: its cache key), less components.config (settings reach the
+# Trainer as its sections, which TFX keys on already; the config package changes with every new
+# setting of any stage) and, but for a train.init_from=hf:DIR warm start, the Hugging Face layout
+# (the card, tokenizer files, the directory writer) its reader lives in.
+TRAINER_ENTRY, CONFIG_CODE, HF_CODE = "components.training.run_fn", "components.config", "components.serving.hf"
 
 
-def training_code(config: config_lib.Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(modules, sub-packages left out) of the code the Trainer runs for this config."""
+def training_code(config: config_lib.Config) -> tuple[str, ...]:
+    """The packages left out of the Trainer's code closure for this config."""
     from components.training.hf_source import hf_source
-    return TRAINING_CODE, (() if hf_source(config.train.init_from) else (HF_CODE,))
+    return (CONFIG_CODE,) if hf_source(config.train.init_from) else (CONFIG_CODE, HF_CODE)
 
 
 def training_code_digest(config: config_lib.Config, root: str | None = None) -> str:
-    """code_digest of training_code (root: a copy of the source tree, see module_path)."""
-    modules, exclude = training_code(config)
-    return code_digest(*modules, exclude=exclude, root=root)
+    """closure_digest of TRAINER_ENTRY (root: a copy of the source tree)."""
+    return closure_digest(TRAINER_ENTRY, leave_out=training_code(config), root=root)
 
 
 # What the Trainer reads (its one declaration: components/config/stages.py): the sections that

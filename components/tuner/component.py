@@ -16,10 +16,10 @@ from tfx.proto import trainer_pb2
 from tfx.types import artifact_utils
 
 from components import config as config_lib
-from components.common.digest import code_digest
+from components.common.digest import closure_digest
 from components.config import stages
 from components.common.figures import set_figure
-from components.training.run_fn import HF_CODE, TRAINER_READS, TRAINING_CODE
+from components.training.run_fn import CONFIG_CODE, HF_CODE, TRAINER_READS
 from components.tuner import properties as names
 from components.tuner import space as space_lib
 
@@ -77,7 +77,12 @@ def record_trials(best, results, records: list[dict], tune: dict) -> None:
 
 # The search and training code (a change re-runs the Tuner, like the Trainer); trials never start
 # from a Hugging Face directory, so its layout is left out.
-TUNER_CODE = TRAINING_CODE + ("components.tuner",)
+TUNER_CODE = ("components.tuner.component", "components.tuner.search")   # the entries
+
+
+def tuner_code_digest(root: str | None = None) -> str:
+    """closure_digest of the Tuner's entries, less the config package and the HF layout."""
+    return closure_digest(*TUNER_CODE, leave_out=(CONFIG_CODE, HF_CODE), root=root)
 # What the Tuner reads (its one declaration, components/config/stages.py): what a trial trains
 # (the Trainer's model sections, less the warm-start keys: trials start from random weights) and
 # the tune section (space, algorithm, budget), and eval.batch_size (a trial's memory check counts
@@ -102,5 +107,5 @@ def make_tuner(config: config_lib.Config, examples, schema):
         train_args=trainer_pb2.TrainArgs(num_steps=config.tune.steps_per_trial),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.tune.eval_batches),
         custom_config=dict(stages.handoff(TUNER_READS, config),
-                           code_digest=code_digest(*TUNER_CODE, exclude=(HF_CODE,)))
+                           code_digest=tuner_code_digest())
     ).with_id("Tuner")

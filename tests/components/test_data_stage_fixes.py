@@ -6,7 +6,6 @@ import tracemalloc
 
 import pytest
 
-from components.common.digest import code_digest
 from components.config import Config, DataConfig
 from components.corpus import readers
 from components.corpus.documents import Document
@@ -75,31 +74,51 @@ def test_data_stage_code_is_in_its_cache_key_for_the_byte_tokenizer(tmp_path):
     (tmp_path / "a.txt").write_text("hello\n")
     gen = component.TextExampleGen(Config(data=DataConfig(input=str(tmp_path), exclude=())),
                                    input_fingerprint="f" * 64)
-    assert gen.exec_properties["code_digest"] == code_digest(*component.DATA_CODE)
+    assert gen.exec_properties["code_digest"] == component.data_code_digest()
 
 
-# Modules of the closure deliberately left out of the key (component.py says why).
-NOT_IN_DATA_CODE = ("components.config",)
+def _write(root, files: dict) -> None:
+    """files: {module name: source}; a package's name stands for its __init__.py."""
+    for module, text in files.items():
+        parts = module.split(".")
+        is_package = any(other.startswith(module + ".") for other in files)
+        path = root.joinpath(*parts, "__init__.py") if is_package else root.joinpath(*parts[:-1], parts[-1] + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
-def test_data_code_covers_the_data_stage_import_closure():
-    """Derived from the code like tests/test_layers.py: every repository module the data
-    stage's executor module imports, transitively (function-level imports included), is under a
-    DATA_CODE entry. Fails before the fix: `schemas` (the feature name) and
-    components.common.fs (the I/O seam every read goes through) were missing, so a change
-    there left stale shards cached; fails again when a new data-stage import is not added."""
-    from tests.support.import_graph import imports_of, product_modules
-    modules = product_modules()
-    closure, stack = set(), [component.__name__]
-    while stack:
-        name = stack.pop()
-        if name not in closure:
-            closure.add(name)
-            stack.extend(imports_of(modules[name], name, modules))
-    assert {"schemas", "components.common.fs", "components.corpus.readers"} <= closure
+def test_a_stages_code_is_its_import_closure(tmp_path):
+    """import_closure (components/common/digest.py), which every stage's code digest uses, on a
+    small tree whose closure is worked out by hand: module-level, function-level, relative and
+    `from package import module` imports are followed, with the parent packages Python runs
+    first; third-party imports, modules nothing imports and a left-out package are not in it."""
+    from components.common.digest import closure_digest, import_closure
+    _write(tmp_path, {
+        "components": "", "components.stage": "",
+        "components.stage.entry": "import os\nfrom . import rules\n"
+                                  "def run():\n    from components.common import fs\n",
+        "components.stage.rules": "from components.config import tree\nimport schemas\n",
+        "components.stage.unused": "", "components.common": "", "components.common.fs": "import json\n",
+        "components.config": "", "components.config.tree": "",
+        "schemas": "", "schemas.x": "", "pipeline": "import components.stage.entry\n", "pipeline.y": ""})
+    by_hand = ["components", "components.common", "components.common.fs", "components.stage",
+               "components.stage.entry", "components.stage.rules", "schemas"]
+    assert import_closure("components.stage.entry", leave_out=("components.config",),
+                          root=str(tmp_path)) == by_hand
+    assert "components.config.tree" in import_closure("components.stage.entry", root=str(tmp_path))
+    before = closure_digest("components.stage.entry", root=str(tmp_path))
+    tmp_path.joinpath("components", "stage", "unused.py").write_text("x = 1\n")
+    assert closure_digest("components.stage.entry", root=str(tmp_path)) == before
+    tmp_path.joinpath("components", "common", "fs.py").write_text("import json  # an edit\n")
+    assert closure_digest("components.stage.entry", root=str(tmp_path)) != before
 
-    def covered(name, entries):
-        return any(name == entry or name.startswith(entry + ".") for entry in entries)
-    missing = sorted(m for m in closure
-                     if not covered(m, component.DATA_CODE) and not covered(m, NOT_IN_DATA_CODE))
-    assert missing == []
+
+def test_the_data_stage_code_digest_covers_the_feature_name_and_the_io_seam():
+    """Fails before issue 39's fix: `schemas` (the feature name) and components.common.fs (the
+    I/O seam every read goes through) were missing from the hand list, so a change there left
+    stale shards cached. The settings' package is left out (component.py says why)."""
+    from components.common.digest import import_closure
+    closure = import_closure(component.DATA_ENTRY, leave_out=component.DATA_LEAVE_OUT)
+    assert {"schemas", "components.common.fs", "components.corpus.readers",
+            "components.tokenizer.byte_level"} <= set(closure)
+    assert not [m for m in closure if m.startswith("components.config")]

@@ -10,7 +10,7 @@ import pytest
 
 from components.common import digest
 from components.tokenizer import artifact, base, stage, training
-from components.tokenizer.component import TOKENIZER_CODE
+from components.tokenizer.component import tokenizer_code_digest
 from components.tokenizer.training import TokenizerTrainingError
 from components import config as config_lib
 from components.config import MIN_SENTENCEPIECE_VOCAB, Config, ConfigError, DataConfig, build_config
@@ -119,7 +119,7 @@ def test_code_digest_follows_the_source(tmp_path, monkeypatch):
     (package / "rules.py").write_text("X = 2\n")
     assert digest.code_digest("digestpkg") != first
     sys.modules.pop("digestpkg", None)
-    assert len(digest.code_digest(*TOKENIZER_CODE)) == 64
+    assert len(tokenizer_code_digest()) == 64
 
 
 @pytest.mark.slow
@@ -158,7 +158,7 @@ def test_tokenizer_gen_in_a_pipeline_records_the_artifact_and_caches(corpus, tmp
     assert art.properties["bytes_per_token"].double_value > 1.3
     assert art.properties["sample_bytes"].int_value == 40_000
     assert os.path.exists(art.properties["model_file"].string_value)
-    assert art.properties["code_digest"].string_value == digest.code_digest(*TOKENIZER_CODE)
+    assert art.properties["code_digest"].string_value == tokenizer_code_digest()
     states = [e.last_known_state for e in store.get_executions()]
     assert states.count(metadata_store_pb2.Execution.CACHED) == 1
     assert states.count(metadata_store_pb2.Execution.COMPLETE) == 2

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from components.common.digest import code_digest
 from components.evaluation.decision import decide_blessing
-from components.text_example_gen.component import DATA_CODE
+from components.text_example_gen.component import data_code_digest
 from components.config import EvalConfig, build_config
 
 
@@ -35,7 +34,7 @@ def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
     assert "TokenizerGen" not in [c.id for c in default.components]
     default_props = _properties(default)
     assert default_props["CuratedSchemaGen"].get("vocab_size") is None
-    assert default_props["TextExampleGen"]["code_digest"] == code_digest(*DATA_CODE)
+    assert default_props["TextExampleGen"]["code_digest"] == data_code_digest()
 
     props = _properties(base)
     assert props["CuratedSchemaGen"]["vocab_size"] == 2000

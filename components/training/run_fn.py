@@ -64,12 +64,6 @@ TRAINER_READS = stages.StageReads(
     model=("data", "model", "train", "runtime"), placement=("runtime.cluster", "runtime.ray"))
 
 
-def training_view(config: config_lib.Config) -> dict:
-    """The part of the config that decides the trained model (stages.model_view of
-    TRAINER_READS): the checkpoint key (checkpoint_dir_for) and the config in MODEL_INFO."""
-    return stages.model_view(TRAINER_READS, config)
-
-
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
     """The Trainer's custom_config, TFX's cache key for it: one key per section
     (stages.handoff of TRAINER_READS), the checkpoint root and the code digest; and
@@ -232,7 +226,8 @@ def run_fn(fn_args) -> None:
         warm.update(warm_start.check_hf_source(config, hf_dir, tokenizer))
     prepare = warm_start.preparer(warm_start.resolve_source(config.train.init_from, fn_args.base_model),
                                   config.train.freeze, warm)
-    view = training_view(config)   # after tuning: the checkpoint key and MODEL_INFO's config
+    # After tuning: the checkpoint key and MODEL_INFO's config.
+    view = stages.model_view(TRAINER_READS, config)
     checkpoint_dir = checkpoint_dir_for(view, custom["checkpoint_root"], fn_args.base_model,
                                         fn_args.train_files)
     first_loss, times = {}, PhaseTimes()

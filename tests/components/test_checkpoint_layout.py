@@ -32,7 +32,11 @@ def test_keys_and_prefixes_are_the_ones_existing_checkpoints_have():
     import json
     from components import config as config_lib
     from components.training.run_fn import (checkpoint_dir_for, trainer_config,
-                                           trainer_custom_config, training_view)
+                                           trainer_custom_config, TRAINER_READS)
+    from components.config import stages
+
+    def training_view(config):
+        return stages.model_view(TRAINER_READS, config)
     config = config_lib.build_config("tiny")
     train_files = ["/e/Split-train/*"]
     view = json.dumps(training_view(config), sort_keys=True)

@@ -1,6 +1,6 @@
 """runtime.cluster and runtime.ray (components/config/cluster.py): each broken setting is a
 ConfigError naming its key before anything runs, a valid Ray config passes, and where the
-Trainer trains is not part of what it trains: the checkpoint key (run_fn.training_view) of a Ray
+Trainer trains is not part of what it trains: the checkpoint key (stages.model_view of run_fn.TRAINER_READS) of a Ray
 run equals a local run's, so either resumes the other's checkpoints."""
 
 import pytest
@@ -34,7 +34,11 @@ def test_each_broken_setting_names_its_key(overrides, key):
 
 
 def test_where_it_trains_is_not_in_the_checkpoint_key():
-    from components.training.run_fn import training_view
+    from components.config import stages
+    from components.training.run_fn import TRAINER_READS
+
+    def training_view(config):
+        return stages.model_view(TRAINER_READS, config)
     local = build_config("tiny", overrides=["runtime.strategy=multi_worker_mirrored"])
     ray = build_config("tiny", overrides=[*RAY, "runtime.ray.workers=4",
                                           "runtime.ray.address=10.0.0.1:6379"])

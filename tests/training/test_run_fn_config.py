@@ -17,6 +17,7 @@ from components import config as config_lib
 from components.common.errors import NonFiniteError
 from components.serving import variants
 from components.tokenizer.byte_level import ByteTokenizer
+from components.config import stages
 from components.training import loop, run_fn as run_fn_lib
 
 
@@ -97,12 +98,12 @@ def test_a_non_finite_final_loss_fails_the_trainer_before_evaluation_and_export(
 def test_eval_batch_size_is_in_the_trainers_cache_key_not_its_checkpoint_key(tmp_path):
     """eval.batch_size changes the figure the Trainer reports, so a change re-runs the Trainer
     (TFX's cache key is the custom_config); it does not change the trained weights, so the
-    checkpoint key (training_view) stays and the re-run resumes instead of training again."""
+    checkpoint key (stages.model_view) stays and the re-run resumes instead of training again."""
     base = config_lib.build_config("tiny", None, [])
     other = config_lib.build_config("tiny", None, ["eval.batch_size=8"])
     root = str(tmp_path)
     assert run_fn_lib.trainer_custom_config(base, root) != run_fn_lib.trainer_custom_config(other, root)
-    assert run_fn_lib.training_view(base) == run_fn_lib.training_view(other)
+    assert stages.model_view(run_fn_lib.TRAINER_READS, base) == stages.model_view(run_fn_lib.TRAINER_READS, other)
 
 
 def test_eval_max_batches_reaches_the_trainers_evaluation(tmp_path, monkeypatch):
@@ -154,7 +155,7 @@ def test_the_trainers_payload_is_one_section_json_per_section(tmp_path):
     rebuilt, tuned = run_fn_lib.trainer_config(custom, None)
     assert tuned == {} and rebuilt.train.learning_rate == 0.002
     assert (rebuilt.model, rebuilt.train) == (config.model, config.train)
-    assert run_fn_lib.training_view(rebuilt) == run_fn_lib.training_view(config)
+    assert stages.model_view(run_fn_lib.TRAINER_READS, rebuilt) == stages.model_view(run_fn_lib.TRAINER_READS, config)
 
 
 @pytest.mark.parametrize("override", [

@@ -24,7 +24,6 @@ from components.training.run_fn import TrainerExecutor, trainer_custom_config
 from components.text_example_gen.component import TextExampleGen
 from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
-from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
 from components.common import checkpoints, fs
 from components.config import stages
@@ -79,7 +78,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
     fingerprint of data.input, computed by the runner (components.common.listing.fingerprint_input)."""
     tokenizer_gen, example_gen = data_stages(config, input_fingerprint)
     examples = example_gen.outputs["examples"]
-    statistics_gen, schema_gen, example_validator, gate = validation_stages(config.data, examples)
+    statistics_gen, schema_gen, example_validator, gate = validation_stages(config, examples)
     tuner, base_model, trainer = training_stages(config, examples, schema_gen.outputs["schema"],
                                                  gate, checkpoints.root(pipeline_root))
     latest_blessed, evaluator, pusher = release_stages(config, examples, trainer, serving_dir)
@@ -117,12 +116,12 @@ def data_stages(config: Config, input_fingerprint: str):
             example_gen_pb2.Input.Split(name="eval", pattern="eval/*")]))
 
 
-def validation_stages(data, examples):
+def validation_stages(config: Config, examples):
     """(StatisticsGen, CuratedSchemaGen, ExampleValidator, AnomaliesGate)."""
     # Per-split statistics of the shards.
     statistics_gen = StatisticsGen(examples=examples)
     # The curated schema from schemas/, resolved for this sequence length.
-    schema_gen = CuratedSchemaGen(seq_len=data.seq_len, vocab_size=token_spec(data).vocab_size)
+    schema_gen = CuratedSchemaGen(config)
     # Statistics checked against the schema.
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])

@@ -13,26 +13,33 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from components import config as config_lib
+from components.config import stages
 from components.validation.schema import TEXT_LM, resolve_text_lm_schema
+
+# What CuratedSchemaGen reads (its one declaration, components/config/stages.py): the sequence
+# length and the tokenizer (its vocabulary bounds the ids), as the execution property data_config.
+SCHEMA_READS = stages.StageReads(
+    stage="CuratedSchemaGen", declared_in="components/validation/schema_gen.py SCHEMA_READS",
+    sections={"data": stages.only("seq_len", "tokenizer", "vocab_size")}, keys={"data": "data_config"})
 
 
 class CuratedSchemaGenExecutor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
+        from components.tokenizer.spec import token_spec
         artifact = artifact_utils.get_single_instance(output_dict["schema"])
-        # vocab_size absent (pipelines compiled before it existed): the byte tokenizer's 259.
-        schema = resolve_text_lm_schema(exec_properties["seq_len"],
-                                        exec_properties.get("vocab_size") or None)
+        data = stages.read_back(SCHEMA_READS, exec_properties).data
+        schema = resolve_text_lm_schema(data.seq_len, token_spec(data).vocab_size)
         fs.makedirs(artifact.uri)
         fs.write_text(os.path.join(artifact.uri, "schema.pbtxt"), text_format.MessageToString(schema))
         artifact.set_string_custom_property(validation_props.CURATED_SCHEMA, exec_properties["schema_name"])
-        artifact.set_int_custom_property(validation_props.SEQ_LEN, exec_properties["seq_len"])
+        artifact.set_int_custom_property(validation_props.SEQ_LEN, data.seq_len)
 
 
 class CuratedSchemaGenSpec(ComponentSpec):
     PARAMETERS = {"schema_name": ExecutionParameter(type=str),
-                  "seq_len": ExecutionParameter(type=int),
-                  # The tokenizer's vocabulary size: ids must lie in [0, vocab_size - 1].
-                  "vocab_size": ExecutionParameter(type=int, optional=True)}
+                  # The data section as SCHEMA_READS reads it (seq_len, the tokenizer).
+                  "data_config": ExecutionParameter(type=str)}
     INPUTS = {}
     OUTPUTS = {"schema": ChannelParameter(type=standard_artifacts.Schema)}
 
@@ -41,10 +48,7 @@ class CuratedSchemaGen(base_component.BaseComponent):
     SPEC_CLASS = CuratedSchemaGenSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(CuratedSchemaGenExecutor)
 
-    def __init__(self, seq_len: int, schema_name: str = TEXT_LM, vocab_size: int | None = None):
-        # The byte vocabulary stays implicit (None) so the default pipeline's cache key is as before.
-        from components.tokenizer.spec import BYTES
+    def __init__(self, config: config_lib.Config, schema_name: str = TEXT_LM):
         super().__init__(spec=CuratedSchemaGenSpec(
-            schema_name=schema_name, seq_len=seq_len,
-            vocab_size=None if vocab_size in (None, BYTES.vocab_size) else vocab_size,
+            schema_name=schema_name, **stages.handoff(SCHEMA_READS, config),
             schema=types.Channel(type=standard_artifacts.Schema)))

@@ -19,8 +19,9 @@ def declarations() -> dict:
     from components.tokenizer.component import TOKENIZER_READS
     from components.training.run_fn import TRAINER_READS
     from components.tuner.component import TUNER_READS
-    return {d.stage: d for d in (TOKENIZER_READS, DATA_READS, TUNER_READS, TRAINER_READS,
-                                 EVALUATOR_READS, PUSHER_READS)}
+    from components.validation.schema_gen import SCHEMA_READS
+    return {d.stage: d for d in (TOKENIZER_READS, DATA_READS, SCHEMA_READS, TUNER_READS,
+                                 TRAINER_READS, EVALUATOR_READS, PUSHER_READS)}
 
 
 def test_reading_a_section_the_stage_was_not_sent_raises_naming_it_and_the_declaration():
@@ -58,8 +59,11 @@ EXPECTED = [
     ("model.n_layer", 3, {"Trainer", "Tuner"}),
     ("runtime.precision", "mixed_bfloat16", {"Trainer", "Tuner"}),
     ("runtime.beam_args", ("--direct_num_workers=2",), set()),
-    ("data.seq_len", 64, {"TextExampleGen", "Trainer", "Tuner"}),
-    ("data.vocab_size", 4000, {"TokenizerGen", "TextExampleGen", "Trainer", "Tuner"}),
+    ("data.seq_len", 64, {"TextExampleGen", "CuratedSchemaGen", "Trainer", "Tuner"}),
+    ("data.vocab_size", 4000, {"TokenizerGen", "TextExampleGen", "CuratedSchemaGen", "Trainer",
+                               "Tuner"}),
+    ("data.tokenizer", "sentencepiece", {"TokenizerGen", "TextExampleGen", "CuratedSchemaGen",
+                                         "Trainer", "Tuner"}),
     ("data.split_salt", "other", {"TokenizerGen", "TextExampleGen"}),
     ("data.train_shards", 3, {"TextExampleGen"}),
     ("eval.max_loss", 3.5, {"LanguageModelEvaluator"}),

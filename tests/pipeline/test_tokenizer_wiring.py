@@ -33,11 +33,11 @@ def test_tokenizer_stage_wiring_and_cache_keys(tmp_path):
     # the data-stage code too (issue 20: a reader fix must not leave stale byte shards cached).
     assert "TokenizerGen" not in [c.id for c in default.components]
     default_props = _properties(default)
-    assert default_props["CuratedSchemaGen"].get("vocab_size") is None
+    assert json.loads(default_props["CuratedSchemaGen"]["data_config"])["tokenizer"] == "bytes"
     assert default_props["TextExampleGen"]["code_digest"] == data_code_digest()
 
     props = _properties(base)
-    assert props["CuratedSchemaGen"]["vocab_size"] == 2000
+    assert json.loads(props["CuratedSchemaGen"]["data_config"])["vocab_size"] == 2000
     assert len(props["TextExampleGen"]["code_digest"]) == 64     # data + tokenizer code
     trainer_data = json.loads(json.loads(props["Trainer"]["custom_config"])["data"])
     assert (trainer_data["tokenizer"], trainer_data["vocab_size"]) == ("sentencepiece", 2000)

@@ -58,7 +58,7 @@ def test_parameters_carry_the_config(compiled):
         return getattr(value, value.WhichOneof("kind"))
 
     assert json.loads(parameter("TextExampleGen", "data_config")) == config_lib.to_dict(config.data)
-    assert parameter("CuratedSchemaGen", "seq_len") == 256
+    assert json.loads(parameter("CuratedSchemaGen", "data_config"))["seq_len"] == 256
     assert spec.schema_version == "2.1.0"
     custom = json.loads(parameter("Trainer", "custom_config"))
     assert json.loads(custom["train"])["learning_rate"] == 5e-4

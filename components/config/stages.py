@@ -10,6 +10,7 @@ where it trains)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -122,5 +123,4 @@ def model_view(stage: StageReads, config: Config) -> dict:
 
 def digest_of(stage: StageReads, config: Config) -> str:
     """A short digest of the sections the stage was handed (CONFIG_DIGEST of a model)."""
-    import hashlib
     return hashlib.sha256(json.dumps(handoff(stage, config), sort_keys=True).encode()).hexdigest()[:16]

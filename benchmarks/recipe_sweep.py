@@ -15,7 +15,8 @@ the default (`tiny`) preset; `preset=NAME` in a trial starts from another preset
     .venv/bin/python benchmarks/recipe_sweep.py --root /tmp/sweep --trial mine data.tokenizer=bytes ...
     .venv/bin/python benchmarks/recipe_sweep.py --plot FILE.png --from FILE   (bits/byte vs time)
 
-The table (docs/benchmarks.md, "Recipe") is this script's output.
+The table of 2026-11-28 (benchmarks/results/2026-11-28-recipe.md) is this script's output; its
+reading in docs/benchmarks.md, "Recipe".
 """
 
 from __future__ import annotations

@@ -407,8 +407,11 @@ def code_files(repo: str = REPO) -> list[str]:
 
 
 def heading_cited(page: str, section: str) -> bool:
-    """A heading of the page starts with the cited words ("Loss spikes" cites "Loss spikes: rollback")."""
-    return any(anchor.startswith(slug(section)) for anchor in anchors(os.path.join(REPO, page)))
+    """A heading of the page starts with the cited words, whole words only ("Loss spikes" cites
+    "Loss spikes: rollback"; "Recipe" does not cite "Recipes")."""
+    cited = slug(section)
+    return any(anchor == cited or anchor.startswith(cited + "-")
+               for anchor in anchors(os.path.join(REPO, page)))
 
 
 def citation_problems(text: str) -> list[str]:
@@ -465,7 +468,7 @@ BROKEN_CODE = '''
 """(docs/layout.md, ARCHITECTURE's rules of thumb). Reads on one screen (the developer guide).
 The table (docs/benchmarks.md, "Recipe sweep") is this script's output; docs/data.md#nowhere,
 docs/nope.md. A model card's README.md, config.json and (docs/training.md, "Loss
-spikes") are fine."""
+spikes") are fine; (docs/training.md, "Loss spike") is half a word."""
 # Hugging Face layout out and in (components/hf); components/model/layers.attend is fine.
 '''
 
@@ -474,6 +477,7 @@ def test_code_citation_mutations_fail():
     assert citation_problems(BROKEN_CODE) == [
         'docs/benchmarks.md, "Recipe sweep": no such heading',
         "docs/data.md#nowhere: no heading with anchor #nowhere", "docs/nope.md: no such file",
+        'docs/training.md, "Loss spike": no such heading',
         "README, data stage figures: no such heading", "README, Tokenizers: no such heading",
         "see README: cite a heading", "(README): cite a heading",
         "ARCHITECTURE: no such document", "developer guide: no such document"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -120,16 +120,23 @@ def _file_texts(path: str, max_file_bytes: int | None) -> Iterator[bytes]:
         if not name.endswith((".jsonl", ".json")):
             yield fh.read() if max_file_bytes is None else fh.read(max_file_bytes)
             return
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as err:
-                raise ValueError(f"data.decontaminate.eval_files: {path}:{number}: not JSON "
-                                 f"({err})") from None
-            for text in record_strings(record):
-                yield text.encode("utf-8")
+        for text in jsonl_texts(fh, f"data.decontaminate.eval_files: {path}:"):
+            yield text.encode("utf-8")
+
+
+def jsonl_texts(lines: Iterable[bytes], where: str) -> Iterator[str]:
+    """The texts of a JSONL evaluation file, one line at a time (blank lines skipped): every
+    string value of each record (record_strings). A line that is not JSON is a ValueError
+    `<where><line number>: not JSON (...)`; the one parse of the format, for the data stage's
+    reader above and the check before the first stage (eval_inputs.py)."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as err:
+            raise ValueError(f"{where}{number}: not JSON ({err})") from None
+        yield from record_strings(record)
 
 
 def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, ...]] | None = None

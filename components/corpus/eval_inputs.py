@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import zlib
 
 from components.common import fs, listing
 from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
 from components.config.tree import ConfigError
-from components.corpus.contamination import record_strings
+from components.corpus.contamination import jsonl_texts
 
 GZIP_READ_WHOLE_BYTES = 64 * 2**20   # a .gz up to 64 MiB is decompressed to its end
 READ_BYTES = 2**20
@@ -105,16 +104,8 @@ def _first_document(stream, path: str) -> bool:
             if block.strip():
                 return True
         return False
-    for number, line in enumerate(io.BufferedReader(_Unclosed(stream), READ_BYTES), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as err:
-            raise ValueError(f"line {number}: not JSON ({err})") from None
-        if any(text.strip() for text in record_strings(record)):
-            return True
-    return False
+    lines = io.BufferedReader(_Unclosed(stream), READ_BYTES)
+    return any(text.strip() for text in jsonl_texts(lines, "line "))
 
 
 class _Unclosed(io.RawIOBase):

@@ -89,13 +89,37 @@ def product_modules(root: str | None = None) -> dict[str, str]:
     return found
 
 
+# {(path, mtime, size): its imported names}: a pipeline build computes four closures over the
+# same files; a file edited since (a test's copy of the tree) has a new key.
+_PARSED: dict[tuple, list[str]] = {}
+
+
 def _imported_names(path: str, name: str) -> list[str]:
     """Every dotted name `path` imports, anywhere in its body (function-level imports too);
     `from pkg import x` gives pkg.x (a module or not: the caller resolves it)."""
+    stat = os.stat(path)
+    key = (path, name, stat.st_mtime_ns, stat.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = _parse_imports(path, name)
+    return _PARSED[key]
+
+
+def _statements(nodes):
+    """Every statement, nested blocks included (functions, classes, if / try / with / match):
+    imports are statements, so expressions need no visit (ast.walk's cost)."""
+    for node in nodes:
+        yield node
+        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, block, None)
+            if isinstance(children, list):
+                yield from _statements(children)
+
+
+def _parse_imports(path: str, name: str) -> list[str]:
     tree = ast.parse(open(path, encoding="utf-8").read(), path)
     anchor = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
     out = []
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             out.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -203,17 +203,17 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
     start, cpu = time.perf_counter(), cpu_seconds()
     _, files = listing.list_input_files(corpus)
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-    _ = pipeline | transforms.TextToTFRecordShards(
+    stage = transforms.TextToTFRecordShards(
         files, out, reader_config=reader_config(data), seq_len=data.seq_len,
         eval_fraction=data.eval_fraction, split_salt=data.split_salt,
         train_shards=data.train_shards, eval_shards=data.eval_shards,
         gzip_level=int(os.environ.get("BENCH_GZIP_LEVEL", data.gzip_level)), dedup=data.dedup,
         near_dedup=minhash.params_of(data.near_dedup))
-    result = pipeline.run()
-    result.wait_until_finish()
+    _ = pipeline | stage
+    pipeline.run().wait_until_finish()
     seconds = time.perf_counter() - start
     cpu = cpu_seconds() - cpu
-    counters = component.counters_from_metrics(result)
+    counters = component.stage_counters(out, units=stage.units)
     component.check_accounting(counters, len(files), "quarantine.jsonl")
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu,
                       "sequences": counters["sequences_train"] + counters["sequences_eval"],

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 # Component modules, not `tfx.v1`: the v1 facade also imports the Google Cloud extensions
 # (about 7 s per process, paid by every cached re-run).
 from tfx.components import (ExampleValidator, ImportExampleGen, Pusher, StatisticsGen, Trainer)
-from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import \
     LatestBlessedModelStrategy
@@ -26,7 +27,7 @@ from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
 from components.tokenizer.spec import token_spec
 from components.validation.gate import AnomaliesGate
-from components.common import checkpoints, fs
+from components.common import beam_placement, checkpoints, fs
 from components import config as config_lib
 from components.config import Config
 
@@ -88,13 +89,32 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
                                     latest_blessed, evaluator, pusher) if node]
     if until is not None:
         components = stages_until(components, until)
+    beam_args = beam_placement.resolved_args(beam_pipeline_args or [])
+    place_beam_stages(components, beam_args, config.runtime.beam_direct_stages)
     return Pipeline(
         pipeline_name=config.paths.pipeline_name,
         pipeline_root=pipeline_root,
         components=components,
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=list(beam_pipeline_args or []))
+        beam_pipeline_args=beam_args)
+
+
+def place_beam_stages(components, beam_args: list[str], direct_stages) -> list[str]:
+    """Each Beam stage on the run's runner, or on the DirectRunner when runtime.beam_direct_stages
+    names it (its own --runner after the run's: components/common/beam_placement.py). Logs where
+    each runs, and why, when the run's runner is not the DirectRunner; returns those lines."""
+    stages = [node for node in components
+              if isinstance(node, base_beam_component.BaseBeamComponent)]
+    for node in stages:
+        extra = beam_placement.stage_args(node.id, beam_args, direct_stages)
+        if extra:
+            node.with_beam_pipeline_args(extra)
+    lines = beam_placement.placement_lines([n.id for n in stages], beam_args, direct_stages)
+    if not beam_placement.is_local(beam_placement.runner_of(beam_args)):
+        for line in lines:
+            logging.getLogger("bigtrain.data").info("Beam stage %s", line)
+    return lines
 
 
 def data_stages(data, input_fingerprint: str):

@@ -62,6 +62,19 @@ def keyed(unit: int, records: Iterable[bytes], buckets: int) -> Iterator[tuple[i
         yield bucket_of(key, buckets), (key, unit, index, record)
 
 
+def unit_buckets(unit_records: tuple[int, int], total: int) -> Iterator[tuple[tuple[int, int], int]]:
+    """(unit, its train records) -> ((unit, bucket), records of the unit in it) per bucket it
+    reaches: the keys depend on (unit, index) only, so no record is read."""
+    unit, records = unit_records
+    buckets = bucket_count(total)
+    counts: dict[int, int] = {}
+    for index in range(records):
+        bucket = bucket_of(record_key(unit, index), buckets)
+        counts[bucket] = counts.get(bucket, 0) + 1
+    for bucket, count in sorted(counts.items()):
+        yield (unit, bucket), count
+
+
 def bucket_pieces(bucket: list[tuple], offset: int, total: int,
                   num_shards: int) -> Iterator[tuple[int, list[bytes]]]:
     """One bucket's records (any order), at global positions from `offset` once sorted ->
@@ -149,14 +162,23 @@ class OrderTrain(beam.PTransform):
         self._write = SortWriteFn(output_dir, num_shards, gzip_level)
 
     def expand(self, pieces):
-        train, rest = pieces | "TrainPieces" >> beam.Partition(
-            lambda record, _: 0 if record[0][0] == KIND else 1, 2)
+        # Two filters, not one Partition: Beam's DaskRunner (2.72) hands every tagged output of
+        # a DoFn to each consumer (tests/components/test_dask_runner.py runs this on Dask).
+        train = pieces | "TrainPieces" >> beam.Filter(lambda record: record[0][0] == KIND)
+        rest = pieces | "OtherPieces" >> beam.Filter(lambda record: record[0][0] != KIND)
+        # The total and the bucket sizes from (unit, records) pairs made distinct first: the
+        # DaskRunner computes a side input by running its whole upstream again inside a worker,
+        # where it saw every train piece twice (2026-12-07: the total doubled, shard 1 empty).
+        units = (train | "UnitRecords" >> beam.Map(lambda record: record[1][:3:2])
+                 | "OncePerUnit" >> beam.Distinct())
         total = beam.pvalue.AsSingleton(
-            train | "Count" >> beam.Map(lambda record: record[1][2])
-            | "Total" >> beam.CombineGlobally(sum))
+            units | "Count" >> beam.Map(lambda unit: unit[1]) | "Total" >> beam.CombineGlobally(sum))
+        sizes = beam.pvalue.AsDict(
+            units | "UnitBuckets" >> beam.FlatMap(unit_buckets, total=total)
+            | "OncePerUnitBucket" >> beam.Distinct()
+            | "ByBucket" >> beam.Map(lambda item: (item[0][1], item[1]))
+            | "Sizes" >> beam.CombinePerKey(sum))
         buckets = (train | "Key" >> beam.ParDo(KeyFn(), total=total)
                    | "GroupByBucket" >> beam.GroupByKey())
-        sizes = beam.pvalue.AsDict(
-            buckets | "Sizes" >> beam.Map(lambda kv: (kv[0], sum(1 for _ in kv[1]))))
         ordered = buckets | "SortWrite" >> beam.ParDo(self._write, sizes=sizes, total=total)
         return (ordered, rest) | "WithOrdered" >> beam.Flatten()

@@ -35,6 +35,7 @@ def training_view(config: config_lib.Config) -> dict:
     out so they cannot trigger a retrain."""
     runtime = config_lib.to_dict(config.runtime)
     runtime.pop("beam_args")
+    runtime.pop("beam_direct_stages")
     data = {"seq_len": config.data.seq_len}
     if config.data.tokenizer != "bytes":  # the byte default keeps its cache and checkpoint keys
         data.update(tokenizer=config.data.tokenizer, vocab_size=config.data.vocab_size)
@@ -74,7 +75,8 @@ def training_sections(config: config_lib.Config) -> dict:
     without the Beam arguments (they cannot trigger a retrain)."""
     return {"data": config_lib.section_part(config.data, *TRAINING_DATA),
             "model": config.model, "train": config.train,
-            "runtime": config_lib.section_without(config.runtime, "beam_args")}
+            "runtime": config_lib.section_without(config.runtime, "beam_args",
+                                                             "beam_direct_stages")}
 
 
 def trainer_sections(config: config_lib.Config) -> dict:

@@ -21,7 +21,7 @@ from components import config as config_lib
 from components.config import DataConfig
 from components.corpus import readers
 from components.text_example_gen import order, shards, transforms
-from components.text_example_gen.component import check_accounting, counters_from_metrics
+from components.text_example_gen.component import check_accounting, stage_counters
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
 from benchmarks.support import single_process
 
@@ -149,7 +149,7 @@ def run_stage(files, out_dir, beam_args=BEAM_ARGS, config=None, **overrides):
                                             **params)
     result = p.run()
     result.wait_until_finish()
-    return counters_from_metrics(result)
+    return stage_counters(out_dir)
 
 
 def digest_tree(root):

@@ -82,7 +82,11 @@ def placement(stage: str, beam_args, direct_stages) -> tuple[str, str]:
     """(the runner `stage` runs on, why), e.g. ("DaskRunner", "runtime.beam_args") or
     ("DirectRunner", "TFDV's statistics fail on ...")."""
     runner = runner_of(beam_args)
-    if is_local(runner) or stage not in tuple(direct_stages):
+    # A stage of DIRECT_REASONS moves only off the runner those reasons are about (a portable
+    # run keeps its StatisticsGen: tests/e2e/test_portable_run.py); any other named stage moves
+    # off every runner but the local ones.
+    if (is_local(runner) or stage not in tuple(direct_stages)
+            or (stage in DIRECT_REASONS and runner != "DaskRunner")):
         return runner, "runtime.beam_args"
     return DIRECT_RUNNER, DIRECT_REASONS.get(stage, DIRECT_SETTING)
 

@@ -135,6 +135,8 @@ def test_a_direct_stage_runs_on_the_direct_runner_with_its_reason():
         "--runner=DirectRunner"]
     assert beam_placement.stage_args("TextExampleGen", dask, direct_stages) == []
     assert beam_placement.stage_args("StatisticsGen", [], direct_stages) == []
+    assert beam_placement.stage_args("StatisticsGen", ["--runner=PortableRunner"],
+                                     direct_stages) == []
     lines = beam_placement.placement_lines(["TextExampleGen", "StatisticsGen", "Mine"], dask,
                                            ("StatisticsGen", "Mine"))
     assert lines == ["TextExampleGen: DaskRunner (runtime.beam_args)",

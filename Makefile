@@ -24,7 +24,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: setup run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
         objectstore-lock browser \
-        hf-loader hf-loader-lock mlflow mlflow-stop mlflow-lock dask dask-stop
+        hf-loader hf-loader-lock mlflow mlflow-stop mlflow-lock ray ray-stop dask dask-stop
 
 setup: $(STAMP)
 
@@ -50,14 +50,15 @@ run: setup
 # most expensive tests, and fails if a group exceeds its caps in tests/suite_budget.json
 # (tests/support/ledger.py; docs/operations.md#test-tiers).
 test: setup services
-	$(PYTEST) $(XDIST) --durations=25 $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) --ledger-whole --durations=25 $(PYTEST_ARGS)
 
 # The services of the suite, each idempotent (.ci/run times them one by one): a private MariaDB,
 # for the MySQL metadata tests, a private S3 server, for the object-storage tests, headless
 # Chromium, for the browser tests of `bigtrain ui`, PyTorch + transformers, the second loader
-# of the Hugging Face export tests, an MLflow tracking server, for the tracking tests, and a Dask
-# cluster, for the data stage on Beam's DaskRunner.
-SERVICES := mariadb objectstore browser hf-loader mlflow dask
+# of the Hugging Face export tests, an MLflow tracking server, for the tracking tests, a Ray
+# cluster, for the Trainer on Ray (runtime.cluster=ray), and a Dask cluster, for the data stage on
+# Beam's DaskRunner.
+SERVICES := mariadb objectstore browser hf-loader mlflow ray dask
 services: $(SERVICES)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
@@ -120,6 +121,19 @@ mlflow-lock:
 	  --python-platform x86_64-manylinux_2_36 --index-url https://pypi.org/simple --generate-hashes \
 	  -o tests/support/mlflow.lock
 
+# A Ray cluster on loopback: a head (127.0.0.1:$(RAY_PORT)) and one worker node, separate
+# processes, $(RAY_CPUS) CPUs each, from the venv's ray (the lock's ray[train]); temp and session
+# folders under build/ray/; idempotent. Writes build/ray/env.sh. ray-stop ends only this
+# cluster's processes. Outside CI, if it cannot start, the Ray tests skip naming the reason
+# (build/ray/unavailable); in CI: an error.
+RAY_PORT ?= 39200
+RAY_CPUS ?= 2
+ray: setup
+	BIGTRAIN_RAY_PORT=$(RAY_PORT) BIGTRAIN_RAY_CPUS=$(RAY_CPUS) bash tests/support/ray.sh start
+
+ray-stop:
+	bash tests/support/ray.sh stop
+
 # Headless Chromium and chromedriver from Debian's packages (apt-get, if absent) for the browser
 # tests of `bigtrain ui` (tests/ui/test_browser.py); idempotent. Outside CI, if they cannot be
 # installed, those tests skip naming the reason (build/browser/unavailable); in CI that is an error.
@@ -144,7 +158,7 @@ hf-loader-lock:
 # Inner loop (target: at most 3 minutes on the 2-core dev VM; latest figures in docs/operations.md):
 # every package's unit tests, none of the pipeline runs or trainings marked slow.
 test-fast: setup
-	$(PYTEST) $(XDIST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) --ledger-whole -m "not slow" $(PYTEST_ARGS)
 
 # Re-resolve the lock after changing pyproject.toml's dependencies; commit the result.
 lock:

@@ -17,6 +17,14 @@ def describe() -> str:
             f"{platform.platform()}, Python {platform.python_version()}")
 
 
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of the child processes this process has waited for: what a
+    benchmark's jobs cost when they run as subprocesses (on a shared machine a fairer cost than
+    their wall time, which grows with everyone else's load)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def cpu_seconds() -> float:
     """User + system CPU seconds of this process and the children it has waited for."""
     return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),

@@ -1,5 +1,5 @@
-"""Which strategy, replica count and XLA setting train the default preset fastest on a machine
-without GPUs (issue 58, item 2: the CPU defaults are the ones measured fastest here).
+"""Which strategy, replica count, XLA setting and thread pools train the default preset fastest on
+a machine without GPUs (issue 58, item 2: the CPU defaults are the ones measured fastest here).
 
     .venv/bin/python benchmarks/cpu_defaults.py [--preset tiny] [--steps 300] [--rounds 2]
 
@@ -37,12 +37,24 @@ VARIANTS = {
     "mirrored-1-xla": ("runtime.strategy=mirrored", "runtime.cpu_replicas=1", "runtime.xla=on"),
     "one_device": ("runtime.strategy=one_device", "runtime.xla=off"),
     "one_device-xla": ("runtime.strategy=one_device", "runtime.xla=on"),
+    # The default since 2026-12-07 (one replica, XLA) under TensorFlow's own thread pools, and
+    # with the pools set (THREADS): does the thread setting matter?
+    "default": ("runtime.xla=auto",),
+    "default-intra2-inter1": ("runtime.xla=auto",),
+    "default-intra1-inter1": ("runtime.xla=auto",),
 }
+# name -> (intra-op, inter-op) threads, set before TensorFlow starts (tf.config.threading); the
+# other variants keep TensorFlow's defaults (0: TensorFlow picks from the cores it sees).
+THREADS = {"default-intra2-inter1": (2, 1), "default-intra1-inter1": (1, 1)}
 
 
-def child(preset: str, overrides: list[str], steps: int) -> dict:
+def child(preset: str, overrides: list[str], steps: int, threads: tuple[int, int] | None) -> dict:
     """One variant in this process: bigtrain's loop, steady rates and the first step's cost."""
     import time
+    if threads:
+        import tensorflow as tf
+        tf.config.threading.set_intra_op_parallelism_threads(threads[0])
+        tf.config.threading.set_inter_op_parallelism_threads(threads[1])
     from benchmarks._shards import write_random_shard
     from benchmarks.train_throughput import WARMUP_STEPS, bigtrain_run
     from components.config import build_config
@@ -85,7 +97,8 @@ def main(argv=None) -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.preset, list(VARIANTS[args.child]), args.steps)))
+        print(json.dumps(child(args.preset, list(VARIANTS[args.child]), args.steps,
+                               THREADS.get(args.child))))
         return
     print(describe())
     results = {name: [] for name in args.only}

@@ -17,6 +17,10 @@ at once):
                stage-none-1proc: in_memory;
   single-file  (text only) the same corpus as ONE text file, data.document=separator (blank
                lines), read in byte ranges by 2 workers;
+  stage-decon  the stage with data.dedup=none decontaminating against the default eval.sets
+               (components/config/heldout.py DEFAULT_SETS: the data stage's default screen),
+               2 workers; stage-decon-1proc: in_memory. Beside stage-none(-1proc) (eval.sets=[])
+               the ratio on/off is printed;
   stage-near   the stage with data.dedup=near (exact, then MinHash LSH near duplicates: two more
                reads of the input), 2 worker processes; stage-near-1proc: in_memory.
   stage-dask   the stage (dedup=exact) on Beam's DaskRunner, on the Dask cluster at --dask-address
@@ -56,7 +60,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _machine import cpu_seconds  # noqa: E402
 
 RUNS = ("baseline", "stage", "stage-1proc", "stage-none", "stage-none-1proc", "single-file",
-        "stage-near", "stage-near-1proc", "stage-dask", "stage-none-dask")
+        "stage-near", "stage-near-1proc", "stage-decon", "stage-decon-1proc", "stage-dask",
+        "stage-none-dask")
+# --decon: these runs, alternated (off, on, off, on, ...) so each pair sees the same machine load.
+DECON_RUNS = ("baseline", "stage-none-1proc", "stage-decon-1proc", "stage-none", "stage-decon")
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 ONE_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
@@ -193,7 +200,7 @@ def run_baseline(corpus: str, out: str, fmt: str = "text") -> None:
 
 
 def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
-              dedup: str = "exact", fmt: str = "text") -> None:
+              dedup: str = "exact", fmt: str = "text", decon: bool = False) -> None:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -203,7 +210,12 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
     from components.text_example_gen import component, transforms
     from components.config import DataConfig
     from components.corpus import minhash
-    data = DataConfig(input=corpus, format=fmt, document=document, dedup=dedup)
+    from components.config import DecontaminationConfig
+    from components.config.heldout import DEFAULT_SETS
+    from components.corpus.screen import screen_for
+    eval_files = tuple(s.input for s in DEFAULT_SETS) if decon else ()
+    data = DataConfig(input=corpus, format=fmt, document=document, dedup=dedup,
+                      decontaminate=DecontaminationConfig(eval_files=eval_files))
     workers = os.environ.get("BENCH_DASK_ADDRESS") if "--runner=" in " ".join(beam_args) else None
     workers_cpu = dask_workers_cpu(workers)
     start, cpu = time.perf_counter(), cpu_seconds()
@@ -214,7 +226,7 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
         eval_fraction=data.eval_fraction, split_salt=data.split_salt,
         train_shards=data.train_shards, eval_shards=data.eval_shards,
         gzip_level=int(os.environ.get("BENCH_GZIP_LEVEL", data.gzip_level)), dedup=data.dedup,
-        near_dedup=minhash.params_of(data.near_dedup))
+        near_dedup=minhash.params_of(data.near_dedup), screen=screen_for(data))
     _ = pipeline | stage
     pipeline.run().wait_until_finish()
     seconds = time.perf_counter() - start
@@ -300,14 +312,15 @@ def child(run: str, corpus: str, out: str, fmt: str) -> None:
     if run == "baseline":
         run_baseline(corpus, out, fmt)
         return
-    dedup = ("near" if run.startswith("stage-near") else "none" if run.startswith("stage-none")
-             else "exact")
+    dedup = ("near" if run.startswith("stage-near") else "none"
+             if run.startswith(("stage-none", "stage-decon")) else "exact")
     document = "separator" if run == "single-file" else "record" if fmt == "jsonl" else "file"
     args = (ONE_PROCESS if run.endswith("1proc") else ONE_PROCESS + [
         "--runner=DaskRunner", f"--dask_client_address={os.environ['BENCH_DASK_ADDRESS']}"]
         if run.endswith("-dask") else TWO_WORKERS)
     from components.common.beam_placement import resolved_args
-    run_stage(corpus, out, resolved_args(args), document, dedup, fmt)
+    run_stage(corpus, out, resolved_args(args), document, dedup, fmt,
+              decon=run.startswith("stage-decon"))
 
 
 def report(run: str, r: dict, results: dict) -> str:
@@ -319,6 +332,30 @@ def report(run: str, r: dict, results: dict) -> str:
             f"{r['processes']} (driver {r['peak_driver_rss_bytes'] / 2**30:.2f}, largest other "
             f"{r['peak_worker_rss_bytes'] / 2**30:.2f})  {r['sequences']} sequences, "
             f"{r['out_bytes'] / 2**20:.0f} MiB of shards {r.get('skipped', '')}")
+
+
+def measure_run(run: str, corpus: str, out: str, fmt: str, total: int) -> dict:
+    """One run in its own process: its result with its output's size and MiB/s."""
+    r = measure(["--child", run, corpus, out, fmt])
+    r["out_bytes"] = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(out)
+                         for n in names)
+    r["mb_per_s"] = total / 2**20 / r["seconds"]
+    shutil.rmtree(out, ignore_errors=True)
+    return r
+
+
+def decon_summary(results: dict[str, list[dict]]) -> str:
+    """The median ratio decontamination on / off (wall and CPU-s) over the rounds, one process
+    and 2 workers, each on run beside the off run of its own round."""
+    lines = []
+    for on, off in (("stage-decon-1proc", "stage-none-1proc"), ("stage-decon", "stage-none")):
+        for measure_name in ("seconds", "cpu_seconds"):
+            ratios = sorted(a[measure_name] / b[measure_name]
+                            for a, b in zip(results[on], results[off]))
+            lines.append(f"{on} / {off} {measure_name}: median {ratios[len(ratios) // 2]:.3f} "
+                         f"(rounds: {', '.join(f'{x:.3f}' for x in ratios)})")
+    skipped = {run: results[run][-1].get("skipped") for run in ("stage-decon-1proc", "stage-decon")}
+    return "\n".join(lines + [f"documents skipped: {skipped}"])
 
 
 def main() -> int:
@@ -336,6 +373,10 @@ def main() -> int:
                         "duplicates across copies")
     parser.add_argument("--dask-address", help="the Dask scheduler of the -dask runs, e.g. "
                         "tcp://127.0.0.1:38786 (`make dask`; default: $BIGTRAIN_DASK_ADDRESS)")
+    parser.add_argument("--decon", type=int, metavar="ROUNDS", help="the cost of "
+                        "decontamination: ROUNDS rounds of baseline and stage-none / stage-decon "
+                        "(one process, then 2 workers) back to back; prints each round and the "
+                        "median ratio on/off")
     parser.add_argument("--child", nargs=4, metavar=("RUN", "CORPUS", "OUT", "FORMAT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -357,6 +398,8 @@ def main() -> int:
             and not (r.endswith("-dask") and not address and args.runs is None)]
     if any(r.endswith("-dask") for r in runs) and not address:
         parser.error("a -dask run needs --dask-address (or $BIGTRAIN_DASK_ADDRESS; `make dask`)")
+    if args.decon:
+        runs = list(DECON_RUNS) * args.decon
     if args.format == "jsonl" and "single-file" in runs:
         parser.error("single-file is a --format text run")
     work = tempfile.mkdtemp(prefix="bigtrain-data-bench-")
@@ -372,17 +415,14 @@ def main() -> int:
               f"{' and the same text as one file' if single else ''}; seq_len 128, 4 train "
               f"shards; gzip level: baseline 6 (TF default), stage {level} (data.gzip_level)",
               flush=True)
-        results = {}
+        results: dict[str, list[dict]] = {}
         for run in runs:
             corpus = os.path.dirname(single) if run == "single-file" else files_dir
-            out = os.path.join(work, f"out-{run}")
-            results[run] = measure(["--child", run, corpus, out, args.format])
-            r = results[run]
-            r["out_bytes"] = sum(os.path.getsize(os.path.join(d, n))
-                                 for d, _, names in os.walk(out) for n in names)
-            r["mb_per_s"] = total / 2**20 / r["seconds"]
-            shutil.rmtree(out, ignore_errors=True)
-            print(report(run, r, results), flush=True)
+            r = measure_run(run, corpus, os.path.join(work, f"out-{run}"), args.format, total)
+            results.setdefault(run, []).append(r)
+            print(report(run, r, {k: v[-1] for k, v in results.items()}), flush=True)
+        if args.decon:
+            print(decon_summary(results))
         print(f"load average at end: {os.getloadavg()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

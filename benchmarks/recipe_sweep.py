@@ -24,13 +24,12 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
+from _machine import children_cpu_seconds, describe  # noqa: E402
 
 SP = ("data.tokenizer=sentencepiece",)
 # name -> overrides on the default preset (tiny: llama 4 x 64 on bytes, 16 x 128 for 1000 steps,
@@ -82,13 +81,6 @@ def parse_documents(log: str) -> dict:
     return out
 
 
-def _children_cpu_seconds() -> float:
-    """User + system CPU of finished child processes: on a shared machine the CPU a trial used
-    is a fairer cost than its wall time, which grows with everyone else's load."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 # The gate is not what a sweep ranks: every trial is blessed (and pushed into the sweep's home).
 BLESS_ALL = ("export.quantize=[]", "eval.max_loss=100", "eval.max_loss_regression=100")
 
@@ -105,9 +97,9 @@ def run_trial(root: str, name: str, overrides: tuple[str, ...], extra: list[str]
     tokenizer = next((o.split("=", 1)[1] for o in overrides if o.startswith("data.tokenizer=")),
                      "default")
     command = trial_command(os.path.join(root, f"home-{tokenizer}"), overrides, extra)
-    started, cpu_before = time.perf_counter(), _children_cpu_seconds()
+    started, cpu_before = time.perf_counter(), children_cpu_seconds()
     proc = subprocess.run(command, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - started, _children_cpu_seconds() - cpu_before
+    wall, cpu = time.perf_counter() - started, children_cpu_seconds() - cpu_before
     if proc.returncode:
         sys.exit(f"trial {name} failed ({proc.returncode}): {' '.join(command)}\n"
                  f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")

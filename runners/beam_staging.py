@@ -13,7 +13,7 @@ its multi-processing workers) and a portable runner (Flink, Spark, the embedded 
 SDK harness is an EXTERNAL worker pool or LOOPBACK. For those, `skip_tfx_self_staging` leaves the
 args as they are; any other runner (Dataflow, a portable runner with DOCKER or PROCESS workers)
 still gets TFX's package, as before, unless the user passes their own `--extra_package`,
-`--setup_file`, `--requirements_file` or `--sdk_container_image` (docs/operations.md).
+`--setup_file`, `--requirements_file` or `--sdk_container_image` (docs/scale-out.md).
 
 Installed once per process by each entry point that runs executors: the local runner, the
 Airflow DAG (every task process parses it) and the Kubeflow step entrypoint. The decision is made
@@ -27,7 +27,7 @@ from __future__ import annotations
 _DIRECT = {"direct", "switchingdirect", "bundlebaseddirect"}
 _PORTABLE = {"portable", "flink", "spark", "prism"}
 # Portable environments whose SDK harness is not built from staged packages: EXTERNAL is a worker
-# pool the user started (from bigtrain's venv, docs/operations.md), LOOPBACK is this very process.
+# pool the user started (from bigtrain's venv, docs/scale-out.md), LOOPBACK is this very process.
 _HARNESS_HERE = {"EXTERNAL", "LOOPBACK"}
 
 

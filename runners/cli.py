@@ -108,6 +108,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         path = compile_kubeflow(config, args.out)
         print(f"KFP v2 pipeline spec: {path} (image {config.orchestrator.image}, pipeline root "
               f"{config.orchestrator.pipeline_root})")
+    elif args.target in ("rayjob", "tfjob"):
+        from runners.k8s_jobs import write_manifests
+        path = write_manifests(config, args.target, args.out, args.examples, args.train_out)
+        print(f"Kubernetes manifests (ConfigMap + {args.target}): {path} (kubectl apply -f)")
     else:
         from runners.airflow import write_dag_file
         path = write_dag_file(config, args.out)
@@ -296,10 +300,15 @@ def _add_compile(sub, common: list) -> None:
                           help="compile the pipeline for Kubeflow Pipelines or Airflow",
                           description="kubeflow: a KFP v2 pipeline spec (JSON) from TFX's "
                                       "KubeflowV2DagRunner. airflow: a DAG file for AirflowDagRunner "
-                                      "with the resolved config embedded. Image, pipeline root, "
+                                      "with the resolved config embedded. rayjob / tfjob: "
+                                      "Kubernetes manifests (KubeRay RayJob, Kubeflow TFJob) of "
+                                      "the multi-worker training, runtime.ray.* sizing them. "
+                                      "Image, pipeline root, "
                                       "schedule etc. come from the orchestrator.* config keys.")
-    comp.add_argument("target", choices=["kubeflow", "airflow"])
+    comp.add_argument("target", choices=["kubeflow", "airflow", "rayjob", "tfjob"])
     comp.add_argument("--out", required=True, metavar="FILE", help="file to write")
+    comp.add_argument("--examples", metavar="DIR", help="tfjob: the Examples artifact's folder")
+    comp.add_argument("--train-out", metavar="DIR", help="tfjob: the workers' output folder")
     comp.set_defaults(func=cmd_compile)
 
 

@@ -19,6 +19,13 @@ def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plumbing_ps_task(args: argparse.Namespace) -> int:
+    configure_logging(args.verbose)
+    from components.training.parameter_server import serve
+    serve()   # returns only if the server stops
+    return 0
+
+
 def cmd_plumbing_run_kfp_spec(args: argparse.Namespace) -> int:
     import tempfile
     from runners import kfp_local
@@ -57,11 +64,19 @@ def add_plumbing(sub, common: list) -> None:
     worker.add_argument("--out", required=True, metavar="DIR", help="output folder")
     worker.add_argument("--weights-out", metavar="FILE.npz", help="also save the final weights")
     worker.set_defaults(func=cmd_plumbing_train_worker)
+    ps_task = psub.add_parser(
+        "ps-task", parents=common,
+        help="serve one ps or worker task of a runtime.strategy=parameter_server job",
+        description="Start the tf.distribute.Server of this process's TF_CONFIG task (type ps: "
+                    "holds variables; type worker: runs the steps the chief schedules) and serve "
+                    "until killed. The chief runs `bigtrain plumbing train-worker` or `bigtrain "
+                    "run` with runtime.strategy=parameter_server (docs/training.md).")
+    ps_task.set_defaults(func=cmd_plumbing_ps_task)
     kfp = psub.add_parser(
         "run-kfp-spec", parents=common, help="run a compiled Kubeflow PipelineJob here, task by task",
         description="Run every task of a `bigtrain compile kubeflow` PipelineJob on this machine, one "
                     "process per task in DAG order, through the spec's own container command, with "
-                    "the ExecutorInput the KFP v2 launcher builds (docs/operations.md). Resolver "
+                    "the ExecutorInput the KFP v2 launcher builds (docs/scale-out.md). Resolver "
                     "tasks yield no artifact (no MLMD here). Object-store credentials come from the "
                     "environment.")
     kfp.add_argument("spec", metavar="FILE", help="the PipelineJob JSON")
@@ -73,7 +88,7 @@ def add_plumbing(sub, common: list) -> None:
         help="print a Dask cluster for Kubernetes (dask-kubernetes DaskCluster YAML)",
         description="The DaskCluster (dask-kubernetes operator) that runs the data stage's Beam "
                     "DaskRunner: scheduler and workers in orchestrator.image, the pipeline volume "
-                    "mounted (docs/operations.md). Apply with kubectl apply -f -.")
+                    "mounted (docs/scale-out.md). Apply with kubectl apply -f -.")
     dask.add_argument("--workers", type=int32_in(1, 10_000), default=2,
                       help="worker pods (default 2)")
     dask.add_argument("--name", default="bigtrain-data", help="the cluster's name")

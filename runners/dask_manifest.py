@@ -1,6 +1,6 @@
 """A Dask cluster on Kubernetes for the data stage on Beam's DaskRunner: the `DaskCluster` resource
 of the dask-kubernetes operator (kubernetes.dask.org/v1), built here from the config's image
-(`bigtrain plumbing dask-manifest`; docs/operations.md shows its output, and a test checks that
+(`bigtrain plumbing dask-manifest`; docs/scale-out.md shows its output, and a test checks that
 the docs still match it). Scheduler and workers run the bigtrain image (Dockerfile: bigtrain and
 its lock, distributed included) and mount the volume that holds the pipeline root, since the
 workers write the stage's pieces and shards into the Examples artifact's folder."""

@@ -126,9 +126,11 @@ def _plan_places(config: Config) -> tuple[Config, LocalPaths]:
     places, each checked before the lock, the store or any stage: the home and serving dir, a
     train.init_from=hf:DIR (headers only, no TF), and every evaluation input (eval.sets,
     data.decontaminate.eval_files: resolved and opened, components/corpus/eval_inputs.py)."""
+    from components.config.strategy_rules import refuse_in_pipeline
     from components.corpus.eval_inputs import check_eval_inputs
     from components.training.hf_source import check_init_from
     from runners.eval_homes import resolve_eval_homes
+    refuse_in_pipeline(config)
     config = resolve_eval_homes(config)
     paths = LocalPaths.for_config(config)
     check_places(paths)

@@ -14,6 +14,13 @@ STDLIB = sysconfig.get_paths()["stdlib"]
 CPU_REPLICAS = 2
 # Logical CPU devices: mirrored tests take the first CPU_REPLICAS; pipeline tests use up to 4.
 LOGICAL_CPUS = 4
+# The plain (never-compiled) step for every run a test trains that is not about XLA or the default
+# run. Since 2026-12-07 runtime.xla=auto compiles the step on CPU too (components/training/loop.py
+# AUTO_XLA): the default 1,000-step run gains, a test's few steps would pay the compile (tens of
+# CPU-s each) and draw other dropout masks than the never-compiled pipeline-stage step. Set in
+# tests/training/conftest.py TINY_OVERRIDES and tests/e2e/conftest.py PLAIN_STEP (base_args,
+# SMALL_RUN, SENTENCEPIECE_RUN), and by the runs that build their own settings.
+PLAIN_STEP = "runtime.xla=off"
 
 
 def pytest_configure(config):
@@ -54,7 +61,8 @@ def bigtrain_server():
 # once per session and not once per worker. A module with module-scoped fixtures runs on one
 # worker (they are built once); the other tests of a module may run apart from its shared group.
 SHARED_FIXTURE_GROUPS = {
-    "data_run": "e2e-pipeline-runs",   # tests/e2e/conftest.py: the chain of real pipeline runs
+    "chain": "e2e-pipeline-runs",      # tests/e2e/conftest.py: the chain of real pipeline runs
+    "data_run": "e2e-pipeline-runs",
     "exported": "export-model",        # tests/export/conftest.py: the exported tiny model
     "loaded": "export-model",
     "pushed": "export-model",
@@ -104,11 +112,13 @@ LONGEST_GROUPS = [
 
 def run_order(items, group_of: dict[str, str]) -> list:
     """The items in the order they run: groups longest first (LONGEST_GROUPS), then slow-marked
-    groups before fast ones, then in collection order; within a group, module by module in path
-    order (the order `pytest tests/` collects them), each module's tests in their own order.
-    Caught by path: the e2e chain's modules build on each other's runs in one home (test_lineage
-    counts the runs before test_tuning adds its own), so a command line naming them in another
-    order failed 9 of them (2026-11-28)."""
+    groups before fast ones, then in collection order; within a group, in collection order (the
+    order of the command line; `pytest tests/` collects by path). For speed only, not for
+    correctness: no e2e module reads another's runs (the chain's runs are all made before any
+    test reads its home, tests/e2e/conftest.py chain), so any order passes. Until 2026-12-07 the
+    e2e modules built on each other's runs in one home and this order sorted a group's modules by
+    path to keep them working (a command line naming them in another order failed 9 of them on
+    2026-11-28)."""
     first_seen, slow = {}, set()
     for index, item in enumerate(items):
         group = group_of[item.nodeid]
@@ -119,9 +129,9 @@ def run_order(items, group_of: dict[str, str]) -> list:
     def rank(item) -> tuple:
         group = group_of[item.nodeid]
         known = LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)
-        return (known, group not in slow, first_seen[group], _module(item))
+        return (known, group not in slow, first_seen[group])
 
-    return sorted(items, key=rank)   # stable: a module's tests keep their order
+    return sorted(items, key=rank)   # stable: a group's tests keep their collection order
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -24,9 +24,9 @@ import pytest
 from components import config as config_lib
 from components.config import presets as presets_lib
 from runners import cli
-from tests.test_layers import LAYERS
-from tests.test_readme import (DOC_PAGES, FENCE, README, REPO, REPO_PATH, anchors, read, slug,
-                               target_problem)
+from tests.support.import_graph import LAYERS
+from tests.support.doc_pages import (DOC_PAGES, FENCE, README, REPO, REPO_PATH, anchors, read,
+                                     slug, target_problem)
 
 PAGES = [README] + DOC_PAGES
 LAYOUT = os.path.join(REPO, "docs", "layout.md")
@@ -479,3 +479,4 @@ def test_code_citation_mutations_fail():
         "ARCHITECTURE: no such document", "developer guide: no such document"]
     assert code_path_problems(BROKEN_CODE) == ["components/hf: no such path",
                                                "docs/nope.md: no such path"]
+

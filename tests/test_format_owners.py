@@ -30,6 +30,7 @@ ASSETS = "components/serving/assets.py"
 TOKENIZER_FILES = "components/tokenizer/base.py"
 HF = "components/serving/hf/__init__.py"
 VARIANTS = "components/serving/variants.py"
+SPLITS = "components/common/splits.py"
 
 # literal -> its owner; found in any string elsewhere
 PIECES = {
@@ -45,6 +46,7 @@ PIECES = {
     "tokenizer.vocab": TOKENIZER_FILES,
     "tokenizer.json": HF, "config.json": HF, "model.safetensors": HF, "generation_config.json": HF,
     "tokenizer_config.json": HF,
+    "Split-": SPLITS,   # a TFX artifact's split folders: Split-train, Split-eval
 }
 # (literal, module): why that module spells a literal another module owns
 ALSO_SPELT = {
@@ -159,3 +161,16 @@ def f(root, version, pid):
         f"'{{}}/.incoming-{{}}-{{}}' restates '.incoming-' (owner: {STAGING})",
         f"'checkpoints' used as a path (owner: {CHECKPOINTS})"])
     assert len(restatements(source, HOME)) == 2   # its own folder name is the owner's to spell
+
+
+def test_a_split_folder_spelt_by_hand_is_caught():
+    """Mutation: the Trainer's worker joining "Split-train" itself (as it did before
+    components/common/splits.py) is reported; the owner's call and a help text are not."""
+    source = ('import os\nfrom components.common import splits\n'
+              'def f(examples_dir):\n'
+              '    return (os.path.join(examples_dir, "Split-train", "*"),\n'
+              '            splits.split_dir(examples_dir, "eval"),\n'
+              '            "shards (DIR/Split-train/*) of an Examples artifact")\n')
+    found = [hit.split(" ", 1)[1] for hit in restatements(source, "components/training/worker.py")]
+    assert found == [f"'Split-train' restates 'Split-' (owner: {SPLITS})"]
+    assert restatements(source, SPLITS) == []

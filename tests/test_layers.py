@@ -3,89 +3,21 @@ of a bigtrain module points down the layer order, no two packages of one layer i
 and no file-level cycle exists. Outside the layers, the same import graph keeps three tiers apart:
 the product never imports `benchmarks` or `tests`, and `benchmarks` (shipped beside the product)
 never imports `tests`; tests may import both (a fixture they share with a benchmark lives in
-`benchmarks/support/`). Run on every test tier, so the layout stays true.
+`benchmarks/support/`). Inside `tests`, no module imports a `test_*.py` module: a helper that
+two test modules share lives in `tests/support/` (or a conftest). Run on every test tier, so the
+layout stays true.
 
-Layers, bottom to top (docs/layout.md has the picture):"""
+Layers, bottom to top: LAYERS in tests/support/import_graph.py (docs/layout.md has the picture)."""
 
 from __future__ import annotations
 
-import ast
-import os
-
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("schemas", "components", "pipeline", "runners")
-# Layer of each package prefix (the longest matching prefix wins). A module may import its own
-# package and anything on a lower layer; two packages of one layer may not import each other.
-LAYERS = [
-    ("schemas", 0),
-    ("components", 0),  # the namespace package itself (empty)
-    ("components.config", 1),
-    ("components.common", 2),
-    ("components.corpus", 3),
-    ("components.tracking", 3),
-    ("components.tokenizer", 4),
-    ("components.text_example_gen", 5),
-    ("components.validation", 5),
-    ("components.model", 5),
-    ("components.serving", 6),
-    ("components.training", 7),
-    ("components.evaluation", 7),
-    ("components.push", 7),
-    ("components.tuner", 8),
-    ("pipeline", 9),
-    ("runners", 10),
-]
+from tests.support.import_graph import LAYERS, PACKAGES, imports_of, product_modules
 
 
 # The tiers outside the layers, bottom to top: a module may import its own tier and lower ones.
 TIERS = {"product": 0, "benchmarks": 1, "tests": 2}
-
-
-def module_name(path: str) -> str:
-    relative = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
-    return relative[:-len(".__init__")] if relative.endswith(".__init__") else relative
-
-
-def product_modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
-    out = {}
-    for package in packages:
-        for root, dirs, files in os.walk(os.path.join(REPO, package)):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in files:
-                if name.endswith(".py"):
-                    path = os.path.join(root, name)
-                    out[module_name(path)] = path
-    return out
-
-
-def imports_of(path: str, name: str, modules: dict[str, str]) -> set[str]:
-    """bigtrain modules `path` imports anywhere in its body (function-level imports included).
-    `from pkg import mod` counts as an import of pkg.mod when that is a module."""
-    tree = ast.parse(open(path, encoding="utf-8").read(), path)
-    is_package = path.endswith("__init__.py")
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative import
-                parts = name.split(".")
-                anchor = parts if is_package else parts[:-1]
-                anchor = anchor[:len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                       for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
-    return found
 
 
 def layer_of(module: str) -> tuple[str, int]:
@@ -217,3 +149,39 @@ def test_the_tier_check_catches_a_benchmark_importing_tests(tmp_path):
         "runners.cli -> tests.support.mlmd (product imports tests)"]
     assert tier_problems({"tests.ui.conftest": {"benchmarks.support.lineage_store"},
                           "benchmarks.lineage_speed": {"pipeline.lineage.store"}}) == []
+
+
+def cross_test_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a `test_*.py` module by another module (a test, a conftest, a support module)."""
+    return [f"{module} -> {target}" for module, targets in sorted(graph.items())
+            for target in sorted(targets) if target.rpartition(".")[2].startswith("test_")]
+
+
+@pytest.fixture(scope="module")
+def tests_graph() -> dict[str, set[str]]:
+    """The imports of every module under tests/, resolved against all three trees."""
+    modules = product_modules(PACKAGES + ("benchmarks", "tests"))
+    return {name: imports_of(path, name, modules) for name, path in modules.items()
+            if tier_of(name) == "tests"}
+
+
+def test_no_test_module_imports_another(tests_graph):
+    """A helper two test modules share lives in tests/support/ (or a conftest): a test module
+    importing another one runs the other's module-level code, ties their fixtures and groups
+    together and hides the helper where nobody looks for it."""
+    assert any(name.startswith("tests.support.") for name in tests_graph)  # tests are read
+    assert cross_test_imports(tests_graph) == []
+
+
+def test_the_test_import_check_catches_a_function_level_import(tmp_path):
+    """Mutation: a function-level import of a helper from another test module (as
+    tests/components/test_tokenizer_sample_pipeline.py had) is reported; support and conftest
+    imports are not."""
+    modules = product_modules(PACKAGES + ("benchmarks", "tests"))
+    old = tmp_path / "test_old.py"
+    old.write_text("from tests.support.mixture_sources import WEIGHTS\n"
+                   "from tests.e2e.conftest import base_args\n"
+                   "def test_x():\n    from tests.components.test_mixture import make_sources\n")
+    found = imports_of(str(old), "tests.components.test_old", modules)
+    assert cross_test_imports({"tests.components.test_old": found}) == [
+        "tests.components.test_old -> tests.components.test_mixture"]

@@ -27,12 +27,13 @@ def test_planted():
 """
 
 
-def run_session(pytester, source: str, budget: dict | None, *, own_process: bool = False):
+def run_session(pytester, source: str, budget: dict | None, *, own_process: bool = False,
+                extra: tuple[str, ...] = ()):
     """own_process: run the session in a fresh interpreter (PYTHONPATH must reach ROOT), for a
     check that reads the process's CPU; in this process, threads that other tests left behind (a
     Beam job killed mid-stage) add theirs: a CI run once saw `pass` take 1.5 CPU-s, 60.7 s wall."""
     pytester.makepyfile(test_planted=source)
-    args = ["-p", "tests.support.ledger", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    args = ["-p", "tests.support.ledger", "-p", "no:cacheprovider", "-p", "no:xdist", *extra]
     if budget is not None:
         pytester.path.joinpath("budget.json").write_text(json.dumps(budget))
         args += ["--ledger-budget", "budget.json"]
@@ -72,10 +73,27 @@ def test_counts_at_or_below_the_cap_pass(pytester, runs):
     assert book["totals"]["events"]["pipeline_run"] == runs
 
 
-def test_a_group_absent_from_the_budget_fails_with_any_count(pytester):
-    result, _ = run_session(pytester, PLANTED.format(runs=1), {"groups": {"other": {"pipeline_run": 5}}})
+def test_a_group_absent_from_the_budget_fails_a_whole_tier_with_any_count(pytester):
+    result, _ = run_session(pytester, PLANTED.format(runs=1), {"groups": {"other": {"pipeline_run": 5}}},
+                            extra=("--ledger-whole",))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "ledger guard: group 'planted' is not in budget.json and ran 1 pipeline_run" in result.stdout.str()
+
+
+def test_a_new_group_in_a_partial_run_passes_with_the_command_that_adds_it(pytester):
+    """A new test module run alone (its group not yet in the budget) passes and is told the one
+    command (the next test: a listed group over its cap still fails without --ledger-whole).
+    Caught: a guard that fails a partial run on a new group."""
+    budget = {"groups": {"other": {"pipeline_run": 5}}}
+    result, _ = run_session(pytester, PLANTED.format(runs=1), budget)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert ("ledger guard: group 'planted' is not in budget.json yet (a new group: add it with "
+            "`make test && .venv/bin/python -m tests.support.ledger --write-budget`)") in result.stdout.str()
+
+
+def test_a_partial_run_still_fails_a_listed_group_over_its_cap(pytester):
+    result, _ = run_session(pytester, PLANTED.format(runs=2), caps(pipeline_run=1))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
 def test_a_written_allowance_raises_the_cap(pytester):

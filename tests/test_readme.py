@@ -14,7 +14,6 @@ Only argparse and the config package run here: nothing is dispatched, nothing im
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
 import shlex
@@ -23,12 +22,9 @@ import pytest
 
 from components import config as config_lib
 from runners import cli
+from tests.support.doc_pages import DOC_PAGES, FENCE, README, REPO, REPO_PATH, read, target_problem
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(REPO, "README.md")
-DOC_PAGES = sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
 
-FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.M | re.S)
 PLACEHOLDER = re.compile(r"<[^<>\n]+>")  # <version>, <model id>: any value parses
 PROGRAMS = ("bigtrain", ".venv/bin/bigtrain")
 SHELL_SEPARATORS = {";", "&&", "||", "|", "&"}
@@ -37,13 +33,6 @@ SET = re.compile(r"--set[ =](?:'([^']*)'|\"([^\"]*)\"|([^\s`'\")]+))")
 GENERIC_SET = re.compile(r"^[A-Z_]+=[A-Z_]+$")  # `--set KEY=VALUE` in a usage line
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 DOC_MENTION = re.compile(r"(?<![\w/(])(docs/[\w-]+\.md)(#[\w-]+)?")
-REPO_PATH = re.compile(r"(?<![\w/.<>~-])((?:components|pipeline|runners|tests|benchmarks|schemas|docs)"
-                       r"/[\w./-]*[\w/])")
-
-
-def read(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
 
 
 def shown_commands(text: str, languages: tuple[str, ...] | None = None) -> list[list[str]]:
@@ -122,26 +111,6 @@ def override_problems(overrides: list[tuple[str, list[str]]]) -> list[str]:
             except config_lib.ConfigError:
                 problems.append(f"--set {value}: {err}")
     return problems
-
-
-def slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def anchors(path: str) -> set[str]:
-    text = FENCE.sub("", read(path))  # a `# comment` in a code block is no heading
-    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} +(.+)$", text, re.M)}
-
-
-def target_problem(base_dir: str, target: str) -> str | None:
-    path, _, anchor = target.partition("#")
-    full = os.path.normpath(os.path.join(base_dir, path)) if path else None
-    if full is not None and not os.path.exists(full):
-        return f"{target}: no such file"
-    if anchor and (full is None or full.endswith(".md")) and anchor not in anchors(full):
-        return f"{target}: no heading with anchor #{anchor}"
-    return None
 
 
 def link_problems(text: str, base_dir: str, here: str) -> list[str]:

@@ -58,11 +58,10 @@ def test_a_module_with_module_fixtures_stays_whole_and_shared_fixtures_share_a_w
         "tests/config/test_d.py::test_six": "tests/config/test_d.py"}
 
 
-def test_a_group_runs_module_by_module_in_path_order_whatever_the_command_line_order():
-    """The e2e chain's modules build on each other's runs in one home. Caught: `pytest
-    tests/e2e/test_tuning.py tests/e2e/test_lineage.py ...` running them in the order named (9
-    chain tests failed so on 2026-11-28), a module's own tests reordered, a long group no longer
-    first."""
+def test_a_group_keeps_the_command_lines_order_and_the_longest_group_starts_first():
+    """No e2e module reads another's runs, so a group's modules run in the order named (the
+    reverse of path order here). Caught: a group's tests reordered (its modules sorted by path,
+    as until 2026-12-07, or a module's own tests), a group split, a long group no longer first."""
     def item(nodeid, slow=True):
         marker = SimpleNamespace(name="slow") if slow else None
         return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name: marker)
@@ -74,9 +73,9 @@ def test_a_group_runs_module_by_module_in_path_order_whatever_the_command_line_o
     group_of = {i.nodeid: "tests/config/test_d.py" for i in named[:1]}
     group_of.update({i.nodeid: "e2e-pipeline-runs" for i in named[1:]})
     assert [i.nodeid for i in conftest.run_order(named, group_of)] == [
-        "tests/e2e/test_bad_input.py::test_x",
-        "tests/e2e/test_lineage.py::test_z", "tests/e2e/test_lineage.py::test_y",
         "tests/e2e/test_tuning.py::test_b", "tests/e2e/test_tuning.py::test_a",
+        "tests/e2e/test_lineage.py::test_z", "tests/e2e/test_lineage.py::test_y",
+        "tests/e2e/test_bad_input.py::test_x",
         "tests/config/test_d.py::test_fast"]
 
 
@@ -97,7 +96,7 @@ def test_make_test_keeps_its_services_and_ci_times_each_phase():
         text = fh.read()
     assert re.search(r"^test: (.*)$", text, re.M).group(1).split() == ["setup", "services"]
     services = re.search(r"^SERVICES := (.*)$", text, re.M).group(1).split()
-    assert services == ["mariadb", "objectstore", "browser", "hf-loader", "mlflow", "dask"]
+    assert services == ["mariadb", "objectstore", "browser", "hf-loader", "mlflow", "ray", "dask"]
     assert re.search(r"^services: \$\(SERVICES\)$", text, re.M)
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
         ci = fh.read()

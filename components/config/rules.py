@@ -9,8 +9,10 @@ import datetime
 import math
 
 from components.config import bounds, heldout
+from components.config.cluster import validate_cluster
 from components.config.bounds import one_of
 from components.config.mixture_rules import validate_shares, validate_sources
+from components.config.strategy_rules import validate_parameter_server
 from components.config.tracking import validate_tracking
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
                                         NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
@@ -257,12 +259,14 @@ def validate_runtime(config: Config) -> None:
     one_of("runtime.strategy", r.strategy, STRATEGIES)
     one_of("runtime.precision", r.precision, PRECISIONS)
     one_of("runtime.xla", r.xla, XLA_MODES)
+    validate_parameter_server(config)
     if r.device_memory_gb < 0:
         raise ConfigError(f"runtime.device_memory_gb: must be >= 0, got {r.device_memory_gb}")
     for name in ("sdk_worker_timeout_s", "sdk_worker_stall_s"):
         if not 0 < getattr(r, name) < float("inf"):  # NaN fails too
             raise ConfigError(f"runtime.{name}: must be a finite number of seconds > 0, "
                               f"got {getattr(r, name)}")
+    validate_cluster(config, ConfigError)
 
 
 def validate_model_and_train(config: Config) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from components.config.cluster import CLUSTERS, RayConfig  # noqa: F401  (runtime.cluster, runtime.ray)
 # The data section's cleaning sub-sections (re-exported: the whole tree is importable from here).
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, NEAR_DEDUP_SHINGLES,  # noqa: F401
                                         QUALITY_FILTERS, DecontaminationConfig, NearDedupConfig,
@@ -26,7 +27,7 @@ from components.config.heldout import DEFAULT_SETS, HeldOutSetConfig  # noqa: F4
 # The tracking section (MLflow, W&B, TensorBoard), likewise.
 from components.config.tracking import TRACKING_BACKENDS, TrackingConfig  # noqa: F401
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 DATA_FORMATS = ("text", "jsonl", "parquet", "tfrecord")
 DOCUMENT_MODES = ("file", "record", "separator")
@@ -123,7 +124,12 @@ class DataConfig:
 
     def mixture(self) -> tuple[SourceConfig, ...]:
         """The sources this config reads: data.sources, or the one source data.input stands for.
-        The one place the shorthand is expanded (listing, fingerprint, data stage, rules)."""
+        The one place the shorthand becomes a source (the listing, the data stage, the screen and
+        the local runner read the sources here; the mixture's rules check `data.sources` alone).
+        Where the shorthand must differ from a one-source mixture, the code asks `data.sources`
+        itself: the setting an error names, and the fingerprint and input signature kept as they
+        were before mixtures (components/common/listing.py), and the `input` the Examples record
+        (components/text_example_gen/component.py)."""
         if self.sources:
             return self.sources
         return (SourceConfig(name=DEFAULT_SOURCE, input=self.input, exclude=self.exclude,
@@ -297,6 +303,9 @@ class RuntimeConfig:
     # fails with SdkWorkerError (runners/sdk_stall.py) instead of waiting forever. A single element
     # that takes longer than this counts as a stall.
     sdk_worker_stall_s: float = 600.0
+    # Where the Trainer trains: `local` (its own process) or `ray` (components/config/cluster.py).
+    cluster: str = "local"
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 # Where compiled (scheduled) pipelines put artifacts and pushed models when the config leaves

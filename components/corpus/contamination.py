@@ -17,9 +17,12 @@ Evaluation files: each entry of data.decontaminate.eval_files is one set (a glob
 too) are each one text; any other file is one text. n-grams never span two texts.
 
 Memory: one uint64 (8 bytes) per distinct evaluation n-gram or short text, sorted, per set (a
-10 MB evaluation set has about 1.6 M words: ~13 MB); each worker builds the index once. Time: a
-training document is hashed once per word length the index holds (n, and each length of a short
-text: at most n - min_words + 1 lengths, 6 by default), in one pass over its bytes.
+10 MB evaluation set has about 1.6 M words: ~13 MB), and the prefilter's anchors (at most 8
+uint64 per entry, and its flag tables); each worker builds the index once. Time: a document the
+exact prefilter (prefilter.py) rules out costs one translate pass and a few numpy passes over
+its 8-byte words; any other is hashed once per word length the index holds (n, and each length
+of a short text: at most n - min_words + 1 lengths, 6 by default), in one pass over its bytes.
+The prefilter never changes a result (tests/components/test_decontamination_reference.py).
 """
 
 from __future__ import annotations
@@ -33,15 +36,23 @@ import numpy as np
 
 from components.common import fs, listing
 from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
+from components.corpus import prefilter as prefilter_lib
 from components.corpus.minhash import substring_hashes, word_bounds, word_ngram_hashes
 
 _KEEP = set(b"abcdefghijklmnopqrstuvwxyz0123456789")
 # ASCII lowercase letters and digits stay; other ASCII bytes -> space; bytes >= 128 stay.
 _TABLE = bytes(c if c in _KEEP or c >= 128 else 32 for c in bytes(range(256)).lower())
+_SEPARATORS = bytes(c for c in range(256) if _TABLE[c] == 32)   # the bytes that become spaces
 
 
 def normalized(text: bytes) -> bytes:
     return b" ".join(text.lower().translate(_TABLE).split())
+
+
+def joined(text: bytes) -> bytes:
+    """The normalized text without its spaces (prefilter.py), in one pass: the bytes _TABLE
+    makes spaces deleted, the others mapped (lowercased)."""
+    return text.translate(_TABLE, _SEPARATORS)
 
 
 def ngram_hashes(text: bytes, n: int) -> np.ndarray:
@@ -149,13 +160,17 @@ class EvalIndex(NamedTuple):
     texts: tuple[int, ...] = ()     # per set: texts with at least one word
     too_short: tuple[int, ...] = () # per set: texts of fewer than min_words words, not checked
     min_words: int = 8
+    prefilter: prefilter_lib.Prefilter | None = None   # None: every document gets the full rule
 
     def sizes(self) -> dict[str, int]:
         return {name: len(h) for name, h in zip(self.names, self.hashes)}
 
     def matched(self, text: bytes) -> dict[str, int]:
         """{set: the longest word sequence text shares with it (n for an n-gram)} for each set
-        sharing an n-gram or holding a short text that occurs inside text (set order)."""
+        sharing an n-gram or holding a short text that occurs inside text (set order). A
+        document the exact prefilter rules out (prefilter.py) is not hashed."""
+        if self.prefilter is not None and not self.prefilter.may_match(joined(text)):
+            return {}
         grams, lengths = sequence_hashes(normalized(text), self.lengths)
         found = {}
         for name, index in zip(self.names, self.hashes):
@@ -173,7 +188,7 @@ class EvalIndex(NamedTuple):
 
 def index_texts(sets: dict[str, list[bytes]], n: int, min_words: int = 8) -> EvalIndex:
     """The index of {set name: texts}."""
-    hashes, texts, too_short, lengths = [], [], [], {n}
+    hashes, texts, too_short, lengths, entries = [], [], [], {n}, []
     for set_texts in sets.values():
         parts, words = [np.zeros(0, dtype=np.uint64)], []
         for text in set_texts:
@@ -182,11 +197,19 @@ def index_texts(sets: dict[str, list[bytes]], n: int, min_words: int = 8) -> Eva
             if found is not None and count:
                 parts.append(found)
                 lengths.add(min(count, n))
+                entries.append(_joined_entries(text, n, min_words))
         hashes.append(np.unique(np.concatenate(parts)))
         texts.append(sum(1 for count in words if count))
         too_short.append(sum(1 for count in words if 0 < count < min_words))
     return EvalIndex(tuple(sets), tuple(hashes), n, tuple(sorted(lengths)), tuple(texts),
-                     tuple(too_short), min_words)
+                     tuple(too_short), min_words, prefilter_lib.build(entries))
+
+
+def _joined_entries(text: bytes, n: int, min_words: int):
+    """(joined form, entry starts, entry ends) of one evaluation text (prefilter.build)."""
+    norm = normalized(text)
+    starts, ends = word_bounds(norm)
+    return (norm.replace(b" ", b""), *prefilter_lib.joined_entries(norm, starts, ends, n, min_words))
 
 
 def build_index(eval_sets: tuple[tuple[str, tuple[str, ...]], ...], n: int,

@@ -1,6 +1,6 @@
 """Heuristic quality filters (Gopher / C4 rules for prose, The Stack's for source files): plain
 functions over one document's text. Each check says whether the document FAILS it under the
-thresholds of a data.filters config (components/config/tree.py QualityFilterConfig).
+thresholds of a data.filters config (components/config/cleaning.py QualityFilterConfig).
 
 Words are whitespace-separated tokens; lines are split on "\\n"; characters are Unicode code
 points. `failing_filter` runs the enabled checks in QUALITY_FILTERS order and names the first one
@@ -16,7 +16,8 @@ from components.config.cleaning import QUALITY_FILTERS
 
 
 class Text:
-    """A document's text with its words and lines, split once, on first use."""
+    """A document's text with its words split once, on first use (the lines are split by the one
+    check that reads them, fails_duplicate_lines, each time it runs)."""
 
     def __init__(self, text: str):
         self.text = text

@@ -1,7 +1,9 @@
 """Readers: input files -> work units -> a stream of Documents, Skipped records and Separators.
 
-Plain functions (no Beam). Nothing reads a whole file: every reader streams in CHUNK_BYTES blocks (streams.py)
-and holds at most one document (capped at data.max_document_bytes) plus one block.
+Plain functions, no Beam pipeline (Beam's file systems open an object-store path: open_regular). No
+text or JSONL reader reads a whole file: each streams in CHUNK_BYTES blocks (streams.py) and holds
+at most one document (capped at data.max_document_bytes) plus one block. The Parquet reader holds
+one batch of up to 4,096 rows of the text column at a time (read_parquet), as pyarrow decodes it.
 
 Work units. `plan_units` turns the sorted file list into units of about data.range_bytes each:
 a large splittable file (uncompressed text or JSONL read by separator or line) becomes one unit

@@ -16,7 +16,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 
 from components.evaluation import properties as eval_props
 from components import config as config_lib
-from components.common import fs
+from components.common import fs, splits
 from components.common.figures import set_figure
 from components.evaluation import held_out_sets
 from components.evaluation.decision import Decision, decide_serving
@@ -146,7 +146,7 @@ class LanguageModelEvaluatorExecutor(base_executor.BaseExecutor):
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         model = artifact_utils.get_single_instance(input_dict["model"])
         baseline = comparable_baseline(next(iter(input_dict.get("baseline_model") or []), None), model)
-        eval_files = [os.path.join(examples.uri, "Split-eval", "*")]
+        eval_files = [os.path.join(splits.split_dir(examples.uri, "eval"), "*")]
         tokenizer = examples_tokenizer(examples.uri)
         per_token = tokenizer.kind == "bytes"   # byte-level examples: the nats/token gates apply
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])

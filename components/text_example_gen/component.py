@@ -326,7 +326,8 @@ def record_outputs(examples, data, counters: dict[str, int], found: dict) -> Non
 # tests/components/test_data_stage_fixes.py derives the closure and fails on a missing module.
 DATA_CODE = ("components.text_example_gen", "components.corpus", "components.common.listing",
              "components.common.fs", "components.common.errors", "components.common.digest",
-             "components.common.figures", "components.common.s3_bounds", "components.tokenizer",
+             "components.common.figures", "components.common.s3_bounds", "components.common.splits",
+             "components.tokenizer",
              "schemas")
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from schemas import FEATURE
 from components.common.errors import DiskFullError
+from components.common.splits import split_dir  # the owner of the split folder; shards.split_dir for the callers
 from components.corpus import documents
 
 PIECES_DIR = ".pieces"
@@ -358,11 +359,6 @@ def piece_path(output_dir: str, unit_index: int, split: str, shard: int) -> str:
 def bucket_piece_path(output_dir: str, split: str, bucket: int, shard: int) -> str:
     """The piece of one key bucket of a split's order (order.py) that goes to `shard`."""
     return os.path.join(output_dir, PIECES_DIR, f"bucket-{split}-{bucket:07d}-{shard:05d}.gz")
-
-
-def split_dir(output_dir: str, split: str) -> str:
-    """The folder of one split's shards in an Examples artifact (TFX's layout)."""
-    return os.path.join(output_dir, f"Split-{split}")
 
 
 def shard_path(output_dir: str, split: str, shard: int, num_shards: int) -> str:

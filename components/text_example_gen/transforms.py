@@ -9,9 +9,9 @@ ConvertUnitFn streams one unit: read (readers.py) -> documents -> drop later cop
 data.dedup=near) -> screen (quality filters, decontamination: corpus/screen.py) -> split by
 content (documents.py) -> pack
 (packing.py) -> encode Examples in batches and write gzip pieces (shards.py). OrderTrain
-(order.py) deals the train records into the shards in one seeded random order (the one step that
-moves records through Beam's shuffle, a bucket of ~8K records per worker); eval pieces are only
-concatenated. No step groups documents or a split, so memory does not grow with the corpus.
+(order.py) deals the train records into the shards in one seeded random order (its shuffle moves
+references to ranges of each unit's spill file, never records; a bucket of ~8K records per
+worker); eval pieces are only concatenated. No step groups documents or a split, so memory does not grow with the corpus.
 Every input byte is counted once: packed, quarantined (with its reason and location in
 the manifest) or a separator.
 """

@@ -38,18 +38,15 @@ class InjectedFault(RuntimeError):
     """Raised by train(fault_at_step=k) right after step k, before any later checkpoint."""
 
 
-# runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, as measured
-# (docs/benchmarks.md "Attention cost"):
-# CPU: plain. The whole default run (1000 steps, d_model 64) measured both ways: on the Intel VM
-#   under load XLA took 0.48x the Trainer's wall time (2026-11-25), on the AMD EPYC VM, quiet,
-#   back to back, 1.06x (its training loop 167 s against 158 s, 488 against 472 CPU-s for the
-#   whole run; 2026-11-26); at d_model 256 0.92-1.05x. No gain that holds across machines, while
-#   every short run pays the compile (the 3-step model-parallel test: 222 s against 173 s) and a
-#   compiled step draws other dropout masks (the never-compiled pipeline-stage step then stops
-#   equalling the one-device run: 0.13 logits apart). `--set runtime.xla=on` where it pays.
+# runtime.xla=auto, per device type: the faster of the plain and the jit-compiled step, as measured.
+# CPU: XLA (since 2026-12-07). The default run (1,000 steps, one replica) on the AMD EPYC 2-core
+#   VM, quiet, off/on alternated twice: 0.95x and 0.81x the training loop's wall, 0.90x and 0.79x
+#   the process CPU-s, the compile included, eval bits/byte 1.9391 against 1.9419
+#   (docs/benchmarks.md "CPU defaults"). A short run pays the compile (tens of seconds) and a
+#   compiled step draws other dropout masks: the tests not about XLA set runtime.xla=off.
 # GPU: on (not measured here: no GPU was lent to this work; the usual win, XLA fusing the
 #   elementwise ops around the matmuls).
-AUTO_XLA = {"CPU": False, "GPU": True}
+AUTO_XLA = {"CPU": True, "GPU": True}
 
 
 def use_xla(runtime) -> bool:

@@ -34,8 +34,8 @@ def training_view(config: config_lib.Config) -> dict:
     (checkpoint_dir_for) and the config in the model's MODEL_INFO. Paths and Beam options are left
     out so they cannot trigger a retrain."""
     runtime = config_lib.to_dict(config.runtime)
-    runtime.pop("beam_args")
-    runtime.pop("beam_direct_stages")
+    for name in ("beam_args", "beam_direct_stages", "cluster", "ray"):  # where it trains is not
+        runtime.pop(name)                                                 # what it trains
     data = {"seq_len": config.data.seq_len}
     if config.data.tokenizer != "bytes":  # the byte default keeps its cache and checkpoint keys
         data.update(tokenizer=config.data.tokenizer, vocab_size=config.data.vocab_size)
@@ -209,15 +209,39 @@ def training_summary(config: config_lib.Config, result, metrics: dict, baseline:
     }
 
 
-def run_fn(fn_args) -> None:
+def train_model(config: config_lib.Config, fn_args, checkpoint_dir: str, tokenizer, **hooks):
+    """loop.train's TrainResult in this process (hooks: its prepare_model, trackers, on_step);
+    with runtime.cluster=ray the same loop on runtime.ray.workers Ray workers (ray_job.py: no warm
+    start or trackers there, components/config/cluster.py refuses them); with
+    runtime.strategy=parameter_server this process is the chief of TF_CONFIG's cluster and trains
+    through its ps and worker tasks (parameter_server.train_coordinated): no validation while
+    training, no TensorBoard curves, no trackers' training figures, no first-step loss in that
+    mode (none are recorded)."""
+    from components.config.strategy_rules import PARAMETER_SERVER
+    if config.runtime.strategy == PARAMETER_SERVER:
+        from components.training import parameter_server
+        return parameter_server.trainer_result(parameter_server.train_coordinated(
+            config, fn_args.train_files, checkpoint_dir), config)
+    if config.runtime.cluster == "ray":
+        from components.training.ray_job import train_on_ray
+        return train_on_ray(config, fn_args.train_files, fn_args.eval_files,
+                            fn_args.model_run_dir, checkpoint_dir, on_step=hooks.get("on_step"))
     from components.training import loop
+    from components.training.validation import Validation
+    return loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
+                      validation=Validation.from_config(config, fn_args.eval_files, tokenizer),
+                      **hooks)
+
+
+def run_fn(fn_args) -> None:
     from components.training import warm_start
     from components.serving.variants import export_variants
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
-    from components.training.validation import Validation
+    from components.config.strategy_rules import refuse_in_pipeline
 
     custom = fn_args.custom_config
     config, tuned = trainer_config(custom, fn_args.hyperparameters)
+    refuse_in_pipeline(config)
     if cpu_devices_needed(config.runtime):
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}
@@ -232,10 +256,9 @@ def run_fn(fn_args) -> None:
                                         fn_args.train_files)
     first_loss, times = {}, PhaseTimes()
     with training_trackers(custom) as trackers, times.phase(LOOP_PHASE):
-        result = loop.train(config, fn_args.train_files, fn_args.model_run_dir, checkpoint_dir,
-                            prepare_model=prepare, trackers=trackers,
-                            on_step=lambda step, loss: first_loss.setdefault("loss", loss),
-                            validation=Validation.from_config(config, fn_args.eval_files, tokenizer))
+        result = train_model(config, fn_args, checkpoint_dir, tokenizer, prepare_model=prepare,
+                             trackers=trackers,
+                             on_step=lambda step, loss: first_loss.setdefault("loss", loss))
     figures.require_finite("Trainer", "final training loss", result.final_loss, DIVERGED.format(
         steps=result.steps, skipped=result.skipped_steps))
     metrics, baseline = evaluate_trained(result.model, config, fn_args, tokenizer, times)

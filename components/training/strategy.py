@@ -8,6 +8,8 @@ import os
 
 import tensorflow as tf
 
+from components.config.strategy_rules import tf_config_jobs
+
 
 def ensure_cpu_replicas(count: int) -> int:
     """Split the CPU into `count` logical devices (no GPU present) so MirroredStrategy has real
@@ -33,6 +35,26 @@ def cpu_devices_needed(runtime) -> int:
     if getattr(runtime, "pipeline_stages", 1) > 1:
         return runtime.pipeline_stages
     return runtime.cpu_replicas if runtime.strategy == "mirrored" else 0
+
+
+# runtime.strategy=parameter_server: the TF_CONFIG tasks that only serve (a tf.distribute.Server
+# each: components/training/parameter_server.py serve); the chief coordinates.
+SERVER_ROLES = ("ps", "worker")
+
+
+def parameter_server_resolver():
+    """The TF_CONFIG cluster of runtime.strategy=parameter_server, checked: ps and worker tasks
+    and this process's task named (a ValueError naming TF_CONFIG otherwise)."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise ValueError("runtime.strategy=parameter_server needs TF_CONFIG (cluster with ps and "
+                         "worker tasks, a chief, and this task) in the environment of every task")
+    tf_config_jobs(raw, SERVER_ROLES, error=ValueError)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if resolver.task_type not in (*SERVER_ROLES, "chief"):
+        raise ValueError(f"runtime.strategy=parameter_server: TF_CONFIG's task type "
+                         f"{resolver.task_type!r} is none of chief, ps, worker")
+    return resolver
 
 
 def make_strategy(runtime) -> tf.distribute.Strategy:
@@ -61,4 +83,9 @@ def make_strategy(runtime) -> tf.distribute.Strategy:
                              "task) in the environment of every worker")
         json.loads(os.environ["TF_CONFIG"])  # fail early on malformed JSON
         return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "parameter_server":
+        # No variable_partitioner, ever: TF 2.16's ShardedVariable has no `handle` for the
+        # gradient and breaks Checkpoint.save (docs/training.md), so each variable lives whole
+        # on one ps (round robin).
+        return tf.distribute.ParameterServerStrategy(parameter_server_resolver())
     raise ValueError(f"unknown runtime.strategy {name!r}")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from components.common import fs
+from components.common import fs, splits
 import os
 from dataclasses import dataclass
 
@@ -38,7 +38,7 @@ def read_anomalies(uri: str, split_names: list[str]) -> list[Anomaly]:
     """Every anomaly in an ExampleAnomalies artifact, one entry per (split, feature, reason)."""
     found = []
     for split in split_names:
-        path = os.path.join(uri, f"Split-{split}", SCHEMA_DIFF_FILE)
+        path = os.path.join(splits.split_dir(uri, split), SCHEMA_DIFF_FILE)
         report = anomalies_pb2.Anomalies()
         report.ParseFromString(fs.read_bytes(path))
         for feature, info in sorted(report.anomaly_info.items()):

@@ -1,7 +1,7 @@
 """OpenLineage run events of a bigtrain run, built from plain records (no MLMD, no TFX, no
 transport): a parent run for the pipeline run, a job and a run per stage, START then COMPLETE or
 FAIL. `openlineage_stages.py` reads the records from MLMD; `runners/openlineage_emit.py` sends
-the events through the client's configured transport (docs/operations.md, "OpenLineage").
+the events through the client's configured transport (docs/tracking.md, "OpenLineage").
 
 Names follow the OpenLineage naming spec: a local path is namespace `file`, name the absolute
 path; `s3://bucket/key` is namespace `s3://bucket`, name `key`; `gs://` likewise. Jobs live in

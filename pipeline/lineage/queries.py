@@ -243,10 +243,9 @@ def _executions_of_producing_run(lin: Lineage, artifact_id: int) -> list | None:
 
 def _anomalies_summary(uri: str, blessed) -> str:
     try:
-        from components.common import fs
+        from components.common.splits import split_names
         from components.validation.anomalies import read_anomalies
-        splits = sorted(n[len("Split-"):] for n in fs.listdir(uri) if n.startswith("Split-"))
-        anomalies = read_anomalies(uri, splits)
+        anomalies = read_anomalies(uri, split_names(uri))
         return "none" if not anomalies else "; ".join(str(a) for a in anomalies)
     except OSError:
         return f"unreadable (blessed={blessed})"

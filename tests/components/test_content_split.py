@@ -6,7 +6,7 @@ from components.config import DataConfig
 from components.corpus import documents as docs
 from components.common import listing
 from components.text_example_gen.component import check_accounting
-from tests.components.test_transforms import packed_ids, run_stage
+from tests.support.data_stage import packed_ids, run_stage
 from benchmarks.support import single_process
 
 MAIN = b"import sys\n\nif __name__ == '__main__':\n    sys.exit(main())\n"

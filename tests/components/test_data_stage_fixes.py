@@ -11,7 +11,7 @@ from components.config import DataConfig
 from components.corpus import readers
 from components.corpus.documents import Document
 from components.text_example_gen import component, shards, transforms
-from tests.components.test_transforms import reader_config
+from tests.support.data_stage import reader_config
 
 BAD_LINES = 100_000
 
@@ -88,7 +88,7 @@ def test_data_code_covers_the_data_stage_import_closure():
     DATA_CODE entry. Fails before the fix: `schemas` (the feature name) and
     components.common.fs (the I/O seam every read goes through) were missing, so a change
     there left stale shards cached; fails again when a new data-stage import is not added."""
-    from tests.test_layers import imports_of, product_modules
+    from tests.support.import_graph import imports_of, product_modules
     modules = product_modules()
     closure, stack = set(), [component.__name__]
     while stack:

@@ -12,8 +12,8 @@ import pytest
 
 from components.common import fs, listing
 from components.common.errors import ObjectStoreError
-from tests.components.test_retry_safe import tree_digest
-from tests.components.test_transforms import run_stage
+from tests.support.data_stage import tree_digest
+from tests.support.data_stage import run_stage
 from tests.support.objectstore import record_s3_attempts, use_objectstore
 
 

@@ -14,7 +14,7 @@ from components.corpus import documents as docs
 from components.corpus.screen import DocumentScreen
 from components.text_example_gen import transforms
 from components.text_example_gen.component import check_accounting
-from tests.components.test_transforms import reader_config, run_stage
+from tests.support.data_stage import reader_config, run_stage
 
 QUESTION = ("Which river flows through the ancient city that was the capital of the eastern "
             "empire for more than a thousand years before its fall")

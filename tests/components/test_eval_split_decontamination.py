@@ -17,7 +17,7 @@ from components.common.errors import HomeError, MetadataStoreError, NotFoundErro
 from components.corpus import contamination
 from components.text_example_gen import eval_split, shards, transforms
 from components.tokenizer.byte_level import ByteTokenizer
-from tests.components.test_transforms import reader_config, run_stage
+from tests.support.data_stage import reader_config, run_stage
 from benchmarks.support import single_process
 
 WORDS = ("harbor lantern violet meadow copper falcon granite orchard velvet summit willow ember "

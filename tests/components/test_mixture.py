@@ -1,13 +1,8 @@
-"""Mixtures (data.sources): the weight rule against a reference written out here, per-source
-counters per split, determinism, the one-source shorthand unchanged, and the config errors."""
+"""Mixtures (data.sources): the weight rule against a reference written out apart
+(tests/support/mixture_sources.py reference_counts), per-source counters per split, determinism,
+the one-source shorthand unchanged, and the config errors."""
 
-import glob
-import gzip
 import hashlib
-import json
-import math
-import os
-import random
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -18,46 +13,15 @@ from components.common import listing
 from components.corpus import readers
 from components.text_example_gen import mixture, transforms
 from components.text_example_gen.component import check_accounting, stage_counters
-
-BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
-         "sigma tau upsilon phi chi psi omega river stone cloud lamp paper window").split()
-PARAMS = dict(seq_len=64, eval_fraction=0.25, split_salt="", train_shards=3, eval_shards=2)
-
-
-def _paragraph(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(15, 60)))
-
-
-def make_sources(root: str) -> dict[str, str]:
-    """Source `a`: 30 text files of three paragraphs, one exact copy and one empty file; source
-    `b`: two JSONL files (70 records, one invalid line, one record repeating a file of `a`).
-    Seeded: the same bytes on every machine. Returns {source: its directory}."""
-    rng = random.Random(30)
-    a, b = os.path.join(root, "a"), os.path.join(root, "b")
-    os.makedirs(a)
-    os.makedirs(b)
-    texts = []
-    for i in range(30):
-        texts.append("\n\n".join(_paragraph(rng) for _ in range(3)) + "\n")
-        with open(os.path.join(a, f"doc_{i:02d}.txt"), "w", encoding="utf-8") as fh:
-            fh.write(texts[-1])
-    with open(os.path.join(a, "doc_99_copy.txt"), "w", encoding="utf-8") as fh:
-        fh.write(texts[3])
-    open(os.path.join(a, "empty.txt"), "w").close()
-    for part, count in (("part-0.jsonl", 40), ("part-1.jsonl", 30)):
-        with open(os.path.join(b, part), "w", encoding="utf-8") as fh:
-            for j in range(count):
-                fh.write(json.dumps({"text": _paragraph(rng), "id": j}) + "\n")
-            if part == "part-0.jsonl":
-                fh.write("{not json\n")
-                fh.write(json.dumps({"text": texts[5]}) + "\n")
-    return {"a": a, "b": b}
+from tests.support.mixture_sources import PARAMS, make_sources, reference_counts, shard_digests
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     return make_sources(str(tmp_path_factory.mktemp("mixture")))
+
+
+BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
 def reader(format="text", document="file"):
@@ -81,52 +45,6 @@ def two_sources(corpus, weight_a=2.5, weight_b=0.3):
 
 # ----------------------------------------------------------------------------------------------
 # The reference: the rule of mixture.py written out again, over documents read here.
-
-
-def documents_of(source: str, directory: str):
-    """(text bytes, input bytes) of every well-formed document, in reading order."""
-    for path in sorted(glob.glob(os.path.join(directory, "*"))):
-        raw = open(path, "rb").read()
-        if source == "a":
-            if raw:
-                yield raw, len(raw)
-            continue
-        for line in raw.split(b"\n"):
-            try:
-                yield json.loads(line)["text"].encode("utf-8"), len(line)
-            except ValueError:
-                continue
-
-
-def reference_counts(corpus, weights: dict[str, float], min_words: dict[str, int] | None = None
-                     ) -> dict[str, dict]:
-    """min_words: {source: the word_count filter's minimum} for sources screened by it (after
-    exact dedup, before the split and the weight)."""
-    seen, table = set(), {}
-    for source in ("a", "b"):
-        row = table[source] = {m: {"train": 0, "eval": 0} for m in ("documents", "bytes", "tokens",
-                                                                   "unique", "sampled_out")}
-        for text, size in documents_of(source, corpus[source]):
-            key = hashlib.sha256(text.replace(b"\r\n", b"\n").strip()).hexdigest()
-            if key in seen:
-                continue                                  # exact dedup, across sources too
-            seen.add(key)
-            if len(text.split()) < (min_words or {}).get(source, 0):
-                continue                                  # filter word_count
-            u = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2.0 ** 64
-            split = "eval" if u < PARAMS["eval_fraction"] else "train"
-            whole = math.floor(weights[source])
-            pick = int.from_bytes(hashlib.sha256(f"{key}\0{source}\0{whole}".encode()).digest()[:8],
-                                  "big") / 2.0 ** 64
-            copies = whole + (pick < weights[source] - whole)
-            copies = min(copies, 1) if split == "eval" else copies
-            if not copies:
-                row["sampled_out"][split] += 1
-                continue
-            for measure, value in (("documents", copies), ("bytes", copies * size),
-                                   ("tokens", copies * len(text)), ("unique", 1)):
-                row[measure][split] += value
-    return table
 
 
 def test_two_source_mixture_counts_match_the_rule(corpus, tmp_path):
@@ -159,17 +77,6 @@ def test_two_source_mixture_counts_match_the_rule(corpus, tmp_path):
     # one id, so real ids in windows >= the stream).
     assert counters["tokens_real"] >= total_tokens + 2 * sum(
         got[s]["documents"][split] for s in got for split in ("train", "eval"))
-
-
-def shard_digests(out_dir: str) -> dict[str, str]:
-    """sha256 of every output file's decompressed bytes (zlib versions may deflate differently)."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(out_dir, "**", "*"), recursive=True)):
-        if os.path.isfile(path):
-            data = open(path, "rb").read()
-            data = gzip.decompress(data) if path.endswith(".gz") else data
-            out[os.path.relpath(path, out_dir)] = hashlib.sha256(data).hexdigest()
-    return out
 
 
 def test_mixture_is_deterministic(corpus, tmp_path):

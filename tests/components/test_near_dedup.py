@@ -19,7 +19,7 @@ from components.corpus import minhash, readers
 from components.corpus.screen import DocumentScreen
 from components.text_example_gen import cleaning, transforms
 from components.text_example_gen.component import check_accounting
-from tests.components.test_transforms import (BEAM_ARGS, TWO_WORKERS, digest_tree, reader_config,
+from tests.support.data_stage import (BEAM_ARGS, TWO_WORKERS, digest_tree, reader_config,
                                               run_stage)
 from tests.support.beam_worker_pool import portable_args, worker_pool
 

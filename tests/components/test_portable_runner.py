@@ -19,7 +19,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from components.common import fs
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, stage_counters
-from tests.components.test_transforms import BEAM_ARGS, digest_tree, reader_config, stage_files
+from tests.support.data_stage import BEAM_ARGS, digest_tree, reader_config, stage_files
 from tests.support.beam_worker_pool import portable_args, worker_pids, worker_pool
 
 pytestmark = pytest.mark.slow

@@ -10,14 +10,7 @@ from components.common.errors import DiskFullError
 from components.push import layout, push, staging
 from components.evaluation.decision import Decision, decide_blessing, decide_serving
 from components.config import EvalConfig
-
-
-def fake_saved_model(path, content: bytes):
-    os.makedirs(os.path.join(path, "variables"))
-    with open(os.path.join(path, "saved_model.pb"), "wb") as fh:
-        fh.write(content)
-    with open(os.path.join(path, "variables", "variables.data-00000-of-00001"), "wb") as fh:
-        fh.write(content * 100)
+from tests.support.saved_models import fake_saved_model
 
 
 def test_push_is_idempotent_and_versions_increase(tmp_path):

@@ -19,7 +19,7 @@ from components.config import build_config
 from components.push import deployment, layout, push, staging
 from runners.home import LocalPaths
 from runners.local import _raise_named_failure
-from tests.components.test_push_and_blessing import fake_saved_model
+from tests.support.saved_models import fake_saved_model
 from tests.support.disks import small_disk
 
 

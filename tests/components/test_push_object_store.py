@@ -12,7 +12,7 @@ import pytest
 
 from components.common import fs
 from components.push import layout, push, staging
-from tests.components.test_push_and_blessing import fake_saved_model
+from tests.support.saved_models import fake_saved_model
 from tests.support.objectstore import use_objectstore
 
 

@@ -13,7 +13,7 @@ from components.corpus import quality
 from components.corpus.screen import DocumentScreen
 from components.text_example_gen import transforms
 from components.text_example_gen.component import check_accounting
-from tests.components.test_transforms import reader_config, run_stage
+from tests.support.data_stage import reader_config, run_stage
 
 DEFAULTS = QualityFilterConfig()
 PROSE = ("The committee met on Tuesday to review the budget for the coming year, and members "

@@ -8,25 +8,17 @@ DaskRunner) although the stage has a SentencePiece tokenizer.
 """
 
 import collections
-import hashlib
-import os
 
 from components.common import listing
 from components.corpus import readers
 from components.text_example_gen import order, shards, transforms
 from components.tokenizer import training
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
-from tests.components.test_tokenizer import stdlib_texts
-from tests.components.test_transforms import reader_config
+from tests.support.texts import stdlib_texts
+from tests.support.data_stage import reader_config
+from tests.support.data_stage import tree_digest
 
 NUM_SHARDS = {"train": 3, "eval": 2}
-
-
-def tree_digest(root):
-    """Every file (hidden ones too: glob's ** skips the .pieces folder) -> sha256."""
-    return {os.path.relpath(os.path.join(d, n), root):
-            hashlib.sha256(open(os.path.join(d, n), "rb").read()).hexdigest()
-            for d, _, names in os.walk(root) for n in names}
 
 
 def convert_fn(out_dir, tokenizer_dir=None):
@@ -65,17 +57,22 @@ def test_convert_and_assemble_bundles_run_twice_give_the_same_bytes(corpus, tmp_
 
 
 def order_train_twice(out, outputs):
-    """The train pieces through order.py's DoFns, each bucket written twice (the second time its
-    values in another order, as a GroupByKey may give them): the same pieces, the same bytes.
-    Adds the ordered pieces to `outputs` for assembly."""
+    """The train pieces through order.py's DoFns, each unit's spill and each bucket written twice
+    (the bucket the second time with its ranges in another order, as a GroupByKey may give them):
+    the same ranges, pieces and bytes. Adds the ordered pieces to `outputs` for assembly."""
     train = outputs.pop((order.KIND, "train", 0))
     total = sum(count for _, _, count in train)
     buckets = collections.defaultdict(list)
+    key = order.KeyFn(out)
     for piece in train:
-        for bucket, value in order.KeyFn().process(((order.KIND, "train", 0), piece), total):
+        first = list(key.process(((order.KIND, "train", 0), piece), total))
+        after_first = tree_digest(out)
+        assert list(key.process(((order.KIND, "train", 0), piece), total)) == first
+        assert tree_digest(out) == after_first
+        for bucket, value in first:
             buckets[bucket].append(value)
-    sizes = {bucket: len(values) for bucket, values in buckets.items()}
-    write = order.SortWriteFn(out, NUM_SHARDS["train"], shards.GZIP_LEVEL)
+    sizes = {bucket: sum(spilled.count for spilled in values) for bucket, values in buckets.items()}
+    write = order.SpillSortWriteFn(out, NUM_SHARDS["train"], shards.GZIP_LEVEL)
     for bucket, values in sorted(buckets.items()):
         first = list(write.process((bucket, values), sizes, total))
         after_first = tree_digest(out)

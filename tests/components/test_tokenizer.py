@@ -2,13 +2,11 @@
 errors, the sample rule, model-file errors, bits per byte, and a SentencePiece SavedModel under
 the TF1 session loader (what TF Serving and `saved_model_cli run` use)."""
 
-import glob
 import json
 import math
 import os
 import subprocess
 import sys
-import sysconfig
 
 import numpy as np
 import pytest
@@ -21,8 +19,8 @@ from components.tokenizer.byte_level import ByteTokenizer
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 from components.tokenizer.training import TokenizerTrainingError
 from benchmarks.support.single_process import sample_documents
+from tests.support.texts import stdlib_texts
 
-STDLIB = sysconfig.get_paths()["stdlib"]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Strings that break careless tokenizers: NFKC-foldable, combining, non-BMP, controls, NUL, a
@@ -31,12 +29,6 @@ TRICKY = ["", " ", "  lead", "trail  ", "a  b\t\tc", "\n\n", "\r\n", "caf\u00e9 
           "\uff21\uff22 \ufb01", "\U0001f600\U0010ffff", "\x00\x01\x7f", "\ufeffbom", "\ufffd",
           "<0xFF> <unk> <s> </s> <pad>", "\u00c3\u00a9 (mojibake)", "\u200b\u2028\u2029",
           "\u0627\u0644\u0639\u0631\u0628\u064a\u0629 \u4e2d\u6587 \ud55c\uad6d\uc5b4"]
-
-
-def stdlib_texts(packages, limit=None):
-    paths = sorted(p for pkg in packages for p in glob.glob(os.path.join(STDLIB, pkg, "*.py")))
-    texts = [open(p, encoding="utf-8").read() for p in paths]
-    return texts[:limit] if limit else texts
 
 
 @pytest.fixture(scope="module")

@@ -121,7 +121,7 @@ def test_read_sample_of_a_mixture_reads_every_source(tmp_path):
     """data.sources: the sample is drawn from every source's documents, each read with its own
     reader settings (the single-process reference reads them the same way)."""
     from components.config import SourceConfig
-    from tests.components.test_mixture import make_sources
+    from tests.support.mixture_sources import make_sources
     corpus = make_sources(str(tmp_path))
     data = data_config("", sources=(SourceConfig(name="a", input=corpus["a"], weight=2.0),
                                     SourceConfig(name="b", input=corpus["b"], format="jsonl")))

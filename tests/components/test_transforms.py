@@ -1,9 +1,7 @@
 """The data stage: readers (plain functions), Beam transforms with TestPipeline + assert_that, the
 bad-input matrix, and determinism across parallelism."""
 
-import glob
 import gzip
-import hashlib
 import json
 import os
 import random
@@ -12,8 +10,6 @@ import socket
 
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
 
 from components.corpus import documents as docs
 from components.common import listing
@@ -21,18 +17,11 @@ from components import config as config_lib
 from components.config import DataConfig
 from components.corpus import readers
 from components.text_example_gen import order, shards, transforms
-from components.text_example_gen.component import check_accounting, stage_counters
+from components.text_example_gen.component import check_accounting
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
 from benchmarks.support import single_process
-
-BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
-
-
-def reader_config(format="text", document="file", separator=b"\n\n", max_document_bytes=10**7,
-                  range_bytes=10**7, text_field="text"):
-    return readers.ReaderConfig(format, document, separator, text_field, max_document_bytes,
-                                range_bytes)
+from tests.support.data_stage import (TWO_WORKERS, digest_tree, reader_config, run_stage, split_ids,
+                                      stage_files)
 
 
 def test_list_input_files_directory_glob_exclude(corpus):
@@ -137,49 +126,6 @@ def test_plan_units_batches_small_files_and_splits_big_ones(tmp_path):
 
 # ----------------------------------------------------------------------------------------------
 # The whole stage (TextToTFRecordShards).
-
-
-def run_stage(files, out_dir, beam_args=BEAM_ARGS, config=None, **overrides):
-    params = dict(seq_len=64, eval_fraction=0.3, split_salt="", train_shards=3, eval_shards=2)
-    params.update(overrides)
-    # TestPipeline(argv=...) keeps only --test-pipeline-options and drops every other argument
-    # (the runner included): the options must be passed as PipelineOptions.
-    p = TestPipeline(options=PipelineOptions(beam_args), blocking=True)
-    _ = p | transforms.TextToTFRecordShards(files, out_dir, reader_config=config or reader_config(),
-                                            **params)
-    result = p.run()
-    result.wait_until_finish()
-    return stage_counters(out_dir)
-
-
-def digest_tree(root):
-    out = {}
-    for path in sorted(os.path.join(d, n) for d, _, names in os.walk(root) for n in names):
-        out[os.path.relpath(path, root)] = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    return out
-
-
-def read_ids(path):
-    import tensorflow as tf
-    from tensorflow.core.example import example_pb2
-    return [list(example_pb2.Example.FromString(r.numpy()).features.feature["input_ids"]
-                 .int64_list.value) for r in tf.data.TFRecordDataset(path, compression_type="GZIP")]
-
-
-def split_ids(out_dir):
-    return {s: [x for f in sorted(glob.glob(os.path.join(out_dir, f"Split-{s}", "*.gz")))
-                for x in read_ids(f)] for s in ("train", "eval")}
-
-
-def packed_ids(out_dir):
-    """split_ids with the train windows in packing order (unit after unit, as the units' train
-    pieces hold them, before order.py deals them into the shards in random order): checked to be
-    the same windows as the train shards'."""
-    ids = split_ids(out_dir)
-    pieces = sorted(glob.glob(os.path.join(out_dir, shards.PIECES_DIR, "unit-*-train-*.gz")))
-    packed = [x for f in pieces for x in read_ids(f)]
-    assert sorted(packed) == sorted(ids["train"])
-    return dict(ids, train=packed)
 
 
 def test_read_split_documents_splits_by_content(corpus):
@@ -349,18 +295,6 @@ def test_parquet_rows_are_documents_and_missing_column_is_counted_per_row(tmp_pa
     assert counters["documents_skipped_empty"] == 1
     assert counters["bytes_packed"] == sum(len(t) for t in texts[:300])
     assert counters["sequences_train"] > 0 and counters["sequences_eval"] > 0
-
-
-def stage_files(corpus, tmp_path):
-    """The shared corpus plus one big file read in ranges: many small units."""
-    root, _ = corpus
-    big = tmp_path / "big"
-    big.mkdir()
-    with open(big / "all.txt", "wb") as out:
-        for _, path in listing.list_input_files(os.path.join(root, "email", "*.py"))[1]:
-            out.write(open(path, "rb").read())
-    _, files = listing.list_input_files(root)
-    return files + [("big/all.txt", str(big / "all.txt"))]
 
 
 @pytest.mark.slow

@@ -1,86 +1,22 @@
-"""One real pipeline run per session (LocalDagRunner, DirectRunner, MLMD sqlite in a temporary
-home), shared by every assertion in this package."""
+"""The e2e tests' shared pieces: the presets of run sizes (base_args, SMALL_RUN, ONE_DEVICE ...)
+and the two shared homes: the chain (six runs in one home, `chain`, and one fixture per run) and
+one SentencePiece run. Running the pipeline and reading what it left:
+tests/support/pipeline_run.py (PipelineHome, PipelineRun, run_cli). No module writes into a shared
+home: a module that needs more runs has a home of its own (docs/operations.md "Writing a pipeline
+test")."""
 
-import json
-import os
 from dataclasses import dataclass
 
 import pytest
 
-from runners import cli
-
-
-@dataclass
-class PipelineRun:
-    home: str
-    exit_code: int
-    stdout: str
-    stderr: str
-    run_id: str | None = None
-    mysql: dict | None = None  # the server and database when the run used metadata.backend=mysql
-
-    @property
-    def metadata_path(self) -> str:
-        return os.path.join(self.home, "metadata.sqlite")
-
-    def store(self):
-        from benchmarks.support.mlmd import connect
-        if self.mysql:
-            m = self.mysql
-            return connect(mysql_host=m["host"], mysql_port=int(m["port"]), mysql_user=m["user"],
-                           mysql_password=m["password"], mysql_database=m["database"])
-        return connect(self.metadata_path)
-
-    def report(self):
-        from pipeline.lineage.report import run_report
-        return run_report(self.store(), run_id=self.run_id)
-
-    def states(self) -> dict[str, str]:
-        return {stage.node: stage.state for stage in self.report().stages}
-
-    def serving_versions(self) -> dict[str, str]:
-        """version -> content digest of everything under <home>/serving/gpt/."""
-        from components.push.layout import served_versions
-        from components.push.push import model_digest
-        base = os.path.join(self.home, "serving", "gpt")
-        return {v: model_digest(os.path.join(base, str(v))) for v in served_versions(base)}
-
-
-def run_cli(capsys, home, *extra, mysql=None) -> PipelineRun:
-    capsys.readouterr()
-    code = cli.main(["run", "--home", home, *extra])
-    captured = capsys.readouterr()
-    run = PipelineRun(home, code, captured.out, captured.err, mysql=mysql)
-    if mysql or os.path.exists(run.metadata_path):
-        runs = run.store().get_contexts_by_type("pipeline_run")
-        run.run_id = max(runs, key=lambda c: (c.create_time_since_epoch, c.id)).name if runs else None
-    return run
+from tests.conftest import PLAIN_STEP as _PLAIN_STEP
+from tests.support.pipeline_run import PipelineHome, PipelineRun, run_cli, session_capture
 
 
 @pytest.fixture(scope="session")
 def session_capsys(request):
     """capsys is function-scoped; session fixtures capture through the capture manager."""
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-
-    class _Capture:
-        def readouterr(self):
-            out, err = capman.read_global_capture()
-            return type("C", (), {"out": out, "err": err})()
-    return _Capture()
-
-
-def lineage_text(capsys, home, *args) -> str:
-    """`bigtrain lineage ARGS --home HOME`'s stdout; asserts exit 0 (stderr in the message).
-    capsys: the test's own, or session_capsys from a shared fixture."""
-    capsys.readouterr()
-    code = cli.main(["lineage", *args, "--home", home])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return out.out
-
-
-def lineage_json(capsys, home, *args):
-    return json.loads(lineage_text(capsys, home, *args, "--json"))
+    return session_capture(request)
 
 
 def base_args(corpus_root):
@@ -94,7 +30,8 @@ def base_args(corpus_root):
             *CHAIN_DEPTH, "--set", "data.seq_len=64", "--set", "train.train_steps=120",
             "--set", "train.warmup_steps=10", "--set", "train.checkpoint_every=50",
             "--set", "train.log_every=40", "--set", "export.quantize=[int8,tflite]",
-            "--set", "train.eval_every=60", *SMALL_HELD_OUT, *SMALL_DOCUMENTS, *MIRRORED_2]
+            "--set", "train.eval_every=60", *SMALL_HELD_OUT, *SMALL_DOCUMENTS, *MIRRORED_2,
+            *PLAIN_STEP]
 
 
 # 2 blocks: a stack (block-to-block hand-off, per-block names in the export and the HF layout) at
@@ -117,6 +54,9 @@ ONE_DEVICE = ["--set", "runtime.strategy=one_device"]
 # fastest measured: docs/benchmarks.md "CPU defaults"); the runs that check data parallelism ask
 # for 2 logical CPU replicas.
 MIRRORED_2 = ["--set", "runtime.strategy=mirrored", "--set", "runtime.cpu_replicas=2"]
+# The plain step (runtime.xla=off): runtime.xla=auto compiles on CPU since 2026-12-07, and no run
+# here is about XLA (tests/conftest.py PLAIN_STEP says why).
+PLAIN_STEP = ["--set", _PLAIN_STEP]
 
 # The smallest run that trains, exports, evaluates, blesses and pushes (a one-block model, 10
 # steps, 2 eval batches of 8, a loose threshold, no int8/TFLite variants, no held-out set: the
@@ -126,7 +66,7 @@ SMALL_RUN = ["--set", "data.eval_fraction=0.3", "--set", "data.seq_len=64",
              "--set", "train.checkpoint_every=5", "--set", "train.log_every=5",
              "--set", "model.n_layer=1", "--set", "train.eval_batches=2",
              "--set", "eval.max_loss=10", "--set", "eval.max_batches=2", "--set", "eval.batch_size=8",
-             "--set", "eval.sets=[]", "--set", "export.quantize=[]", *ONE_DEVICE]
+             "--set", "eval.sets=[]", "--set", "export.quantize=[]", *ONE_DEVICE, *PLAIN_STEP]
 
 # The default held-out set at 16 KiB and 16 code-task items: every figure and reader of them is
 # exercised at an eighth of the default's Evaluator time (the chain evaluates 5 models).
@@ -139,83 +79,95 @@ SMALL_HELD_OUT = ["--set", "eval.sets=[{name: bigtrain_code, input: "
 SMALL_DOCUMENTS = ["--set", "eval.document_bytes=32768"]
 
 
-@pytest.fixture(scope="session")
-def shared_home(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("home"))
+@dataclass
+class Chain:
+    """The chain's runs in the order they ran, in one home (`chain` below)."""
+    data: PipelineRun
+    identical: PipelineRun
+    changed_lr: PipelineRun
+    impossible_threshold: PipelineRun
+    int8_serve: PipelineRun
+    failed: PipelineRun
+
+
+LEARNING_RATE_2E3 = ("--set", "train.learning_rate=2e-3")
+# export.serve=int8: the regression allowance is widened because this (lr 2e-3) model need not
+# beat the lr 3e-3 baseline, and int8 at tiny is larger and slower than float (not recommended
+# by default): the test is about pushing the variant export.serve names.
+INT8_SERVE = ("--set", "export.serve=int8", "--set", "eval.max_loss_regression=1.0",
+              "--set", "eval.max_variant_size_ratio=100",
+              "--set", "eval.max_variant_latency_ratio=100")
 
 
 @pytest.fixture(scope="session")
-def data_run(shared_home, corpus, session_capsys):
-    """The first full run (every stage executes; the model is blessed and pushed). TFX's sdist
-    build for remote Beam workers is counted, not replaced: a local run must not call it
-    (runners/beam_staging.py)."""
+def chain(tmp_path_factory, corpus, session_capsys) -> Chain:
+    """Six runs of one command (base_args) in one home, all run before any test reads it, so each
+    test sees the same home whichever modules run, alone or in any order (until 2026-12-07 each
+    run was a fixture run when a test first asked for it and test_tuning added its runs to this
+    home: test_lineage's run count and the newest version test_pipeline's `generate` loads
+    depended on the modules run before). Nothing else writes into this home: a test that runs
+    more copies it (test_bad_input.py home_copy) or has a home of its own.
+
+      data                  the first run: every stage executes, the model is blessed, pushed
+      identical             the same command again: first as is (`.up_to_date`: the pipeline
+                            does not start), then with --force (TFX's per-stage cache serves all)
+      changed_lr            one training hyper-parameter changed (learning rate 2e-3)
+      impossible_threshold  a threshold no model can meet: the push is blocked
+      int8_serve            export.serve=int8: only the Evaluator and Pusher re-run, the int8
+                            variant is pushed
+      failed                a run that fails in a stage: the Trainer, whose memory estimate
+                            refuses eval micro-batches of eval.batch_size=100000 before it trains
+
+    TFX's sdist build for remote Beam workers is counted in the first run, not replaced: a local
+    run must not call it (runners/beam_staging.py)."""
     from tfx.utils import dependency_utils
     root, quarantined = corpus
+    home = PipelineHome(str(tmp_path_factory.mktemp("home")), session_capsys, *base_args(root))
     tfx_build, builds = dependency_utils.build_ephemeral_package, []
     dependency_utils.build_ephemeral_package = lambda: builds.append(1) or tfx_build()
     try:
-        run = run_cli(session_capsys, shared_home, *base_args(root))
+        data = home.run()
     finally:
         dependency_utils.build_ephemeral_package = tfx_build
-    run.tfx_sdist_builds = len(builds)
-    run.quarantined = quarantined
-    run.corpus = root
-    run.served_after = run.serving_versions()
-    return run
+    data.tfx_sdist_builds, data.quarantined, data.corpus = len(builds), quarantined, root
+    up_to_date = home.run()
+    identical = home.run("--force")
+    identical.up_to_date = up_to_date
+    changed_lr = home.run(*LEARNING_RATE_2E3)
+    impossible = home.run(*LEARNING_RATE_2E3, "--set", "eval.max_loss=0.01")
+    int8_serve = home.run(*LEARNING_RATE_2E3, *INT8_SERVE)
+    failed = home.run(*LEARNING_RATE_2E3, "--set", "eval.batch_size=100000")
+    return Chain(data, identical, changed_lr, impossible, int8_serve, failed)
 
 
 @pytest.fixture(scope="session")
-def identical_run(data_run, corpus, session_capsys):
-    """The same command again, in the same home: first as is (up to date: the pipeline does not
-    start, `up_to_date` below), then with --force (TFX's per-stage cache serves every stage)."""
-    up_to_date = run_cli(session_capsys, data_run.home, *base_args(corpus[0]))
-    up_to_date.served_after = up_to_date.serving_versions()
-    run = run_cli(session_capsys, data_run.home, *base_args(corpus[0]), "--force")
-    run.up_to_date = up_to_date
-    run.served_after = run.serving_versions()
-    return run
+def data_run(chain):
+    return chain.data
 
 
 @pytest.fixture(scope="session")
-def changed_lr_run(identical_run, corpus, session_capsys):
-    """One training hyper-parameter changed."""
-    run = run_cli(session_capsys, identical_run.home, *base_args(corpus[0]),
-                  "--set", "train.learning_rate=2e-3")
-    run.served_after = run.serving_versions()
-    return run
+def identical_run(chain):
+    return chain.identical
 
 
 @pytest.fixture(scope="session")
-def impossible_threshold_run(changed_lr_run, corpus, session_capsys):
-    """A threshold no model can meet: the push is blocked."""
-    run = run_cli(session_capsys, changed_lr_run.home, *base_args(corpus[0]),
-                  "--set", "train.learning_rate=2e-3", "--set", "eval.max_loss=0.01")
-    run.served_after = run.serving_versions()
-    return run
+def changed_lr_run(chain):
+    return chain.changed_lr
 
 
 @pytest.fixture(scope="session")
-def failed_run(impossible_threshold_run, corpus, session_capsys):
-    """A run that fails in a stage: the Trainer, whose memory estimate refuses evaluation
-    micro-batches of eval.batch_size=100000 before it trains (it names the setting; the Trainer
-    receives the eval section since issue 17, so the estimate's advice works)."""
-    return run_cli(session_capsys, impossible_threshold_run.home, *base_args(corpus[0]),
-                   "--set", "train.learning_rate=2e-3", "--set", "eval.batch_size=100000")
+def impossible_threshold_run(chain):
+    return chain.impossible_threshold
 
 
 @pytest.fixture(scope="session")
-def int8_serve_run(failed_run, corpus, session_capsys):
-    """export.serve=int8: only the Evaluator and Pusher re-run; the int8 variant is pushed. The
-    regression allowance is widened because this (lr 2e-3) model need not beat the lr 3e-3
-    baseline: the test is about which variant is blessed and pushed, not about the baseline."""
-    run = run_cli(session_capsys, failed_run.home, *base_args(corpus[0]),
-                  "--set", "train.learning_rate=2e-3", "--set", "export.serve=int8",
-                  "--set", "eval.max_loss_regression=1.0",
-                  # int8 at tiny is larger and slower than float (not recommended by default);
-                  # this test is about pushing the variant export.serve names.
-                  "--set", "eval.max_variant_size_ratio=100", "--set", "eval.max_variant_latency_ratio=100")
-    run.served_after = run.serving_versions()
-    return run
+def int8_serve_run(chain):
+    return chain.int8_serve
+
+
+@pytest.fixture(scope="session")
+def failed_run(chain):
+    return chain.failed
 
 
 # The cheapest whole run: a SentencePiece tokenizer on a small sample, a one-block model (what
@@ -229,7 +181,7 @@ SENTENCEPIECE_RUN = ["data.document=separator", "data.tokenizer=sentencepiece",
                      "train.train_steps=4", "train.warmup_steps=1", "train.checkpoint_every=4",
                      "train.log_every=2", "export.quantize=[]", "eval.max_batches=2",
                      SMALL_HELD_OUT[1], SMALL_HELD_OUT[3], SMALL_DOCUMENTS[1],
-                     "eval.batch_size=8", "eval.max_loss=100"]
+                     "eval.batch_size=8", "eval.max_loss=100", _PLAIN_STEP]
 
 
 def sentencepiece_args(corpus_root):

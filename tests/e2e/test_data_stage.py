@@ -14,7 +14,7 @@ from ml_metadata.proto import metadata_store_pb2
 from components.common import listing
 from components.corpus import documents
 from pipeline.lineage.store import properties
-from tests.e2e.conftest import run_cli
+from tests.support.pipeline_run import run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -12,11 +12,10 @@ import tensorflow as tf
 
 from components.serving.hf import CARD_FILE, CONFIG_FILE
 from runners import cli
-from tests.export.test_hf import keras_hub_backbone, keras_hub_logits
+from tests.support.hf_models import keras_hub_backbone, keras_hub_logits
+from tests.support.texts import TEXTS
 
 pytestmark = pytest.mark.slow
-
-TEXTS = [b"import json\n\ndef main():\n    return json.dumps({'a': 1})\n", b"class Encoder(object):\n  "]
 
 
 def fixed_batch(length: int) -> np.ndarray:
@@ -90,7 +89,8 @@ def hf_fine_tune(data_run, exported, tmp_path_factory, session_capsys):
     push.formats [hf] (the Pusher's executor writes <version>/hf/). The float model only, judged
     on 4 eval batches: the int8 and TFLite variants and 50 batches are the chain's to test (they
     took ~60 s of this run)."""
-    from tests.e2e.conftest import base_args, run_cli
+    from tests.e2e.conftest import base_args
+    from tests.support.pipeline_run import run_cli
     home = str(tmp_path_factory.mktemp("hf_home"))
     return run_cli(session_capsys, home, *base_args(data_run.corpus),
                    "--set", "train.train_steps=2", "--set", "train.warmup_steps=0",

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from runners import cli
-from tests.e2e.test_hf_export import TEXTS
-from tests.export.test_hf import keras_hub_backbone, keras_hub_logits
+from tests.support.texts import TEXTS
+from tests.support.hf_models import keras_hub_backbone, keras_hub_logits
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def test_a_sentencepiece_run_exports_with_its_own_tokenizer(sentencepiece_run, t
     from tokenizers import Tokenizer
     from components.push.layout import served_versions
     from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
-    from tests.export.test_hf_tokenizer import MULTILINGUAL
+    from tests.support.texts import MULTILINGUAL
     out = str(tmp_path / "sp")
     assert cli.main(["export", "hf", sentencepiece_run.run_id, "--home", sentencepiece_run.home,
                      "--out", out]) == 0

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import lineage_json
-from tests.e2e.test_object_store_run import _tiny_corpus
+from tests.support.pipeline_run import lineage_json
+from tests.support.corpora import _tiny_corpus
 
 pytestmark = pytest.mark.slow
 

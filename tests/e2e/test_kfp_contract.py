@@ -33,7 +33,7 @@ import pytest
 
 from components.common import fs
 from runners import cli, kfp_local
-from tests.e2e.test_object_store_run import _tiny_corpus, s3_args
+from tests.support.corpora import _tiny_corpus, s3_args
 from tests.support.fork_server import ForkServer
 from tests.support.objectstore import use_objectstore
 from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events

@@ -1,4 +1,5 @@
-"""`bigtrain lineage` on the shared home's real MLMD store: complete, cached and failed runs."""
+"""`bigtrain lineage` on the chain's real MLMD store (tests/e2e/conftest.py chain: six runs in one
+home, the failed one last): complete, cached and failed runs."""
 
 import os
 import xml.etree.ElementTree as ElementTree
@@ -6,10 +7,9 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from runners import cli
-from tests.e2e.conftest import lineage_json, lineage_text
+from tests.support.pipeline_run import lineage_json, lineage_text
 
 pytestmark = pytest.mark.slow
-
 
 
 def test_failed_run_is_recorded(failed_run):
@@ -21,7 +21,7 @@ def test_failed_run_is_recorded(failed_run):
 def test_runs_newest_first_with_states(failed_run, data_run, capsys):
     runs = lineage_json(capsys, failed_run.home, "runs")
     assert [r["run_id"] for r in runs][:1] == [failed_run.run_id]
-    assert len(runs) == 5 and runs[-1]["run_id"] == data_run.run_id
+    assert len(runs) == 6 and runs[-1]["run_id"] == data_run.run_id   # the chain's six
     assert runs[0]["state"] == "failed" and runs[0]["stages"]["Trainer"] == "failed"
     assert runs[-1]["state"] == "complete" and runs[-1]["pushed_version"] == str(max(data_run.served_after))
     assert runs[-2]["stages"]["Trainer"] == "cached"  # the identical re-run

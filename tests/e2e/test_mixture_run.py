@@ -14,9 +14,10 @@ from components import config as config_lib
 from components.common import listing
 from pipeline.lineage.store import properties
 from runners import cli
-from tests.components.test_mixture import make_sources
-from tests.e2e.conftest import lineage_json, lineage_text
-from tests.pipeline.test_cleaning_mixture import cleaning_data, plant
+from tests.conftest import PLAIN_STEP
+from tests.support.mixture_sources import make_sources
+from tests.support.pipeline_run import lineage_json, lineage_text
+from tests.support.mixture_sources import cleaning_data, plant
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def mixture_run(tmp_path_factory, session_capsys):
     config = config_lib.build_config("tiny", overrides=[
         "model.n_layer=1", "train.train_steps=30", "train.warmup_steps=5", "train.eval_batches=2",
         "eval.max_batches=2", "eval.variant_batches=1", "eval.max_loss=10.0",
-        "export.quantize=[]", "eval.sets=[]", "runtime.strategy=one_device"])
+        "export.quantize=[]", "eval.sets=[]", "runtime.strategy=one_device", PLAIN_STEP])
     config = dataclasses.replace(config, data=dataclasses.replace(data, seq_len=64))
     config_file = config_lib.save_config(config, str(root / "config"))
     home = str(root / "home")

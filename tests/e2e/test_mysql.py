@@ -15,7 +15,8 @@ import pytest
 
 from components.common import errors
 from runners import cli
-from tests.e2e.conftest import ONE_DEVICE, base_args, run_cli
+from tests.e2e.conftest import ONE_DEVICE, base_args
+from tests.support.pipeline_run import run_cli
 from tests.support.mlmd import mysql_server
 
 pytestmark = pytest.mark.slow

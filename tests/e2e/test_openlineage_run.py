@@ -10,8 +10,10 @@ import os
 
 import pytest
 
-from tests.e2e.conftest import SMALL_RUN, lineage_json, run_cli
-from tests.e2e.test_object_store_run import _tiny_corpus
+from tests.e2e.conftest import SMALL_RUN
+
+from tests.support.pipeline_run import lineage_json, run_cli
+from tests.support.corpora import _tiny_corpus
 from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,7 @@
-"""The whole pipeline, one shared home, four runs: first run (push), identical re-run (cached, no
-second push), one training hyper-parameter changed (only Trainer and what follows re-run), an
-impossible threshold (push blocked, serving untouched). Asserted through MLMD."""
+"""The whole pipeline in the chain's home (tests/e2e/conftest.py chain): first run (push),
+identical re-run (cached, no second push), one training hyper-parameter changed (only Trainer and
+what follows re-run), an impossible threshold (push blocked, serving untouched), the int8 variant
+served. Asserted through MLMD."""
 
 import os
 import subprocess
@@ -116,10 +117,11 @@ def test_impossible_threshold_blocks_push_and_leaves_serving_untouched(impossibl
         assert evaluation[figure] == before[figure], figure
 
 
-def test_generate_uses_the_newest_pushed_version(impossible_threshold_run):
-    """`bigtrain generate` in a fresh process loads the newest version and continues the prompt."""
-    run = impossible_threshold_run
-    newest = max(run.served_after)
+def test_generate_uses_the_newest_pushed_version(failed_run):
+    """`bigtrain generate` in a fresh process loads the newest version (after the chain's last
+    run: the int8 variant's push) and continues the prompt."""
+    run = failed_run
+    newest = max(run.serving_versions())
     proc = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "bigtrain"), "generate", "import ",
          "--home", run.home, "--max-new-tokens", "30", "--seed", "7"],
@@ -178,7 +180,7 @@ def test_pushed_version_runs_every_signature_under_both_loaders(data_run):
     loader) and in tf.saved_model.load, and every signature runs in both."""
     import numpy as np
     from tests.export.conftest import SessionModel
-    from tests.export.test_serving_signatures import INPUTS, run_loaded
+    from tests.support.serving_calls import INPUTS, run_loaded
     import tensorflow as tf
     pushed = data_run.report().stage("Pusher").outputs["PushedModel"]
     assert pushed["variant"] == "float"
@@ -262,7 +264,7 @@ def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed
     from pipeline.lineage.standing import document_standing
     from pipeline.lineage.web.app import create_app
     from runners.home import readable_folders
-    from tests.e2e.conftest import lineage_json
+    from tests.support.pipeline_run import lineage_json
     from benchmarks.support.mlmd import connect
     evaluation = data_run.report().stage("LanguageModelEvaluator").outputs["ModelEvaluation"]
     written = json.load(open(os.path.join(evaluation["uri"], "metrics.json")))["documents"]

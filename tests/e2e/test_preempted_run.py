@@ -20,7 +20,8 @@ import time
 import pytest
 
 from components.common.errors import EXIT_PREEMPTED
-from tests.e2e.conftest import MEASURED_DEPTH, base_args, lineage_json, run_cli
+from tests.e2e.conftest import MEASURED_DEPTH, base_args
+from tests.support.pipeline_run import lineage_json, run_cli
 
 pytestmark = pytest.mark.slow
 LOOSE_EVAL = ["--set", "eval.max_loss=100", "--set", "eval.max_loss_regression=100"]

@@ -15,7 +15,8 @@ import socket
 import pytest
 
 from components.common.errors import EXIT_TRACKER
-from tests.e2e.conftest import SMALL_RUN, lineage_text, run_cli
+from tests.e2e.conftest import SMALL_RUN
+from tests.support.pipeline_run import lineage_text, run_cli
 from tests.support.mlflow_server import mlflow_server_uri
 from tests.support.openlineage_spec import Receiver, check_run_event, stage_events
 from tests.support.wandb_offline import read_run

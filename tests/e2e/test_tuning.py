@@ -1,15 +1,17 @@
-"""Tuner and fine-tuning in the shared home (after the runs of test_pipeline / test_lineage):
+"""Tuner and fine-tuning, in a home of their own (module-scoped: three runs of one command):
 
   tuned_run      3 trials on the tiny model, 6 steps each: the Tuner ran, the best values
-                 reached the Trainer, every trial is in MLMD, the report and TensorBoard HParams.
+                 reached the Trainer, every trial is in MLMD, the report and TensorBoard HParams;
+                 the run goes on to evaluate, bless and push: its model is the fine-tune's parent.
   retuned_run    the same command: the Tuner's artifact is reused (Tuner and Trainer cached).
   fine_tune_run  train.init_from=latest_blessed (same search: the Tuner is cached and its best
                  values still reach the Trainer): the parent is an input of the Trainer, the first
                  step starts at the parent's loss, lineage shows parent and child.
-The tuned and retuned runs stop after the Trainer (--until Trainer: no test here reads their
-Evaluator or Pusher, so the fine-tune's parent is the latest model blessed before them);
-every run exports the float model only, evaluated on 4 batches (export.quantize=[],
-eval.max_batches=4).
+The retuned run stops after the Trainer (--until Trainer: no test here reads its Evaluator or
+Pusher); every run exports the float model only, evaluated on 4 batches with a loose threshold
+(export.quantize=[], eval.max_batches=4, eval.max_loss=10: the tuned model must be blessed).
+Until 2026-12-07 these runs went into the e2e chain's home, after its runs (tests/e2e/conftest.py
+chain), and changed what later readers of that home saw.
 A changed search space re-running the Tuner is shown without training in
 tests/config/test_tune_config.py (the Tuner's cache key changes, the Trainer's does not).
 """
@@ -21,45 +23,46 @@ import os
 
 import pytest
 
-from pipeline.lineage.store import Lineage, properties
+from pipeline.lineage.store import Lineage
 from runners import cli
 from pipeline.lineage.report import format_report
-from tests.e2e.conftest import ONE_DEVICE, base_args, run_cli
+from tests.e2e.conftest import ONE_DEVICE, base_args
+from tests.support.pipeline_run import PipelineHome
 
 pytestmark = pytest.mark.slow
 
 TUNE = ["--set", "tune.trials=3", "--set", "tune.steps_per_trial=6", "--set", "tune.eval_batches=2",
         "--set", "tune.space.learning_rate=[1e-3, 2e-2]", "--set", "tune.space.warmup_steps=[1, 3]",
         "--set", "train.train_steps=30", "--set", "train.warmup_steps=5",
-        "--set", "export.quantize=[]", "--set", "eval.max_batches=4",
+        "--set", "export.quantize=[]", "--set", "eval.max_batches=4", "--set", "eval.max_loss=10",
         "--set", "eval.sets=[]",   # the held-out set and code tasks: the chain's to test
         *ONE_DEVICE]   # each trial and the Trainer trace their step once, not per replica
-# The tuning runs stop after the Trainer. The fine-tune runs whole: --until through the
+# The retuning run stops after the Trainer. The fine-tune runs whole: --until through the
 # base_model_resolver fails ('ResolvedChannel' object has no attribute 'producer_component_id').
 UNTIL = ["--until", "Trainer"]
 
 
-@pytest.fixture(scope="session")
-def tuned_run(failed_run, corpus, session_capsys):
-    return run_cli(session_capsys, failed_run.home, *base_args(corpus[0]), *TUNE, *UNTIL)
+@pytest.fixture(scope="module")
+def tuning_home(tmp_path_factory, corpus, session_capsys):
+    return PipelineHome(str(tmp_path_factory.mktemp("tuning_home")), session_capsys,
+                        *base_args(corpus[0]), *TUNE)
 
 
-@pytest.fixture(scope="session")
-def retuned_run(tuned_run, corpus, session_capsys):
+@pytest.fixture(scope="module")
+def tuned_run(tuning_home):
+    return tuning_home.run()
+
+
+@pytest.fixture(scope="module")
+def retuned_run(tuned_run, tuning_home):
     # --force: an identical run is otherwise up to date and starts no pipeline at all (issue 13);
     # this test is about TFX's per-stage cache under it.
-    return run_cli(session_capsys, tuned_run.home, *base_args(corpus[0]), *TUNE, *UNTIL, "--force")
+    return tuning_home.run(*UNTIL, "--force")
 
 
-@pytest.fixture(scope="session")
-def fine_tune_run(retuned_run, corpus, session_capsys):
-    return run_cli(session_capsys, retuned_run.home, *base_args(corpus[0]), *TUNE,
-                   "--set", "train.init_from=latest_blessed")
-
-
-def artifact(run, artifact_id):
-    (found,) = run.store().get_artifacts_by_id([artifact_id])
-    return properties(found, custom_only=True)
+@pytest.fixture(scope="module")
+def fine_tune_run(retuned_run, tuning_home):
+    return tuning_home.run("--set", "train.init_from=latest_blessed")
 
 
 def test_three_trials_complete_and_the_best_reaches_the_trainer(tuned_run):
@@ -93,7 +96,9 @@ def test_three_trials_complete_and_the_best_reaches_the_trainer(tuned_run):
         trained = json.load(fh)["config"]["train"]
     assert trained["learning_rate"] == winner["values"]["train.learning_rate"]
     assert trained["warmup_steps"] == winner["values"]["train.warmup_steps"] and trained["train_steps"] == 30
-    assert "input hyperparameters" in report.stage("Trainer").why
+    # The home's first Trainer (in the chain's home until 2026-12-07, the report's reason was the
+    # new hyperparameters input; an input that changed is shown by the fine-tune's base_model)
+    assert report.stage("Trainer").why == "first execution of this stage"
 
 
 def test_trials_in_report_and_tensorboard_hparams(tuned_run):
@@ -126,10 +131,11 @@ def test_fine_tune_starts_from_the_parent_and_lineage_shows_it(fine_tune_run, ca
     assert model["tuned_hyperparameters"]
     parent_id = model["fine_tuned_from_model_id"]
     assert report.stage("base_model_resolver").outputs["Model"]["id"] == parent_id
+    assert f"input base_model: artifacts [] -> [{parent_id}]" in report.stage("Trainer").why
     lin = Lineage(fine_tune_run.store())
     trainer_execution = lin.producer(model["id"])
     assert lin.inputs(trainer_execution)["base_model"] == [parent_id]
-    parent = artifact(fine_tune_run, parent_id)
+    parent = fine_tune_run.artifact(parent_id)
     # Before any update, the fine-tune's loss is the parent's (another batch: within 0.25 nats),
     # far below a random start (ln 259 = 5.56 nats/token).
     assert abs(model["first_step_loss"] - parent["eval_loss"]) < 0.25, (model["first_step_loss"], parent["eval_loss"])

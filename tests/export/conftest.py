@@ -95,7 +95,7 @@ def trained_tiny_model(arch: str, steps: int = 200, seed: int = 0, context: int 
 def _train_tiny_model(config, steps: int, seed: int, context: int):
     from components.model.gpt import build_model
     from components.tokenizer.byte_level import VOCAB_SIZE
-    from tests.components.test_tokenizer import stdlib_texts
+    from tests.support.texts import stdlib_texts
     text = np.frombuffer("".join(stdlib_texts(["json"])).encode(), np.uint8).astype(np.int32)
     model = build_model(config, context, vocab_size=VOCAB_SIZE)
     rng = np.random.RandomState(seed)

@@ -14,7 +14,7 @@ from components.serving.hf import CARD_FILE, CONFIG_FILE, WEIGHTS_FILE
 from components.tokenizer.byte_level import ByteTokenizer
 from runners import cli
 from tests.export.conftest import CONTEXT, tiny_model_config, trained_tiny_model
-from tests.export.test_hf import BATCH, keras_hub_backbone, keras_hub_logits
+from tests.support.hf_models import BATCH, keras_hub_backbone, keras_hub_logits
 
 pytestmark = pytest.mark.slow   # exports SavedModels (signature tracing: ~20 s each)
 
@@ -94,7 +94,7 @@ def test_sentencepiece_is_read_back_from_the_savedmodel_graph(tmp_path):
     from components.serving.hf.source import exported_tokenizer
     from components.tokenizer import training
     from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
-    from tests.components.test_tokenizer import stdlib_texts
+    from tests.support.texts import stdlib_texts
     sp = SentencePieceTokenizer(training.train_sentencepiece(stdlib_texts(["json"]), 400, "bpe"),
                                 model_type="bpe")
     model = build_model(tiny_model_config("llama"), CONTEXT, vocab_size=sp.vocab_size)

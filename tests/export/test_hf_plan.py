@@ -14,7 +14,7 @@ from components.serving.hf import (CONFIG_FILE, SPM_FILE, TOKENIZER_FILE, WEIGHT
                                    directory, mapping)
 from components.tokenizer.byte_level import ByteTokenizer
 from components.training import hf_source
-from tests.export.test_hf import ARCHS, export, qwen3_model, tiny_run_config
+from tests.support.hf_models import ARCHS, export, qwen3_model, tiny_run_config
 from tests.export.conftest import tiny_model
 
 

@@ -23,8 +23,8 @@ from components.config import ModelConfig
 from components.serving.hf import CONFIG_FILE, GENERATION_FILE, directory, mapping
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, ByteTokenizer
 from tests.export.conftest import CONTEXT, tiny_model, trained_tiny_model
-from tests.export.test_hf import BATCH, interleave_rotary
-from tests.export.test_hf_tokenizer import corpus
+from tests.support.hf_models import BATCH, interleave_rotary
+from tests.support.texts import corpus
 from tests.support.hfloader import LOCK, hf_loader_python, run_probe
 
 pytestmark = pytest.mark.slow   # three trainings, a SentencePiece model and one torch process: ~90 s
@@ -77,7 +77,7 @@ def bos_loving_model():
 def sentencepiece_bpe():
     from components.tokenizer import training
     from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
-    from tests.components.test_tokenizer import stdlib_texts
+    from tests.support.texts import stdlib_texts
     return SentencePieceTokenizer(training.train_sentencepiece(stdlib_texts(["json", "email"]), 400, "bpe"))
 
 

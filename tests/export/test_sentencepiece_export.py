@@ -13,7 +13,7 @@ import tensorflow as tf
 from components.tokenizer import training
 from components.tokenizer.sentencepiece_model import SentencePieceTokenizer
 from tests.export.conftest import CONTEXT, SessionModel, tiny_model_config
-from tests.components.test_tokenizer import stdlib_texts
+from tests.support.texts import stdlib_texts
 
 PROMPTS = ["def main():\n    return ", "import os\n", "caf\u00e9 \U0001f600 x"]
 

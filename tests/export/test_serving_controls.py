@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from components.tokenizer.byte_level import BOS_ID, PAD_ID, ByteTokenizer
 from tests.export.conftest import CONTEXT, SessionModel, session_model, tiny_model
-from tests.export.test_serving_signatures import generate, sample, sample_request
+from tests.support.serving_calls import generate, sample, sample_request
 
 
 def biased_model(*targets):

@@ -221,7 +221,7 @@ def test_measured_variants_get_a_recommendation(model_dir, eval_files):
     """Measured at tiny: int8 is larger on disk than float (Keras' int8 layers add scales and
     graph), so it is never fit to serve; TFLite is smaller, so size never rules it out; float is
     fit. Caught: recommending on loss alone (int8 passed). The figures printed are the ones
-    docs/benchmarks.md quotes."""
+    benchmarks/results/2026-11-26-export-variants.md quotes."""
     config = EvalConfig(batch_size=4, max_batches=2)
     manifest = variants.read_manifest(model_dir)
     measured = {name: evaluate_variant(model_dir, entry, eval_files, config, ByteTokenizer()) for name, entry in manifest.items()}

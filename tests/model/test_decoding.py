@@ -21,8 +21,8 @@ import pytest
 import tensorflow as tf
 
 from components.model import decoding, gpt
-from tests.model.test_gpt2_pinned import bounded_reference as gpt2_reference
-from tests.model.test_llama_reference import bounded_reference
+from tests.support.gpt2_reference import bounded_reference as gpt2_reference
+from tests.support.llama_reference import bounded_reference
 
 V, T, C = 61, 8, 32
 

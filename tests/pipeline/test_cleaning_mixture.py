@@ -5,9 +5,7 @@ one process, the DirectRunner with two worker processes and the PortableRunner w
 in separate processes write the same shards and manifest; `bigtrain lineage summary` of a model
 pushed from those Examples names every step with the counts the stage recorded."""
 
-import json
 import os
-import random
 
 import pytest
 
@@ -16,46 +14,15 @@ from components.common import listing
 from components.text_example_gen import transforms
 from pipeline.lineage import content, render
 from pipeline.lineage.store import Lineage, properties
-from tests.components.test_mixture import make_sources, shard_digests
-from tests.pipeline.test_content_summary import WEIGHTS, _pushed_run
+from tests.support.mixture_sources import make_sources, shard_digests
+from tests.support.mixture_sources import _pushed_run
 from benchmarks.support.lineage_store import Builder
 from benchmarks.support.mlmd import connect
+from tests.support.mixture_sources import cleaning_data, plant
 
 pytestmark = pytest.mark.slow
 
 PATH_VALUED = ("quarantine_manifest", "input_listing", "sources")
-
-
-def plant(corpus: dict[str, str], root: str) -> str:
-    """Near copies (a few words changed) of two files of source a, a file that repeats one line
-    (filter duplicate_lines) and an evaluation file sharing 20 words with a record of source b.
-    Returns the evaluation file."""
-    a, rng = corpus["a"], random.Random(7)
-    for k in (1, 2):
-        words = open(os.path.join(a, f"doc_{k:02d}.txt"), encoding="utf-8").read().split(" ")
-        for i in rng.sample(range(len(words)), 3):
-            words[i] = "changed"
-        with open(os.path.join(a, f"near_{k:02d}.txt"), "w", encoding="utf-8") as fh:
-            fh.write(" ".join(words))
-    with open(os.path.join(a, "repeats.txt"), "w", encoding="utf-8") as fh:
-        fh.write("\n".join(["the same line again and again and again"] * 40) + "\n")
-    record = open(os.path.join(corpus["b"], "part-1.jsonl"), encoding="utf-8").readline()
-    eval_file = os.path.join(root, "eval_set.txt")
-    with open(eval_file, "w", encoding="utf-8") as fh:
-        fh.write(" ".join(json.loads(record)["text"].split()[:20]) + "\n")
-    return eval_file
-
-
-def cleaning_data(corpus: dict[str, str], eval_file: str) -> config_lib.DataConfig:
-    return config_lib.DataConfig(
-        sources=(config_lib.SourceConfig(name="a", input=corpus["a"], weight=WEIGHTS["a"]),
-                 config_lib.SourceConfig(name="b", input=corpus["b"], format="jsonl",
-                                         weight=WEIGHTS["b"], filters=("word_count",))),
-        dedup="near", near_dedup=config_lib.NearDedupConfig(threshold=0.7),
-        filters=config_lib.QualityFilterConfig(enabled=("word_count", "duplicate_lines"),
-                                               min_words=20),
-        decontaminate=config_lib.DecontaminationConfig(eval_files=(eval_file,)),
-        seq_len=64, eval_fraction=0.25, train_shards=3, eval_shards=2)
 
 
 def run_executor(data: config_lib.DataConfig, uri: str, beam_args: list[str]):

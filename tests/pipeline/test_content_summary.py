@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-from ml_metadata.proto import metadata_store_pb2 as pb
 
 from components import config as config_lib
 from components.common import fs, listing
@@ -15,11 +14,11 @@ from components.common.errors import NotFoundError
 from pipeline.lineage import content, render
 from pipeline.lineage.store import Lineage, properties
 from runners import cli
-from tests.components.test_mixture import make_sources, reference_counts
-from benchmarks.support.lineage_store import Builder, _context
+from tests.support.mixture_sources import make_sources, reference_counts
+from benchmarks.support.lineage_store import Builder
 from benchmarks.support.mlmd import connect
+from tests.support.mixture_sources import WEIGHTS, _pushed_run
 
-WEIGHTS = {"a": 2.5, "b": 0.3}
 # Source b's own filter list is [word_count]: its records of fewer words are skipped (a has none).
 MIN_WORDS = 20
 
@@ -68,27 +67,6 @@ def world(tmp_path_factory):
     _pushed_run(b, "run-2", 2, second, {}, base_model=first)
     return {"corpus": corpus, "examples": examples, "home": home, "lin": Lineage(store),
             "extra": str(other / "extra.txt")}
-
-
-def _pushed_run(b: Builder, run_id: str, version: int, examples: pb.Artifact, extra: dict,
-                base_model=None) -> int:
-    run = _context(b.store, b.types, "pipeline_run", run_id)
-    done = pb.Execution.COMPLETE
-    made = b.artifact("Examples", "examples", extra, run_id)
-    made.uri = examples.uri
-    for key, value in examples.custom_properties.items():
-        made.custom_properties[key].CopyFrom(value)
-    examples_id = b.execution(run, "TextExampleGen", done, {}, {"examples": made},
-                              {"data_config": json.dumps({"dedup": "exact"})})["examples"]
-    inputs = {"examples": [examples_id]} | ({"base_model": [base_model]} if base_model else {})
-    model = b.execution(run, "Trainer", done, inputs, {"model": b.artifact(
-        "Model", "model", {"steps": 10}, run_id)})["model"]
-    dest = os.path.join(b.root, "serving", "gpt", str(version))
-    os.makedirs(dest)
-    b.execution(run, "Pusher", done, {"model": [model]}, {"pushed_model": b.artifact(
-        "PushedModel", "pushed", {"pushed": 1, "pushed_version": str(version),
-                                  "pushed_destination": dest}, run_id)})
-    return model
 
 
 def test_data_stage_records_sources_listing_and_counters(world):

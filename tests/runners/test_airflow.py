@@ -21,7 +21,8 @@ from pipeline.lineage.store import Lineage
 from benchmarks.support.mlmd import connect
 from components.push.layout import served_versions
 from runners import cli
-from tests.e2e.test_object_store_run import _tiny_corpus
+from tests.conftest import PLAIN_STEP
+from tests.support.corpora import _tiny_corpus
 from tests.support.fork_server import ForkServer
 from tests.support.openlineage_spec import Receiver, check_run_event, dataset_uris, stage_events
 
@@ -65,6 +66,7 @@ def compile_dag(tmp_path, corpus):
                  "eval.batch_size=8", "export.quantize=[]",
                  "eval.sets=[]",   # the held-out set and code tasks: the chain's to test
                  "runtime.strategy=one_device",   # tests/e2e/conftest.py ONE_DEVICE
+                 PLAIN_STEP,                      # the plain step: tests/conftest.py
                  f"orchestrator.pipeline_root={tmp_path / 'root'}",
                  f"orchestrator.serving_dir={tmp_path / 'serving'}",
                  f"orchestrator.metadata_path={tmp_path / 'metadata.sqlite'}",

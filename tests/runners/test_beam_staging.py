@@ -18,7 +18,7 @@ RUNS_HERE = [
     ["--runner=apache_beam.runners.direct.direct_runner.SwitchingDirectRunner"],
     ["--runner=BundleBasedDirectRunner"],
     ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=EXTERNAL",
-     "--environment_config=localhost:50000"],                # docs/operations.md's portable run
+     "--environment_config=localhost:50000"],                # docs/scale-out.md's portable run
     ["--runner=FlinkRunner", "--environment_type=LOOPBACK"],
     ["--runner=SparkRunner", "--environment_type=external", "--environment_config=host:5000"],
 ]

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.conftest import PLAIN_STEP
 from tests.support.objectstore import moto_server, objectstore_env
 
 pytestmark = pytest.mark.slow
@@ -21,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # before. Generous: the bound under test is "minutes, not unbounded", not a speed.
 STOP_TO_EXIT_BOUND_S = 150
 SETTINGS = ["data.eval_fraction=0.3", "data.seq_len=64", "train.train_steps=400",
-            "train.warmup_steps=2", "train.checkpoint_every=5", "eval.max_batches=4"]
+            "train.warmup_steps=2", "train.checkpoint_every=5", "eval.max_batches=4", PLAIN_STEP]
 # TensorFlow's C++ log records: "2026-12-07 06:23:24.577122: W tensorflow/...cc:1839] text", then
 # tab-indented continuation lines. How many the lost store draws depends on timing (the summary
 # writer's flush failing, a rendezvous aborting: 1 or 2 records seen, 4 lines each), so they are

@@ -29,7 +29,7 @@ from components.common.errors import EXIT_OBJECT_STORE, ObjectStoreError
 from components.common.listing import list_input_files
 from components.push import push
 from runners import cli
-from tests.components.test_push_and_blessing import fake_saved_model
+from tests.support.saved_models import fake_saved_model
 from tests.support.objectstore import moto_server, use_objectstore
 
 pytestmark = pytest.mark.slow   # a server of its own, TensorFlow's S3 filesystem for the push

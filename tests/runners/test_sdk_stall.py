@@ -50,7 +50,7 @@ def child():
     import apache_beam as beam
 
     from runners.sdk_workers import probing_each_beam_stage
-    from tests.runners.test_sdk_workers import stage_pipeline
+    from tests.support.beam_stages import stage_pipeline
     port, step, stall_s = int(sys.argv[1]), getattr(stalling_steps, sys.argv[2]), float(sys.argv[3])
     elements = SLOW_ELEMENTS if step is stalling_steps.slow else ELEMENTS
     with probing_each_beam_stage(portable_args(port), 120, stall_s):

@@ -22,6 +22,7 @@ from runners import cli
 from runners.sdk_workers import (check_sdk_workers, external_pool, probe_options,
                                  probing_each_beam_stage)
 from tests.support.beam_worker_pool import free_port, portable_args, worker_pool
+from tests.support.beam_stages import stage_pipeline
 
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin")
 
@@ -130,22 +131,6 @@ def test_a_working_pool_passes_the_probe(tmp_path):
         check_sdk_workers(portable_args(port), 120)
         assert processes_left(psutil.Process(pool.pid)) == set()
     assert log.read_text().count("Starting worker with command") == 1
-
-
-class DataStage(base_beam_executor.BaseBeamExecutor):
-    """A Beam stage's executor: its pipeline is made, it never runs."""
-
-    def Do(self, input_dict, output_dict, exec_properties):
-        raise AssertionError("not run here")
-
-
-def stage_pipeline(args):
-    """The Beam pipeline a StatisticsGen executor makes with these Beam options."""
-    from tfx.proto.orchestration import pipeline_pb2
-    node = pipeline_pb2.PipelineNode()
-    node.node_info.id = "StatisticsGen"        # TFX's executor classes are all `Executor`
-    return DataStage(DataStage.Context(beam_pipeline_args=args, pipeline_node=node)
-                     )._make_beam_pipeline()
 
 
 @pytest.mark.slow

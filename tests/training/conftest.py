@@ -10,6 +10,7 @@ from tests.support.fork_server import SESSION_HANG_GUARD_S
 from tests.support import sequences
 from components.text_example_gen import shards as shard_files
 from components.config import build_config
+from tests.conftest import PLAIN_STEP
 
 SEQ_LEN = 32
 
@@ -40,12 +41,13 @@ GPT2 = ("model.arch=gpt2", "model.n_kv_head=0")
 
 # What tiny_config() sets over the tiny preset; also the worker processes' CLI overrides
 # (test_multi_worker.config_args), so a worker and the single-process reference build one model.
+# The plain step (tests/conftest.py PLAIN_STEP): a test that compiles asks for runtime.xla=on.
 TINY_OVERRIDES = (
     f"data.seq_len={SEQ_LEN}", "model.n_layer=2", "model.d_model=32", "model.n_head=2",
     "model.n_kv_head=1",
     "train.global_batch_size=16", "train.train_steps=3", "train.warmup_steps=1",
     "train.learning_rate=1e-3", "train.min_learning_rate=1e-4", "train.shuffle_buffer=256",
-    "train.log_every=1", "train.checkpoint_every=100")
+    "train.log_every=1", "train.checkpoint_every=100", PLAIN_STEP)
 
 
 def tiny_config(*overrides):

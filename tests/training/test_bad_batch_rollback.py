@@ -27,7 +27,7 @@ from components.text_example_gen import shards as shard_files
 from components.training import loop
 from schemas import FEATURE
 from tests.training.conftest import SEQ_LEN, tiny_config
-from tests.training.test_equivalence import max_difference
+from tests.support.numerics import max_difference
 
 pytestmark = pytest.mark.slow   # three trainings of 12 steps
 

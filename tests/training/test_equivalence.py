@@ -12,6 +12,7 @@ import pytest
 from components.tokenizer.byte_level import VOCAB_SIZE
 from components.training import loop
 from tests.training.conftest import tiny_config
+from tests.support.numerics import max_difference
 
 TOLERANCE = 1e-5
 
@@ -20,10 +21,6 @@ def run(tmp_path, shards, name, *overrides, **kwargs):
     config = tiny_config(*overrides)
     return loop.train(config, shards["train"], str(tmp_path / name / "run"),
                       str(tmp_path / name / "ckpt"), **kwargs)
-
-
-def max_difference(a, b):
-    return max(float(np.max(np.abs(x - y))) for x, y in zip(a.model.get_weights(), b.model.get_weights()))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from components.training import feed as feed_lib
 from components.training import input as input_lib
 from components.training.strategy import make_strategy
 from tests.training.conftest import tiny_config
-from tests.training.test_input_streams import BATCH, SEED, SEQ_LEN, rows, write_files
+from tests.support.input_streams import BATCH, SEED, SEQ_LEN, rows, write_files
 
 
 @pytest.fixture(scope="module")

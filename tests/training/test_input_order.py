@@ -10,7 +10,7 @@ Compared with a uniform sampler (every row drawn uniformly, with replacement, fr
 expectation computed exactly: distinct of n draws from k equally likely values = k (1 - (1 - 1/k)^n).
 Today's input (each unit's 1,024-window batches dealt to shards by shard_for, concatenated in unit
 order) reads 10 distinct blocks in the first 64 rows where the uniform sampler reads 15.7, and
-its unequal shards repeat 2,120 sequences within the first epoch: see docs/operations.md."""
+its unequal shards repeat 2,120 sequences within the first epoch: see docs/training.md, "Input order"."""
 
 import gzip
 

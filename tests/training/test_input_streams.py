@@ -12,23 +12,7 @@ import tensorflow as tf
 from components.config import ConfigError, build_config
 from components.training import input as input_lib
 from schemas import FEATURE
-
-SEQ_LEN, BATCH, FILES, RECORDS, SEED = 4, 8, 8, 20, 7
-
-
-def write_files(folder, records_per_file):
-    """gzip TFRecord files part-<i>.gz; record j of file i holds ids [i, j, 0, 0, 0]."""
-    paths = []
-    for i, records in enumerate(records_per_file):
-        path = str(folder / f"part-{i}.gz")
-        with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-            for j in range(records):
-                ids = [i, j] + [0] * (SEQ_LEN - 1)
-                feature = {FEATURE: tf.train.Feature(int64_list=tf.train.Int64List(value=ids))}
-                writer.write(tf.train.Example(features=tf.train.Features(feature=feature))
-                             .SerializeToString())
-        paths.append(path)
-    return paths
+from tests.support.input_streams import BATCH, FILES, RECORDS, SEED, SEQ_LEN, rows, write_files
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +23,6 @@ def train_files(tmp_path_factory):
 def context(workers, worker, replicas):
     return tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=worker,
                                       num_replicas_in_sync=replicas)
-
-
-def rows(batch) -> list[tuple[int, int]]:
-    return [tuple(int(v) for v in row[:2]) for row in batch]
 
 
 def global_batches(files, steps, streams, **kwargs):

@@ -19,7 +19,7 @@ from components.training import loop, pipeline_stages
 from components.training.strategy import make_strategy
 from components.training.train_step import make_train_step
 from tests.training.conftest import GPT2, SEQ_LEN, tiny_config
-from tests.training.test_gradients import ids, reference, relative_error  # noqa: F401 (fixture)
+from tests.support.gradients import ids, reference, relative_error  # noqa: F401 (fixture)
 
 TOLERANCE = 1e-5
 

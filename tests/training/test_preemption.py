@@ -40,8 +40,8 @@ from pipeline.lineage.web import curves
 from runners import cli
 from tests.support.fork_server import Forked
 from tests.training.conftest import SEQ_LEN, WORKER_TIMEOUT_S, tiny_config
-from tests.training.test_equivalence import max_difference
-from tests.training.test_multi_worker import _weights, config_args
+from tests.support.numerics import max_difference
+from tests.support.multi_worker import _weights, config_args
 
 # Checkpoints at 4 and 8; the stop between them, so the input has been released up to step 4.
 OVERRIDES = ("train.train_steps=8", "train.checkpoint_every=4", "train.log_every=1")

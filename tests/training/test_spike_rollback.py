@@ -18,7 +18,7 @@ import pytest
 from components.tokenizer.byte_level import ByteTokenizer
 from components.training import loop
 from tests.training.conftest import SEQ_LEN, tiny_config
-from tests.training.test_equivalence import max_difference
+from tests.support.numerics import max_difference
 
 POISONED_STEP = 10
 ROLLBACK = ("train.train_steps=16", "train.checkpoint_every=4", "train.log_every=1",

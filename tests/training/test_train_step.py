@@ -89,7 +89,7 @@ def test_adamw_with_the_step_scalars_once_equals_kerass_adamw_bit_for_bit(shards
     changing learning rate (warmup then decay) on 2 replicas (one device is the same code with one
     device key), and the schedule traced once per replica for the update and once per device for
     the weight decay (Keras's own: once for the update and once for each of the 9 decayed
-    variables, per replica). Shown to fail (docs/operations.md): the weight decay's cache dropped
+    variables, per replica). Shown to fail (docs/mutations.md): the weight decay's cache dropped
     (the count, 20 against 4); alpha a step late (`iterations` for `iterations + 1`: the weights)."""
     config = tiny_config("runtime.strategy=mirrored", "runtime.cpu_replicas=2", "train.warmup_steps=2")
     strategy = make_strategy(config.runtime)

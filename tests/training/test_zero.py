@@ -9,45 +9,18 @@ counter advanced on skipped steps (Adam's bias correction then differs after the
 
 import math
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from components.config import ConfigError
-from components.tokenizer.byte_level import PAD_ID
-from components.training import input as input_lib
 from components.training import loop, zero
 from components.training.strategy import make_strategy
-from components.training.train_step import make_train_step
-from tests.training.conftest import SEQ_LEN, tiny_config
+from tests.training.conftest import tiny_config
+from tests.support.zero_steps import run_steps
 
 SHARDED = ["runtime.strategy=mirrored", "runtime.cpu_replicas=2", "train.accumulation_steps=2", "train.clip_norm=0.5",
            "train.learning_rate=3e-3", "train.warmup_steps=2", "train.train_steps=20"]
-
-
-def run_steps(config, shards, steps: int, prepare_model=None, overflow_first=False):
-    """(final weights, every replica's copy of them, optimizer) after `steps` optimizer steps.
-    overflow_first: the first step's loss scale overflows float16 (a skipped step)."""
-    strategy = make_strategy(config.runtime)
-    keras.utils.set_random_seed(config.train.seed)
-    model, state, optimizer, _ = loop.build_training(config, strategy, prepare_model)
-    t = config.train
-    dynamic = config.runtime.precision == "mixed_float16"
-    step = make_train_step(model, optimizer, strategy, state, global_batch_size=t.global_batch_size,
-                           accumulation_steps=t.accumulation_steps,
-                           clip_norm=t.clip_norm, dynamic_loss_scale=dynamic, seed=t.seed,
-                           pad_id=PAD_ID)
-    iterator = iter(input_lib.make_dataset(shards["train"], SEQ_LEN, t.global_batch_size,
-                                           shuffle_buffer=0))
-    for index in range(steps):
-        if overflow_first:             # float16 gradients overflow, then a sane scale
-            state.loss_scale.assign(3e38 if index == 0 else 2.0**10)
-        _, _, finite = step(iterator)
-        assert bool(finite) != (overflow_first and index == 0)
-    copies = [[c.numpy() for c in strategy.experimental_local_results(v.value)]
-              for v in model.trainable_variables]
-    return model.get_weights(), copies, optimizer
 
 
 @pytest.mark.slow   # trains two models 20 steps (fast tier: docs/benchmarks.md)

@@ -17,8 +17,8 @@ import tensorflow as tf
 
 from components.training import loop
 from tests.training.conftest import tiny_config
-from tests.training.test_multi_worker import _forget_last_checkpoint, _run_workers
-from tests.training.test_zero import run_steps
+from tests.support.multi_worker import _forget_last_checkpoint, _run_workers
+from tests.support.zero_steps import run_steps
 
 pytestmark = pytest.mark.slow
 

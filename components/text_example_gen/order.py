@@ -14,10 +14,10 @@ the train shards (plain functions, and the Beam transform that applies them).
                differ by at most one record
       ──AssembleShards (transforms.py)──▶ shard k = its (bucket, shard) pieces in bucket order.
 
-The total and each bucket's size come from the distinct (unit, train records) pairs alone (keys
-depend on (unit, index) only: unit_buckets reads no record), not from the shuffle: Beam's
-DaskRunner recomputes a side input's whole upstream in a worker and can hand values twice;
-SortWrite reads each range once and checks its bucket against that size.
+The total and each bucket's size come from the (unit, train records) pairs alone, each counted
+once (OrderPlan; keys depend on (unit, index) only, so no record is read), not from the shuffle:
+Beam's DaskRunner recomputes a side input's whole upstream in a worker and can hand values
+twice. SortWrite reads each range once and checks its bucket against that size.
 
 So the train split, read shard 0, 1, ... in file order, is the records sorted by a hash of their
 (unit, index): a permutation uniformly random over the whole split (the hash as a random
@@ -97,17 +97,35 @@ def keyed(unit: int, records: Iterable[bytes], buckets: int) -> Iterator[tuple[i
         yield bucket_of(key, buckets), (key, unit, index, record)
 
 
-def unit_buckets(unit_records: tuple[int, int], total: int) -> Iterator[tuple[tuple[int, int], int]]:
-    """(unit, its train records) -> ((unit, bucket), records of the unit in it) per bucket it
-    reaches: the keys depend on (unit, index) only, so no record is read."""
-    unit, records = unit_records
-    buckets = bucket_count(total)
-    counts: dict[int, int] = {}
-    for index in range(records):
-        bucket = bucket_of(record_key(unit, index), buckets)
-        counts[bucket] = counts.get(bucket, 0) + 1
-    for bucket, count in sorted(counts.items()):
-        yield (unit, bucket), count
+def bucket_sizes(units: Iterable[tuple[int, int]], total: int) -> dict[int, int]:
+    """{bucket: its records} from (unit, its train records) pairs alone: the keys depend on
+    (unit, index) only, so no record is read."""
+    buckets, sizes = bucket_count(total), {}
+    for unit, records in units:
+        for index in range(records):
+            bucket = bucket_of(record_key(unit, index), buckets)
+            sizes[bucket] = sizes.get(bucket, 0) + 1
+    return sizes
+
+
+class OrderPlan(beam.CombineFn):
+    """(unit, its train records) pairs -> (total, bucket_sizes): a set of the pairs, so a pair
+    handed twice counts once (Beam's DaskRunner recomputes a side input's upstream in a worker
+    and handed values twice: the total doubled, a shard empty, 2026-12-07)."""
+
+    def create_accumulator(self):
+        return set()
+
+    def add_input(self, pairs, pair):
+        pairs.add(tuple(pair))
+        return pairs
+
+    def merge_accumulators(self, accumulators):
+        return set().union(*accumulators)
+
+    def extract_output(self, pairs):
+        total = sum(records for _, records in pairs)
+        return total, bucket_sizes(sorted(pairs), total)
 
 
 def bucket_pieces(bucket: list[tuple], offset: int, total: int,
@@ -333,7 +351,7 @@ class SpillSortWriteFn(SortWriteFn):
         bucket, ranges = element
         # Each range once (a runner that re-runs Key, as Beam's DaskRunner does for a side
         # input's upstream, hands the same range again), then checked against the bucket's size
-        # counted from the units alone (unit_buckets): a range lost or doubled is a named error.
+        # counted from the units alone (bucket_sizes): a range lost or doubled is a named error.
         records = list(read_spill(sorted(set(ranges))))
         if len(records) != sizes.get(bucket):
             raise shards.ShardReadError(
@@ -355,18 +373,13 @@ class OrderTrain(beam.PTransform):
         # a DoFn to each consumer (tests/components/test_dask_runner.py runs this on Dask).
         train = pieces | "TrainPieces" >> beam.Filter(lambda record: record[0][0] == KIND)
         rest = pieces | "OtherPieces" >> beam.Filter(lambda record: record[0][0] != KIND)
-        # The total and the bucket sizes from (unit, records) pairs made distinct first: the
-        # DaskRunner computes a side input by running its whole upstream again inside a worker,
-        # where it saw every train piece twice (2026-12-07: the total doubled, shard 1 empty).
-        units = (train | "UnitRecords" >> beam.Map(lambda record: record[1][:3:2])
-                 | "OncePerUnit" >> beam.Distinct())
-        total = beam.pvalue.AsSingleton(
-            units | "Count" >> beam.Map(lambda unit: unit[1]) | "Total" >> beam.CombineGlobally(sum))
-        sizes = beam.pvalue.AsDict(
-            units | "UnitBuckets" >> beam.FlatMap(unit_buckets, total=total)
-            | "OncePerUnitBucket" >> beam.Distinct()
-            | "ByBucket" >> beam.Map(lambda item: (item[0][1], item[1]))
-            | "Sizes" >> beam.CombinePerKey(sum))
+        # The total and the bucket sizes from the (unit, records) pairs alone, in one combine
+        # with no side input (OrderPlan): on the DaskRunner a side input computed from another
+        # side input saw its values twice (2026-12-07: 2 buckets counted for 1).
+        plan = (train | "UnitRecords" >> beam.Map(lambda record: (record[1][0], record[1][2]))
+                | "Plan" >> beam.CombineGlobally(OrderPlan()))
+        total = beam.pvalue.AsSingleton(plan | "Total" >> beam.Map(lambda both: both[0]))
+        sizes = beam.pvalue.AsSingleton(plan | "Sizes" >> beam.Map(lambda both: both[1]))
         buckets = (train | "Key" >> beam.ParDo(self._key, total=total)
                    | "GroupByBucket" >> beam.GroupByKey())
         ordered = buckets | "SortWrite" >> beam.ParDo(self._write, sizes=sizes, total=total)

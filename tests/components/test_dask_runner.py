@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from components.common import beam_placement, fs
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, stage_counters
-from tests.components.test_transforms import BEAM_ARGS, digest_tree, reader_config, stage_files
+from tests.support.data_stage import BEAM_ARGS, digest_tree, reader_config, stage_files
 from tests.support.services import ROOT, service_env
 
 DASK_DIR = os.environ.get("BIGTRAIN_DASK_DIR", os.path.join(ROOT, "build", "dask"))

@@ -117,6 +117,18 @@ def place_beam_stages(components, beam_args: list[str], direct_stages) -> list[s
     return lines
 
 
+def beam_stage_lines(pipeline, direct_stages) -> list[str]:
+    """Where each Beam stage of a built pipeline runs and why (place_beam_stages' lines), [] when
+    the run's runner is local (everything runs in this process): recorded on the run for its
+    report (runners/local.py, pipeline/lineage/record.py BEAM_PLACEMENT)."""
+    beam_args = list(pipeline.beam_pipeline_args or [])
+    if beam_placement.is_local(beam_placement.runner_of(beam_args)):
+        return []
+    return beam_placement.placement_lines(
+        [node.id for node in pipeline.components
+         if isinstance(node, base_beam_component.BaseBeamComponent)], beam_args, direct_stages)
+
+
 def data_stages(data, input_fingerprint: str):
     """(TokenizerGen or None, the ExampleGen): both key their cache on the run's one fingerprint."""
     # data.tokenizer=sentencepiece: a SentencePiece model trained on a sample of the train

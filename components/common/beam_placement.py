@@ -72,6 +72,17 @@ def resolved_args(beam_args) -> list[str]:
     return out
 
 
+def scheduler_of(beam_args) -> str | None:
+    """The Dask scheduler the arguments name (--dask_client_address or --dask_scheduler_file,
+    as X=Y or X Y), None if none."""
+    args = list(beam_args)
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in DASK_SCHEDULER_OPTIONS:
+            return value or (args[i + 1] if i + 1 < len(args) else None)
+    return None
+
+
 def is_local(runner: str) -> bool:
     """The DirectRunner family: stages already run here, no other placement to make."""
     return runner in (DIRECT_RUNNER, "BundleBasedDirectRunner", "SwitchingDirectRunner",
@@ -79,15 +90,16 @@ def is_local(runner: str) -> bool:
 
 
 def placement(stage: str, beam_args, direct_stages) -> tuple[str, str]:
-    """(the runner `stage` runs on, why), e.g. ("DaskRunner", "runtime.beam_args") or
-    ("DirectRunner", "TFDV's statistics fail on ...")."""
+    """(the runner `stage` runs on, why), e.g. ("DaskRunner", "runtime.beam_args:
+    tcp://10.0.0.5:8786") or ("DirectRunner", "TFDV's statistics fail on ...")."""
     runner = runner_of(beam_args)
+    scheduler = scheduler_of(beam_args) if runner == "DaskRunner" else None
     # A stage of DIRECT_REASONS moves only off the runner those reasons are about (a portable
     # run keeps its StatisticsGen: tests/e2e/test_portable_run.py); any other named stage moves
     # off every runner but the local ones.
     if (is_local(runner) or stage not in tuple(direct_stages)
             or (stage in DIRECT_REASONS and runner != "DaskRunner")):
-        return runner, "runtime.beam_args"
+        return runner, "runtime.beam_args" + (f": {scheduler}" if scheduler else "")
     return DIRECT_RUNNER, DIRECT_REASONS.get(stage, DIRECT_SETTING)
 
 
@@ -99,6 +111,6 @@ def stage_args(stage: str, beam_args, direct_stages) -> list[str]:
 
 
 def placement_lines(stages, beam_args, direct_stages) -> list[str]:
-    """One line per Beam stage: `TextExampleGen: DaskRunner (runtime.beam_args)`."""
+    """One line per Beam stage: `TextExampleGen: DaskRunner (runtime.beam_args: tcp://...)`."""
     return [f"{stage}: {runner} ({why})" for stage in stages
             for runner, why in [placement(stage, beam_args, direct_stages)]]

@@ -139,7 +139,7 @@ def test_a_direct_stage_runs_on_the_direct_runner_with_its_reason():
                                      direct_stages) == []
     lines = beam_placement.placement_lines(["TextExampleGen", "StatisticsGen", "Mine"], dask,
                                            ("StatisticsGen", "Mine"))
-    assert lines == ["TextExampleGen: DaskRunner (runtime.beam_args)",
+    assert lines == ["TextExampleGen: DaskRunner (runtime.beam_args: tcp://127.0.0.1:1)",
                      "StatisticsGen: DirectRunner (TFDV's statistics fail on Beam's DaskRunner "
                      "('NoneType' object has no attribute '__dask_keys__'))",
                      "Mine: DirectRunner (runtime.beam_direct_stages names it)"]

@@ -24,7 +24,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: setup run test test-fast services lock bench clean-home mariadb mariadb-stop objectstore objectstore-stop \
         objectstore-lock browser \
-        hf-loader hf-loader-lock mlflow mlflow-stop mlflow-lock ray ray-stop
+        hf-loader hf-loader-lock mlflow mlflow-stop mlflow-lock ray ray-stop dask dask-stop
 
 setup: $(STAMP)
 
@@ -55,9 +55,10 @@ test: setup services
 # The services of the suite, each idempotent (.ci/run times them one by one): a private MariaDB,
 # for the MySQL metadata tests, a private S3 server, for the object-storage tests, headless
 # Chromium, for the browser tests of `bigtrain ui`, PyTorch + transformers, the second loader
-# of the Hugging Face export tests, an MLflow tracking server, for the tracking tests, and a Ray
-# cluster, for the Trainer on Ray (runtime.cluster=ray).
-SERVICES := mariadb objectstore browser hf-loader mlflow ray
+# of the Hugging Face export tests, an MLflow tracking server, for the tracking tests, a Ray
+# cluster, for the Trainer on Ray (runtime.cluster=ray), and a Dask cluster, for the data stage on
+# Beam's DaskRunner.
+SERVICES := mariadb objectstore browser hf-loader mlflow ray dask
 services: $(SERVICES)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
@@ -100,6 +101,18 @@ mlflow:
 
 mlflow-stop:
 	bash tests/support/mlflow.sh stop
+
+# A Dask scheduler on 127.0.0.1:$(DASK_PORT) and 2 worker processes, from the project's venv
+# (distributed comes with apache-beam[dask]); pid files and logs under build/dask/; idempotent.
+# Writes build/dask/env.sh (BIGTRAIN_DASK_ADDRESS). The workers import bigtrain when they start:
+# after changing the data stage's code, `make dask-stop dask`. Outside CI, if it cannot start,
+# the Dask tests skip naming the reason (build/dask/unavailable); in CI: an error.
+DASK_PORT ?= 38786
+dask: setup
+	BIGTRAIN_DASK_PORT=$(DASK_PORT) BIGTRAIN_DASK_PYTHON=$(abspath $(BIN)/python) bash tests/support/dask.sh start
+
+dask-stop:
+	bash tests/support/dask.sh stop
 
 # Re-resolve the MLflow server's lock after changing tests/support/mlflow.in; commit both.
 mlflow-lock:

@@ -23,6 +23,10 @@ at once):
                the ratio on/off is printed;
   stage-near   the stage with data.dedup=near (exact, then MinHash LSH near duplicates: two more
                reads of the input), 2 worker processes; stage-near-1proc: in_memory.
+  stage-dask   the stage (dedup=exact) on Beam's DaskRunner, on the Dask cluster at --dask-address
+               (`make dask`: a scheduler and 2 worker processes on this machine); its CPU s add
+               the workers' own (user + system, read in each worker before and after);
+               stage-none-dask: dedup=none.
 CPU s = user + system seconds of the conversion in the run's process and the worker processes
 it waited for (getrusage); on a shared machine it varies less than the wall time.
 --near-copies prepends a line naming the copy to every file of every copy after the first, so
@@ -56,7 +60,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _machine import cpu_seconds  # noqa: E402
 
 RUNS = ("baseline", "stage", "stage-1proc", "stage-none", "stage-none-1proc", "single-file",
-        "stage-near", "stage-near-1proc", "stage-decon", "stage-decon-1proc")
+        "stage-near", "stage-near-1proc", "stage-decon", "stage-decon-1proc", "stage-dask",
+        "stage-none-dask")
 # --decon: these runs, alternated (off, on, off, on, ...) so each pair sees the same machine load.
 DECON_RUNS = ("baseline", "stage-none-1proc", "stage-decon-1proc", "stage-none", "stage-decon")
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -211,20 +216,22 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
     eval_files = tuple(s.input for s in DEFAULT_SETS) if decon else ()
     data = DataConfig(input=corpus, format=fmt, document=document, dedup=dedup,
                       decontaminate=DecontaminationConfig(eval_files=eval_files))
+    workers = os.environ.get("BENCH_DASK_ADDRESS") if "--runner=" in " ".join(beam_args) else None
+    workers_cpu = dask_workers_cpu(workers)
     start, cpu = time.perf_counter(), cpu_seconds()
     _, files = listing.list_input_files(corpus)
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-    _ = pipeline | transforms.TextToTFRecordShards(
+    stage = transforms.TextToTFRecordShards(
         files, out, reader_config=reader_config(data), seq_len=data.seq_len,
         eval_fraction=data.eval_fraction, split_salt=data.split_salt,
         train_shards=data.train_shards, eval_shards=data.eval_shards,
         gzip_level=int(os.environ.get("BENCH_GZIP_LEVEL", data.gzip_level)), dedup=data.dedup,
         near_dedup=minhash.params_of(data.near_dedup), screen=screen_for(data))
-    result = pipeline.run()
-    result.wait_until_finish()
+    _ = pipeline | stage
+    pipeline.run().wait_until_finish()
     seconds = time.perf_counter() - start
-    cpu = cpu_seconds() - cpu
-    counters = component.counters_from_metrics(result)
+    cpu = cpu_seconds() - cpu + dask_workers_cpu(workers) - workers_cpu
+    counters = component.stage_counters(out, units=stage.units)
     component.check_accounting(counters, len(files), "quarantine.jsonl")
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu,
                       "sequences": counters["sequences_train"] + counters["sequences_eval"],
@@ -292,6 +299,15 @@ def measure(argv: list[str]) -> dict:
     return result
 
 
+def dask_workers_cpu(address: str | None) -> float:
+    """User + system seconds of the Dask cluster's worker processes so far (0 without one)."""
+    if not address:
+        return 0.0
+    from distributed import Client
+    with Client(address, timeout=10) as client:
+        return sum(client.run(lambda: sum(os.times()[:2])).values())
+
+
 def child(run: str, corpus: str, out: str, fmt: str) -> None:
     if run == "baseline":
         run_baseline(corpus, out, fmt)
@@ -299,8 +315,12 @@ def child(run: str, corpus: str, out: str, fmt: str) -> None:
     dedup = ("near" if run.startswith("stage-near") else "none"
              if run.startswith(("stage-none", "stage-decon")) else "exact")
     document = "separator" if run == "single-file" else "record" if fmt == "jsonl" else "file"
-    run_stage(corpus, out, ONE_PROCESS if run.endswith("1proc") else TWO_WORKERS, document,
-              dedup, fmt, decon=run.startswith("stage-decon"))
+    args = (ONE_PROCESS if run.endswith("1proc") else ONE_PROCESS + [
+        "--runner=DaskRunner", f"--dask_client_address={os.environ['BENCH_DASK_ADDRESS']}"]
+        if run.endswith("-dask") else TWO_WORKERS)
+    from components.common.beam_placement import resolved_args
+    run_stage(corpus, out, resolved_args(args), document, dedup, fmt,
+              decon=run.startswith("stage-decon"))
 
 
 def report(run: str, r: dict, results: dict) -> str:
@@ -351,6 +371,8 @@ def main() -> int:
     parser.add_argument("--distinct-copies", action="store_true", help="copy k has its ASCII "
                         "letters through an affine cipher of its own: no exact or near "
                         "duplicates across copies")
+    parser.add_argument("--dask-address", help="the Dask scheduler of the -dask runs, e.g. "
+                        "tcp://127.0.0.1:38786 (`make dask`; default: $BIGTRAIN_DASK_ADDRESS)")
     parser.add_argument("--decon", type=int, metavar="ROUNDS", help="the cost of "
                         "decontamination: ROUNDS rounds of baseline and stage-none / stage-decon "
                         "(one process, then 2 workers) back to back; prints each round and the "
@@ -367,9 +389,15 @@ def main() -> int:
     from components.config import DataConfig
     if args.gzip_level:
         os.environ["BENCH_GZIP_LEVEL"] = str(args.gzip_level)
+    address = args.dask_address or os.environ.get("BIGTRAIN_DASK_ADDRESS")
+    if address:
+        os.environ["BENCH_DASK_ADDRESS"] = address
     level = args.gzip_level or DataConfig().gzip_level
     runs = [r for r in (args.runs or ",".join(RUNS)).split(",")
-            if r and not (r == "single-file" and args.format == "jsonl" and args.runs is None)]
+            if r and not (r == "single-file" and args.format == "jsonl" and args.runs is None)
+            and not (r.endswith("-dask") and not address and args.runs is None)]
+    if any(r.endswith("-dask") for r in runs) and not address:
+        parser.error("a -dask run needs --dask-address (or $BIGTRAIN_DASK_ADDRESS; `make dask`)")
     if args.decon:
         runs = list(DECON_RUNS) * args.decon
     if args.format == "jsonl" and "single-file" in runs:

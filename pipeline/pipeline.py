@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 # Component modules, not `tfx.v1`: the v1 facade also imports the Google Cloud extensions
 # (about 7 s per process, paid by every cached re-run).
 from tfx.components import (ExampleValidator, ImportExampleGen, Pusher, StatisticsGen, Trainer)
-from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import \
     LatestBlessedModelStrategy
@@ -25,7 +26,7 @@ from components.text_example_gen.component import TextExampleGen
 from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
 from components.validation.gate import AnomaliesGate
-from components.common import checkpoints, fs
+from components.common import beam_placement, checkpoints, fs
 from components.config import stages
 from components.config import Config
 
@@ -87,13 +88,44 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
                                     latest_blessed, evaluator, pusher) if node]
     if until is not None:
         components = stages_until(components, until)
+    beam_args = beam_placement.resolved_args(beam_pipeline_args or [])
+    place_beam_stages(components, beam_args, config.runtime.beam_direct_stages)
     return Pipeline(
         pipeline_name=config.paths.pipeline_name,
         pipeline_root=pipeline_root,
         components=components,
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=list(beam_pipeline_args or []))
+        beam_pipeline_args=beam_args)
+
+
+def place_beam_stages(components, beam_args: list[str], direct_stages) -> list[str]:
+    """Each Beam stage on the run's runner, or on the DirectRunner when runtime.beam_direct_stages
+    names it (its own --runner after the run's: components/common/beam_placement.py). Logs where
+    each runs, and why, when the run's runner is not the DirectRunner; returns those lines."""
+    stages = [node for node in components
+              if isinstance(node, base_beam_component.BaseBeamComponent)]
+    for node in stages:
+        extra = beam_placement.stage_args(node.id, beam_args, direct_stages)
+        if extra:
+            node.with_beam_pipeline_args(extra)
+    lines = beam_placement.placement_lines([n.id for n in stages], beam_args, direct_stages)
+    if not beam_placement.is_local(beam_placement.runner_of(beam_args)):
+        for line in lines:
+            logging.getLogger("bigtrain.data").info("Beam stage %s", line)
+    return lines
+
+
+def beam_stage_lines(pipeline, direct_stages) -> list[str]:
+    """Where each Beam stage of a built pipeline runs and why (place_beam_stages' lines), [] when
+    the run's runner is local (everything runs in this process): recorded on the run for its
+    report (runners/local.py, pipeline/lineage/record.py BEAM_PLACEMENT)."""
+    beam_args = list(pipeline.beam_pipeline_args or [])
+    if beam_placement.is_local(beam_placement.runner_of(beam_args)):
+        return []
+    return beam_placement.placement_lines(
+        [node.id for node in pipeline.components
+         if isinstance(node, base_beam_component.BaseBeamComponent)], beam_args, direct_stages)
 
 
 def data_stages(config: Config, input_fingerprint: str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from runners.cli_options import beam_options, config_options, resolve_config
+from runners.cli_options import beam_options, config_options, int32_in, resolve_config
 from runners.logs import configure_logging
 
 
@@ -37,6 +37,14 @@ def cmd_plumbing_run_kfp_spec(args: argparse.Namespace) -> int:
         print(f"{result.name:55s} {result.kind:20s} {result.seconds:7.1f} s", flush=True)
 
     kfp_local.run_pipeline_job(job, workdir, run_id=args.run_id, progress=progress)
+    return 0
+
+
+def cmd_plumbing_dask_manifest(args: argparse.Namespace) -> int:
+    from runners.dask_manifest import manifest_yaml
+    config = resolve_config(args)
+    print(manifest_yaml(config.orchestrator.image, workers=args.workers, name=args.name,
+                        claim=args.claim), end="")
     return 0
 
 
@@ -75,3 +83,15 @@ def add_plumbing(sub, common: list) -> None:
     kfp.add_argument("--run-id", help="run id in output URIs (default: local-<random>)")
     kfp.add_argument("--workdir", metavar="DIR", help="task folders and logs (default: a temp folder)")
     kfp.set_defaults(func=cmd_plumbing_run_kfp_spec)
+    dask = psub.add_parser(
+        "dask-manifest", parents=common + [config_options()],
+        help="print a Dask cluster for Kubernetes (dask-kubernetes DaskCluster YAML)",
+        description="The DaskCluster (dask-kubernetes operator) that runs the data stage's Beam "
+                    "DaskRunner: scheduler and workers in orchestrator.image, the pipeline volume "
+                    "mounted (docs/scale-out.md). Apply with kubectl apply -f -.")
+    dask.add_argument("--workers", type=int32_in(1, 10_000), default=2,
+                      help="worker pods (default 2)")
+    dask.add_argument("--name", default="bigtrain-data", help="the cluster's name")
+    dask.add_argument("--claim", default="bigtrain",
+                      help="the PersistentVolumeClaim mounted at /mnt/bigtrain (default bigtrain)")
+    dask.set_defaults(func=cmd_plumbing_dask_manifest)

@@ -10,7 +10,7 @@ import datetime
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from components import config as config_lib
 from components.config import Config, save_config
@@ -40,6 +40,7 @@ class RunPlan:
     reasons: tuple[str, ...]
     until: str | None = None
     verbose: bool = False  # -v: the report lists every data counter (zeros too)
+    beam_placement: list = field(default_factory=list)  # filled by run_local, for the record
 
 
 def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
@@ -51,7 +52,7 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
     from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
-    from pipeline.pipeline import create_pipeline
+    from pipeline.pipeline import beam_stage_lines, create_pipeline
     from runners.beam_staging import skip_tfx_self_staging
 
     skip_tfx_self_staging()   # no TFX sdist per Beam stage in the system temp dir (beam_staging.py)
@@ -66,6 +67,7 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
         metadata_connection_config=metadata_lib.connection(config, read_only=False),
         beam_pipeline_args=list(config.runtime.beam_args), until=plan.until,
         input_fingerprint=plan.input_fingerprint)
+    plan.beam_placement[:] = beam_stage_lines(pipeline, config.runtime.beam_direct_stages)
     # Our run id instead of LocalDagRunner's timestamp: the report then reads exactly this run.
     pipeline_ir = tfx_runner._make_pipeline_proto(pipeline)  # what LocalDagRunner.run does first
     runtime_parameter_utils.substitute_runtime_parameter(
@@ -389,6 +391,8 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None, emit
         if plan.until:  # a partial run says so in MLMD (and the report)
             run.custom_properties[record.UNTIL].string_value = plan.until
             print(f"partial run: stages up to {plan.until} (--until)")
+        if plan.beam_placement:   # a Beam runner other than the DirectRunner: the report says where
+            run.custom_properties[record.BEAM_PLACEMENT].string_value = json.dumps(plan.beam_placement)
         store.put_contexts([run])
         report = _print_report(store, plan.run_id, all_counters=plan.verbose)
     from runners.tracking import finish_tracking

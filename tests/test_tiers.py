@@ -96,7 +96,7 @@ def test_make_test_keeps_its_services_and_ci_times_each_phase():
         text = fh.read()
     assert re.search(r"^test: (.*)$", text, re.M).group(1).split() == ["setup", "services"]
     services = re.search(r"^SERVICES := (.*)$", text, re.M).group(1).split()
-    assert services == ["mariadb", "objectstore", "browser", "hf-loader", "mlflow", "ray"]
+    assert services == ["mariadb", "objectstore", "browser", "hf-loader", "mlflow", "ray", "dask"]
     assert re.search(r"^services: \$\(SERVICES\)$", text, re.M)
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
         ci = fh.read()

@@ -43,7 +43,7 @@ def beam_filesystems():
     the endpoint (AWS_ENDPOINT_URL), region and credentials from the environment."""
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
-    if FileSystems._pipeline_options is None:  # no public getter in Beam 2.59
+    if FileSystems._pipeline_options is None:  # no public getter in Beam 2.72
         FileSystems.set_options(PipelineOptions([]))
     return FileSystems
 

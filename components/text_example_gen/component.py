@@ -13,7 +13,6 @@ import json
 import logging
 import os
 
-from apache_beam.metrics.metric import MetricsFilter
 from tfx import types
 from tfx.dsl.components.base import base_beam_component, base_beam_executor, executor_spec
 from tfx.proto import example_gen_pb2
@@ -29,7 +28,7 @@ from components.common.figures import set_figure
 from components.corpus import documents, minhash
 from components.corpus.screen import screen_for
 from components.corpus.split_documents import reader_config
-from components.text_example_gen import eval_split, mixture, shards, transforms
+from components.text_example_gen import eval_split, mixture, shards, transforms, unit_counts
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer import spec as spec_lib
 from components.tokenizer.component import Tokenizer
@@ -39,15 +38,12 @@ from components.config import stages
 COUNTERS_FILE = "counters.json"
 
 
-def counters_from_metrics(result, sources: tuple[str, ...] = ()) -> dict[str, int]:
+def stage_counters(output_dir: str, sources: tuple[str, ...] = (),
+                   units: int | None = None) -> dict[str, int]:
     """The stage's counters (COUNTER_NAMES, and every counter of each named mixture source),
-    zero where a counter never moved."""
-    counters: dict[str, int] = {}
-    query = result.metrics().query(MetricsFilter().with_namespace(transforms.NAMESPACE))
-    for counter in query["counters"]:
-        value = counter.committed if counter.committed is not None else counter.attempted
-        name = counter.key.metric.name
-        counters[name] = counters.get(name, 0) + int(value or 0)
+    zero where a counter never moved: the units' count files summed (unit_counts.py; no runner
+    metrics), read before the pieces are removed. units: how many the stage planned (checked)."""
+    counters = unit_counts.read_counts(output_dir, units)
     names = list(transforms.COUNTER_NAMES) + [
         key for source in sources for key in mixture.counter_names(source)]
     per_eval_set = {name: value for name, value in sorted(counters.items())
@@ -237,15 +233,13 @@ class TextExampleGenExecutor(base_beam_executor.BaseBeamExecutor):
         decoded = eval_split.write_eval_sets(data.decontaminate.eval_files, examples.uri)
         screen = screen_for(data, decoded)
         beam_pipeline = self._make_beam_pipeline()
-        _ = beam_pipeline | "TextToTFRecordShards" >> data_stage(data, listed, examples.uri,
-                                                                 tokenizer_dir, screen)
-        result = beam_pipeline.run()
-        result.wait_until_finish()
+        stage = data_stage(data, listed, examples.uri, tokenizer_dir, screen)
+        _ = beam_pipeline | "TextToTFRecordShards" >> stage
+        beam_pipeline.run().wait_until_finish()
+        counters = stage_counters(examples.uri, tuple(s.name for s, _, _ in listed), stage.units)
         # The pieces live until the whole stage has committed its shards (a retried assembly
         # bundle reads them again): removed here, after the pipeline finished.
         fs.rmtree(os.path.join(examples.uri, shards.PIECES_DIR))
-
-        counters = counters_from_metrics(result, tuple(s.name for s, _, _ in listed))
         manifest = os.path.join(examples.uri, transforms.QUARANTINE_MANIFEST)
         check_accounting(counters, files_listed, manifest)
         listing = os.path.join(examples.uri, LISTING_FILE)

@@ -14,6 +14,11 @@ the train shards (plain functions, and the Beam transform that applies them).
                differ by at most one record
       ──AssembleShards (transforms.py)──▶ shard k = its (bucket, shard) pieces in bucket order.
 
+The total and each bucket's size come from the (unit, train records) pairs alone, each counted
+once (OrderPlan; keys depend on (unit, index) only, so no record is read), not from the shuffle:
+Beam's DaskRunner recomputes a side input's whole upstream in a worker and can hand values
+twice. SortWrite reads each range once and checks its bucket against that size.
+
 So the train split, read shard 0, 1, ... in file order, is the records sorted by a hash of their
 (unit, index): a permutation uniformly random over the whole split (the hash as a random
 function), the same for the same input whatever the parallelism. Every shard is a uniformly random
@@ -90,6 +95,37 @@ def keyed(unit: int, records: Iterable[bytes], buckets: int) -> Iterator[tuple[i
     for index, record in enumerate(records):
         key = record_key(unit, index)
         yield bucket_of(key, buckets), (key, unit, index, record)
+
+
+def bucket_sizes(units: Iterable[tuple[int, int]], total: int) -> dict[int, int]:
+    """{bucket: its records} from (unit, its train records) pairs alone: the keys depend on
+    (unit, index) only, so no record is read."""
+    buckets, sizes = bucket_count(total), {}
+    for unit, records in units:
+        for index in range(records):
+            bucket = bucket_of(record_key(unit, index), buckets)
+            sizes[bucket] = sizes.get(bucket, 0) + 1
+    return sizes
+
+
+class OrderPlan(beam.CombineFn):
+    """(unit, its train records) pairs -> (total, bucket_sizes): a set of the pairs, so a pair
+    handed twice counts once (Beam's DaskRunner recomputes a side input's upstream in a worker
+    and handed values twice: the total doubled, a shard empty, 2026-12-07)."""
+
+    def create_accumulator(self):
+        return set()
+
+    def add_input(self, pairs, pair):
+        pairs.add(tuple(pair))
+        return pairs
+
+    def merge_accumulators(self, accumulators):
+        return set().union(*accumulators)
+
+    def extract_output(self, pairs):
+        total = sum(records for _, records in pairs)
+        return total, bucket_sizes(sorted(pairs), total)
 
 
 def bucket_pieces(bucket: list[tuple], offset: int, total: int,
@@ -313,7 +349,15 @@ class SpillSortWriteFn(SortWriteFn):
 
     def process(self, element, sizes, total):
         bucket, ranges = element
-        yield from super().process((bucket, list(read_spill(list(ranges)))), sizes, total)
+        # Each range once (a runner that re-runs Key, as Beam's DaskRunner does for a side
+        # input's upstream, hands the same range again), then checked against the bucket's size
+        # counted from the units alone (bucket_sizes): a range lost or doubled is a named error.
+        records = list(read_spill(sorted(set(ranges))))
+        if len(records) != sizes.get(bucket):
+            raise shards.ShardReadError(
+                f"train order bucket {bucket}: its spill ranges hold {len(records)} records, "
+                f"the units' keys put {sizes.get(bucket)} in it (a spill range lost or doubled)")
+        yield from super().process((bucket, records), sizes, total)
 
 
 class OrderTrain(beam.PTransform):
@@ -325,14 +369,18 @@ class OrderTrain(beam.PTransform):
         self._write = SpillSortWriteFn(output_dir, num_shards, gzip_level)
 
     def expand(self, pieces):
-        train, rest = pieces | "TrainPieces" >> beam.Partition(
-            lambda record, _: 0 if record[0][0] == KIND else 1, 2)
-        total = beam.pvalue.AsSingleton(
-            train | "Count" >> beam.Map(lambda record: record[1][2])
-            | "Total" >> beam.CombineGlobally(sum))
+        # Two filters, not one Partition: Beam's DaskRunner (2.72) hands every tagged output of
+        # a DoFn to each consumer (tests/components/test_dask_runner.py runs this on Dask).
+        train = pieces | "TrainPieces" >> beam.Filter(lambda record: record[0][0] == KIND)
+        rest = pieces | "OtherPieces" >> beam.Filter(lambda record: record[0][0] != KIND)
+        # The total and the bucket sizes from the (unit, records) pairs alone, in one combine
+        # with no side input (OrderPlan): on the DaskRunner a side input computed from another
+        # side input saw its values twice (2026-12-07: 2 buckets counted for 1).
+        plan = (train | "UnitRecords" >> beam.Map(lambda record: (record[1][0], record[1][2]))
+                | "Plan" >> beam.CombineGlobally(OrderPlan()))
+        total = beam.pvalue.AsSingleton(plan | "Total" >> beam.Map(lambda both: both[0]))
+        sizes = beam.pvalue.AsSingleton(plan | "Sizes" >> beam.Map(lambda both: both[1]))
         buckets = (train | "Key" >> beam.ParDo(self._key, total=total)
                    | "GroupByBucket" >> beam.GroupByKey())
-        sizes = beam.pvalue.AsDict(buckets | "Sizes" >> beam.Map(
-            lambda kv: (kv[0], sum(spilled.count for spilled in kv[1]))))
         ordered = buckets | "SortWrite" >> beam.ParDo(self._write, sizes=sizes, total=total)
         return (ordered, rest) | "WithOrdered" >> beam.Flatten()

@@ -25,7 +25,6 @@ from typing import Callable
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
 
 from components.common import fs
 from components.config.cleaning import NearDedupConfig
@@ -34,12 +33,11 @@ from components.corpus import documents as docs
 from components.corpus import minhash, readers
 from components.corpus.documents import Document, Separator, Skipped
 from components.corpus.screen import EVAL_SET_COUNTER, DocumentScreen, Verdict
-from components.text_example_gen import cleaning, mixture, order, packing, shards, shares
+from components.text_example_gen import cleaning, mixture, order, packing, shards, shares, unit_counts
 from components.text_example_gen.exact_dedup import FindDuplicates
 from components.tokenizer import artifact as tokenizer_artifact
 from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID, encode_bytes
 
-NAMESPACE = "bigtrain.data"
 QUARANTINE_MANIFEST = "quarantine.jsonl"
 SPLITS = ("train", "eval")
 COUNTER_NAMES = list(examples_props.COUNTERS)   # the Examples' counter properties
@@ -73,10 +71,6 @@ class ConvertUnitFn(beam.DoFn):
         self._tokenizer_dir = tokenizer_dir
         self._specials = (PAD_ID, BOS_ID, EOS_ID)
         self._screen, self._filters = screen, tuple(filters)
-        self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTER_NAMES}
-        for name in self._sources:
-            for key in mixture.counter_names(name):
-                self._counters[key] = Metrics.counter(NAMESPACE, key)
 
     def setup(self):
         marker = os.environ.get("BIGTRAIN_TEST_PAUSE_IN_DATA_STAGE")
@@ -122,13 +116,10 @@ class ConvertUnitFn(beam.DoFn):
             out.write(split, packers[(split, copy)].finish())
         for split in SPLITS:
             out.write(split, None, final=True)
-        for name, value in out.counts.items():
-            if value:
-                if name not in self._counters:
-                    self._counters[name] = Metrics.counter(NAMESPACE, name)
-                self._counters[name].inc(value)
-        self._load_tokenizer()
-        return list(out.close())
+        written = list(out.close())
+        # After the pieces: a unit's counts exist only once all it wrote does (unit_counts.py).
+        unit_counts.write_counts(self._output_dir, unit.index, out.counts)
+        return written
 
     def kept_documents(self, unit: readers.Unit, out, duplicates=None, near_duplicates=None):
         """(document, its source or None) of every document of the unit that passes dedup and
@@ -394,6 +385,11 @@ class TextToTFRecordShards(beam.PTransform):
                                       filters=self._filters)
         self._order = order.OrderTrain(output_dir, train_shards, gzip_level)
         self._assemble = AssembleShards(output_dir, num_shards)
+
+    @property
+    def units(self) -> int:
+        """How many work units the stage plans (each writes its counts: unit_counts.py)."""
+        return len(self._units)
 
     def expand(self, pbegin):
         units = pbegin | "PlanUnits" >> beam.Create(self._units)

@@ -58,7 +58,8 @@ def training_code_digest(config: config_lib.Config, root: str | None = None) -> 
 TRAINER_READS = stages.StageReads(
     stage="Trainer", declared_in="components/training/run_fn.py TRAINER_READS",
     sections={"data": stages.only("seq_len", "tokenizer", "vocab_size"), "model": stages.ALL,
-              "train": stages.ALL, "runtime": stages.without("beam_args"),
+              "train": stages.ALL,
+              "runtime": stages.without("beam_args", "beam_direct_stages"),
               "eval": stages.only("batch_size", "max_batches"),
               "export": stages.only("quantize", "max_new_tokens")},
     model=("data", "model", "train", "runtime"), placement=("runtime.cluster", "runtime.ray"))

@@ -31,9 +31,13 @@ RUN_WHY = "bigtrain_why"
 UNTIL = "until"
 # On a run: its tracker runs (config tracking.backends), JSON {backend: the tracker's run id}.
 RUN_TRACKERS = "bigtrain_trackers"
+# On a run whose Beam runner is not the DirectRunner: where each Beam stage ran and why, JSON
+# [line] (pipeline.beam_stage_lines: "TextExampleGen: DaskRunner (runtime.beam_args: tcp://...)").
+BEAM_PLACEMENT = "bigtrain_beam_placement"
 # The MLMD property names of the run and pipeline contexts and of executions, owned here.
 PROPERTIES = frozenset((RUN_DIR, RUN_LOG, CONFIG_DIGEST, ERROR, ERROR_TYPE, TRACEBACK, ABANDONED_BY,
-                        PREEMPTED, SWEPT_THROUGH, INPUTS_KEY, RUN_WHY, UNTIL, RUN_TRACKERS))
+                        PREEMPTED, SWEPT_THROUGH, INPUTS_KEY, RUN_WHY, UNTIL, RUN_TRACKERS,
+                        BEAM_PLACEMENT))
 # What record_run writes on a failed execution: information about the run, not its parameters.
 EXECUTION_RECORD_KEYS = (ERROR, ERROR_TYPE, TRACEBACK, RUN_LOG, ABANDONED_BY, PREEMPTED)
 

@@ -22,7 +22,8 @@ from components.tuner import properties as tuner_props
 from components.validation import properties as validation_props
 from components.tuner import summary as tuning_summary
 from pipeline.lineage import record
-from pipeline.lineage.report_data import cleaning_lines, sources_section
+from pipeline.lineage.report_data import (cleaning_lines, placement_of, placement_section,
+                                          sources_section)
 from pipeline.lineage.params import changed_parameters
 from pipeline.lineage.standing import compressor_standing, document_standing
 from pipeline.lineage.store import ABANDONED, PREEMPTED, Lineage, properties
@@ -46,6 +47,7 @@ class RunReport:
     run_id: str
     stages: list[StageReport]
     why_run: str = ""  # what changed since the last complete run (recorded by `bigtrain run`)
+    beam_placement: list[str] = field(default_factory=list)  # where each Beam stage ran, and why
 
     def stage(self, node: str) -> StageReport | None:
         return next((s for s in self.stages if s.node == node), None)
@@ -122,7 +124,8 @@ def run_report(store, run_id: str | None = None, live_writer: bool | None = None
                     properties(artifact), uri=artifact.uri, id=artifact.id)
         stages.append(stage)
     return RunReport(run_id=run.name, stages=stages,
-                     why_run=str(properties(run).get(record.RUN_WHY, "")))
+                     why_run=str(properties(run).get(record.RUN_WHY, "")),
+                     beam_placement=placement_of(properties(run).get(record.BEAM_PLACEMENT)))
 
 
 def _fmt(value, spec: str = ".4f") -> str:
@@ -309,6 +312,7 @@ def format_report(report: RunReport, all_counters: bool = False) -> str:
     if reasons:
         lines.append("why stages ran (instead of being cached):")
         lines += [f"  {node}: {why}" for node, why in reasons]
+    lines += placement_section(report.beam_placement, {s.node: s.state for s in report.stages})
     examples = report.output("Examples")
     if examples_props.FILES_LISTED in examples:
         lines += counters_section(f"data: {examples.get(examples_props.INPUT)} -> {examples['uri']}",

@@ -85,3 +85,23 @@ def sources_section(examples: dict) -> list[str]:
         lines.append(f"    {s['name']:<12} {wanted:>6} {s['epochs']:>7.3f} {share:>7} "
                      f"{pair('documents'):>17} {pair('bytes'):>23} {pair('tokens'):>23}")
     return lines
+
+
+def placement_of(recorded) -> list[str]:
+    """The run's BEAM_PLACEMENT lines (pipeline/lineage/record.py), [] when none was recorded."""
+    lines = json.loads(recorded) if recorded else []
+    if not isinstance(lines, list):
+        raise ValueError(f"bigtrain_beam_placement holds {recorded!r}, not a JSON list of lines")
+    return [str(line) for line in lines]
+
+
+def placement_section(lines: list[str], states: dict[str, str]) -> list[str]:
+    """Where each Beam stage ran and why, recorded by `bigtrain run` when its runner is not the
+    DirectRunner (pipeline.beam_stage_lines); a stage served from the cache ran nowhere."""
+    if not lines:
+        return []
+    out = ["where the Beam stages ran (runtime.beam_args, runtime.beam_direct_stages):"]
+    for line in lines:
+        state = states.get(line.split(":", 1)[0])
+        out.append(f"  {line}" + (f" [{state}: did not run]" if state == "cached" else ""))
+    return out

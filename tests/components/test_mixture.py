@@ -12,7 +12,7 @@ from components import config as config_lib
 from components.common import listing
 from components.corpus import readers
 from components.text_example_gen import mixture, transforms
-from components.text_example_gen.component import check_accounting, counters_from_metrics
+from components.text_example_gen.component import check_accounting, stage_counters
 from tests.support.mixture_sources import PARAMS, make_sources, reference_counts, shard_digests
 
 
@@ -34,7 +34,7 @@ def run_stage(out_dir, files=(), config=None, sources=None, beam_args=BEAM_ARGS,
                                             sources=sources, **dict(PARAMS, **overrides))
     result = p.run()
     result.wait_until_finish()
-    return counters_from_metrics(result, tuple(spec.name for spec, _ in sources or ()))
+    return stage_counters(out_dir, tuple(spec.name for spec, _ in sources or ()))
 
 
 def two_sources(corpus, weight_a=2.5, weight_b=0.3):

@@ -29,7 +29,7 @@ from components.common import listing
 from components.corpus import documents as docs
 from components.corpus import readers
 from components.text_example_gen import mixture, shares, transforms
-from components.text_example_gen.component import check_accounting, counters_from_metrics
+from components.text_example_gen.component import check_accounting, stage_counters
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 PARAMS = dict(seq_len=64, eval_fraction=0.25, split_salt="", train_shards=2, eval_shards=1)
@@ -75,7 +75,7 @@ def run_stage(out_dir, sources):
                                             **PARAMS)
     result = p.run()
     result.wait_until_finish()
-    return counters_from_metrics(result, tuple(spec.name for spec, _ in sources))
+    return stage_counters(out_dir, tuple(spec.name for spec, _ in sources))
 
 
 def train_documents(corpus) -> dict[str, list[int]]:

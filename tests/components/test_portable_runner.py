@@ -2,9 +2,8 @@
 worker pool, tests/support/beam_worker_pool.py: the Fn API path Flink, Spark and Dataflow use),
 and a worker killed mid-stage.
 
-The portable runner reports counters as *attempted* only (committed is None); the stage's
-accounting reads them (counters_from_metrics falls back to attempted), and the test checks they
-equal the DirectRunner's committed counters."""
+The stage's counters are each unit's count file summed (unit_counts.py: no runner metrics; a
+retried unit rewrites its own file), and the test checks they equal the DirectRunner's."""
 
 import os
 import threading
@@ -19,7 +18,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from components.common import fs
 from components.text_example_gen import shards, transforms
-from components.text_example_gen.component import check_accounting, counters_from_metrics
+from components.text_example_gen.component import check_accounting, stage_counters
 from tests.support.data_stage import BEAM_ARGS, digest_tree, reader_config, stage_files
 from tests.support.beam_worker_pool import portable_args, worker_pids, worker_pool
 
@@ -58,10 +57,11 @@ def run_stage(files, out_dir, beam_args, convert_class=transforms.ConvertUnitFn)
     _ = p | stage
     result = p.run()
     result.wait_until_finish()
+    counters = stage_counters(out_dir, units=stage.units)
     fs.rmtree(os.path.join(out_dir, shards.PIECES_DIR))
     pids = {int(c.key.metric.name): int(c.committed or c.attempted or 0) for c in
             result.metrics().query(MetricsFilter().with_namespace(PIDS))["counters"]}
-    return counters_from_metrics(result), pids
+    return counters, pids
 
 
 def test_portable_runner_with_separate_sdk_workers_writes_the_direct_runners_bytes(corpus, tmp_path):

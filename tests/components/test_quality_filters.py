@@ -131,7 +131,7 @@ def test_a_source_filter_list_filters_without_data_level_filters(tmp_path):
     from components.common.listing import list_sources
     from components.config import DataConfig, SourceConfig
     from components.corpus.screen import screen_for
-    from components.text_example_gen.component import counters_from_metrics, data_stage
+    from components.text_example_gen.component import data_stage, stage_counters
     short = FAILING["word_count"]
     for name, texts in (("web", [PROSE, short, short + " again"]), ("books", [short + " too"])):
         (tmp_path / name).mkdir()
@@ -148,7 +148,7 @@ def test_a_source_filter_list_filters_without_data_level_filters(tmp_path):
     _ = p | data_stage(data, listed, str(tmp_path / "out"), None, screen_for(data))
     result = p.run()
     result.wait_until_finish()
-    counters = counters_from_metrics(result, ("web", "books"))
+    counters = stage_counters(str(tmp_path / "out"), ("web", "books"))
     check_accounting(counters, 2, "manifest", both_splits=False)
     assert counters["documents_skipped_filter_word_count"] == 2
     assert counters["documents_packed"] == 2                       # web's prose, books' short one

@@ -11,7 +11,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from components.common import listing
 from components.corpus import readers
 from components.text_example_gen import shards, transforms
-from components.text_example_gen.component import counters_from_metrics
+from components.text_example_gen.component import stage_counters
 
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -36,7 +36,7 @@ def run_stage(files, out_dir, beam_args=BEAM_ARGS, config=None, **overrides):
                                             **params)
     result = p.run()
     result.wait_until_finish()
-    return counters_from_metrics(result)
+    return stage_counters(out_dir)
 
 
 def digest_tree(root):

@@ -43,6 +43,10 @@ TRIALS = {
     "batch-32x500": ("train.global_batch_size=32", "train.train_steps=500"),
     "llama-96x650": ("model.d_model=96", "model.n_kv_head=2", "train.train_steps=650"),
     "sp-default": SP,
+    # Two that the whole-split order (2026-12-07) may reward: a step of fresh, uncorrelated
+    # sequences bears a larger step (learning rate x2) or a wider model at the default's steps.
+    "lr-6e-3": ("train.learning_rate=6e-3", "train.min_learning_rate=6e-4"),
+    "llama-96x1000": ("model.d_model=96", "model.n_kv_head=2"),
     "cpu-preset": ("preset=cpu",),
 }
 FIGURES = ("parameter_count", "steps", "tokens_seen", "tokens_per_second", "eval_loss",
@@ -148,10 +152,19 @@ def plot(results: list[dict], out: str) -> None:
     fig.savefig(out, dpi=110)
 
 
+def select_trials(only: list[str] | None, parser: argparse.ArgumentParser) -> dict:
+    """TRIALS, or the named ones in the order given (the most wanted first when time is short);
+    an unknown name stops the sweep before any trial runs."""
+    unknown = [n for n in only or () if n not in TRIALS]
+    if unknown:
+        parser.error(f"--only: no trial {', '.join(unknown)} (trials: {', '.join(TRIALS)})")
+    return {n: TRIALS[n] for n in only} if only else dict(TRIALS)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", help="folder for the homes (one per tokenizer)")
-    parser.add_argument("--only", nargs="*", help="trial names from TRIALS (default: all)")
+    parser.add_argument("--only", nargs="*", help="trial names from TRIALS, run in this order (default: all)")
     parser.add_argument("--trial", nargs="+", action="append", default=[], metavar="NAME KEY=VALUE",
                         help="an extra trial: a name, then its overrides")
     parser.add_argument("--set", dest="common", action="append", default=[],
@@ -166,7 +179,7 @@ def main() -> int:
         return 0
     if not args.root:
         parser.error("--root is required to run trials")
-    trials = {n: o for n, o in TRIALS.items() if not args.only or n in args.only}
+    trials = select_trials(args.only, parser)
     trials.update({t[0]: tuple(t[1:]) for t in args.trial})
     print(f"machine: {describe()}; {time.strftime('%Y-%m-%d')}", flush=True)
     print(HEADER, flush=True)

@@ -3,7 +3,10 @@ as the Evaluator writes them (components/evaluation/component.py, log_documents)
 format changing fails here, where it would otherwise leave the sweep's table empty (issue 40,
 item 5). The values are the default run's of 2026-11-27 (docs/benchmarks.md, "Main job")."""
 
+import argparse
 import logging
+
+import pytest
 
 from benchmarks import recipe_sweep
 from components.evaluation.component import LOGGER, log_documents
@@ -31,3 +34,14 @@ def test_a_trial_starts_from_the_preset_it_names():
     assert command[2:6] == ["--home", "/home", "--preset", "cpu"]
     assert "preset=cpu" not in command
     assert command[-4:] == ["--set", "model.n_kv_head=2", "--set", "x.y=1"]
+
+
+def test_only_runs_the_named_trials_in_the_order_given():
+    """A short sweep runs the most wanted trials first (the driver's TRIALS has another order)."""
+    parser = argparse.ArgumentParser()
+    chosen = recipe_sweep.select_trials(["cosine", "default", "gqa-2"], parser)
+    assert list(chosen) == ["cosine", "default", "gqa-2"]
+    assert chosen["gqa-2"] == ("model.n_kv_head=2",)
+    assert list(recipe_sweep.select_trials(None, parser)) == list(recipe_sweep.TRIALS)
+    with pytest.raises(SystemExit):
+        recipe_sweep.select_trials(["default", "no-such-trial"], parser)

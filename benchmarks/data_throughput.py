@@ -166,7 +166,7 @@ def run_baseline(corpus: str, out: str, fmt: str = "text") -> None:
     import numpy as np
     import tensorflow as tf
 
-    from components.common import listing
+    from components.storage import listing
     from schemas import FEATURE
     from components.tokenizer.byte_level import BOS_ID, EOS_ID, PAD_ID
     seq_len = 128
@@ -204,7 +204,7 @@ def run_stage(corpus: str, out: str, beam_args: list[str], document: str,
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from components.common import listing
+    from components.storage import listing
     from components.corpus import readers
     from components.corpus.split_documents import reader_config
     from components.text_example_gen import component, transforms
@@ -318,7 +318,7 @@ def child(run: str, corpus: str, out: str, fmt: str) -> None:
     args = (ONE_PROCESS if run.endswith("1proc") else ONE_PROCESS + [
         "--runner=DaskRunner", f"--dask_client_address={os.environ['BENCH_DASK_ADDRESS']}"]
         if run.endswith("-dask") else TWO_WORKERS)
-    from components.common.beam_placement import resolved_args
+    from components.config.beam_placement import resolved_args
     run_stage(corpus, out, resolved_args(args), document, dedup, fmt,
               decon=run.startswith("stage-decon"))
 

@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
-from components.common.checkpoints import CHECKPOINT_NAME  # noqa: E402
+from components.storage.checkpoints import CHECKPOINT_NAME  # noqa: E402
 
 OVERRIDES = ["runtime.strategy=mirrored", "runtime.cpu_replicas=2", "runtime.precision=float32",
              "runtime.xla=off", "train.shuffle_buffer=64", "data.seq_len=128", "model.n_layer=4",

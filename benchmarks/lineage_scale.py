@@ -29,7 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import _machine  # noqa: E402
-from runners.home import default_sqlite_path  # noqa: E402
+from runners.local.home import default_sqlite_path  # noqa: E402
 
 
 def _best(fn, repeat: int = 3) -> tuple[float, float]:

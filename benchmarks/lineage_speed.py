@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import _machine  # noqa: E402
-from runners.home import default_sqlite_path  # noqa: E402
+from runners.local.home import default_sqlite_path  # noqa: E402
 
 PROPERTY_TABLES = (("Execution", "ExecutionProperty", "execution_id"),
                    ("Artifact", "ArtifactProperty", "artifact_id"),
@@ -131,7 +131,7 @@ def measure(sqlite_path: str, home: str, oldest_pushed: str, oldest_model: str) 
     from pipeline.lineage.store import Lineage
     from benchmarks.support.mlmd import connect
     from pipeline.lineage.web.app import create_app
-    from runners.home import readable_folders
+    from runners.local.home import readable_folders
     fresh = lambda: Lineage(connect(sqlite_path))  # noqa: E731
     newest = fresh().run("latest")
     client = create_app(fresh, readable_folders(home)).test_client()

@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
-from components.common import listing  # noqa: E402
+from components.storage import listing  # noqa: E402
 from components.config import DataConfig  # noqa: E402
 
 

@@ -29,7 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import children_cpu_seconds, describe  # noqa: E402
-from components.common.splits import split_dir  # noqa: E402
+from components.storage.splits import split_dir  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIGTRAIN = os.path.join(os.path.dirname(sys.executable), "bigtrain")

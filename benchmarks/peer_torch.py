@@ -62,7 +62,7 @@ TORCH_PYTHON = os.path.join(ROOT, "build", "hfloader", "venv", "bin", "python")
 
 def newest_examples(home: str, preset: str, overrides: list) -> str:
     """The home's newest Examples artifact; without one, the data stage is run there first."""
-    from runners.home import PIPELINES_FOLDER
+    from runners.local.home import PIPELINES_FOLDER
     pattern = os.path.join(home, PIPELINES_FOLDER, "*", "TextExampleGen", "examples", "*")
     if not glob.glob(pattern):
         command = [os.path.join(os.path.dirname(sys.executable), "bigtrain"), "run", "--preset",
@@ -182,7 +182,7 @@ def export_weights(model, path: str) -> None:
 
 def run_bigtrain(config, examples: str, data: dict, request: dict, out: str, warmup: int) -> tuple:
     """bigtrain's loop on the config (seed and steps set by the caller); (figures, model)."""
-    from components.common import checkpoints
+    from components.storage import checkpoints
     from components.text_example_gen import shards
     from components.training import loop
     t = config.train

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import children_cpu_seconds, cpu_seconds, describe  # noqa: E402
 from benchmarks._shards import write_random_shard  # noqa: E402
-from components.common.splits import split_dir  # noqa: E402
+from components.storage.splits import split_dir  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ_LEN, BATCH = 64, 16

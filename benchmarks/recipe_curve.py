@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runners.home import PIPELINES_FOLDER  # noqa: E402
+from runners.local.home import PIPELINES_FOLDER  # noqa: E402
 
 
 SMOOTH = 5

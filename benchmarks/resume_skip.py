@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks._shards import write_random_shard  # noqa: E402
-from components.common.checkpoints import INPUT_STATE_PREFIX  # noqa: E402
+from components.storage.checkpoints import INPUT_STATE_PREFIX  # noqa: E402
 
 
 def batches(shard: str, config, start_step: int = 0):

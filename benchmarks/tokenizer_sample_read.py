@@ -53,7 +53,7 @@ def main() -> None:
     data = dataclasses.replace(DataConfig(input=args.input, exclude=(), eval_fraction=0.1),
                                tokenizer_sample_bytes=args.sample_bytes, range_bytes=8 << 20,
                                document=args.document)
-    from components.common.listing import list_input_files, regular_size
+    from components.storage.listing import list_input_files, regular_size
     total = sum(regular_size(p) or 0 for _, p in list_input_files(data.input, data.exclude)[1])
     runs = [("single process (old)", lambda: old_read(data)),
             ("Beam, in memory", lambda: beam_read(data, ["--direct_running_mode=in_memory",

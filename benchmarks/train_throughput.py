@@ -134,7 +134,7 @@ def bigtrain_run(config, shard: str, workdir: str, steps: int, device: str) -> R
     """bigtrain's loop (loop.train) for WARMUP_STEPS + steps; steady-state rate. The loop calls
     on_step when it fetches a window's results (every log_every steps): log_every=WARMUP_STEPS
     makes the stamps of the last warm-up step and of the last step exact."""
-    from components.common import checkpoints
+    from components.storage import checkpoints
     from components.training import loop
     stamps = []
     peak_memory_reset(device)

@@ -54,7 +54,7 @@ def timed(label: str, fn, rows: list):
 
 
 def trained_model(config, train: str, workdir: str, steps: int):
-    from components.common import checkpoints
+    from components.storage import checkpoints
     from components.training import loop
     config = dataclasses.replace(config, train=dataclasses.replace(
         config.train, train_steps=steps, checkpoint_every=10**6, log_every=steps, warmup_steps=1,
@@ -65,7 +65,7 @@ def trained_model(config, train: str, workdir: str, steps: int):
 def stage_phases(config, fn_args, result, tokenizer):
     """run_fn's phases after the loop, timed by its own PhaseTimes (returned, with the baseline).
     Their modules are imported before (a run imports them before its loop)."""
-    from components.common import fs
+    from components.storage import fs
     from components.serving.variants import export_variants
     from components.training import run_fn as run_fn_lib
     times = run_fn_lib.PhaseTimes()
@@ -86,7 +86,7 @@ def validation_in_the_loop(config, fn_args, result, tokenizer, workdir: str) -> 
     """One validation as the loop runs it (train.eval_every; components/training/validation.py),
     from a cold cache: it reads the split for the evaluation sample, whose head it scores."""
     import tensorflow as tf
-    from components.serving.metrics import _cached_sample
+    from components.metrics.lm import _cached_sample
     from components.training.validation import Validation
     _cached_sample.cache_clear()
     state = types.SimpleNamespace(best_validation_loss=tf.Variable(float("inf")),
@@ -97,7 +97,7 @@ def validation_in_the_loop(config, fn_args, result, tokenizer, workdir: str) -> 
 
 def parts(config, fn_args, result, tokenizer, rows: list) -> None:
     """The reads and the validation that explain the phases, each alone."""
-    from components.serving.metrics import _cached_sample, eval_sample, evaluate_logits_fn, sample_size
+    from components.metrics.lm import _cached_sample, eval_sample, evaluate_logits_fn, sample_size
     from components.training import loop
     seq_len = config.data.seq_len
     _cached_sample.cache_clear()

@@ -26,7 +26,8 @@ from components.text_example_gen.component import TextExampleGen
 from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
 from components.validation.gate import AnomaliesGate
-from components.common import beam_placement, checkpoints, fs
+from components.config import beam_placement
+from components.storage import checkpoints, fs
 from components.config import stages
 from components.config import Config
 
@@ -76,7 +77,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
                     enable_cache: bool = True, until: str | None = None) -> Pipeline:
     """The whole DAG; with `until`, only the named stage and what it depends on (e.g.
     until="TextExampleGen" prepares data without training). `input_fingerprint`: the run's one
-    fingerprint of data.input, computed by the runner (components.common.listing.fingerprint_input)."""
+    fingerprint of data.input, computed by the runner (components.storage.listing.fingerprint_input)."""
     tokenizer_gen, example_gen = data_stages(config, input_fingerprint)
     examples = example_gen.outputs["examples"]
     statistics_gen, schema_gen, example_validator, gate = validation_stages(config, examples)
@@ -101,7 +102,7 @@ def create_pipeline(config: Config, *, pipeline_root: str, serving_dir: str,
 
 def place_beam_stages(components, beam_args: list[str], direct_stages) -> list[str]:
     """Each Beam stage on the run's runner, or on the DirectRunner when runtime.beam_direct_stages
-    names it (its own --runner after the run's: components/common/beam_placement.py). Logs where
+    names it (its own --runner after the run's: components/config/beam_placement.py). Logs where
     each runs, and why, when the run's runner is not the DirectRunner; returns those lines."""
     stages = [node for node in components
               if isinstance(node, base_beam_component.BaseBeamComponent)]
@@ -119,7 +120,7 @@ def place_beam_stages(components, beam_args: list[str], direct_stages) -> list[s
 def beam_stage_lines(pipeline, direct_stages) -> list[str]:
     """Where each Beam stage of a built pipeline runs and why (place_beam_stages' lines), [] when
     the run's runner is local (everything runs in this process): recorded on the run for its
-    report (runners/local.py, pipeline/lineage/record.py BEAM_PLACEMENT)."""
+    report (runners/local/run.py, pipeline/lineage/record.py BEAM_PLACEMENT)."""
     beam_args = list(pipeline.beam_pipeline_args or [])
     if beam_placement.is_local(beam_placement.runner_of(beam_args)):
         return []

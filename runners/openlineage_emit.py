@@ -5,7 +5,7 @@ configured (or OPENLINEAGE_DISABLED=true): nothing is sent, no client is made, n
 
 Who sends: the local runner (the parent run's START before the pipeline, then every stage's START
 and COMPLETE / FAIL from MLMD and the parent's end, after it), an Airflow task (callbacks on every
-task of the DAG, runners/airflow.py) and a Kubeflow step (runners/kfp_entrypoint.py, from its
+task of the DAG, runners/orchestrators/airflow.py) and a Kubeflow step (runners/orchestrators/kfp_entrypoint.py, from its
 ExecutorInput). A transport that fails (an endpoint down) never fails the run: one warning
 (`OpenLineageNotSent`) and the run's remaining events are dropped, so a dead endpoint costs one
 event's timeout and retries (the HTTP transport's `timeout` and `retry` settings), not one per
@@ -139,7 +139,7 @@ def stage_start(run_id: str, pipeline: str, node: str, inputs=(), outputs=()) ->
     return ol.stage_events(ol.RunRecord(run_id, pipeline), stage)
 
 
-# -- Airflow: callbacks on every task of the DAG (runners/airflow.py) ------------------------------
+# -- Airflow: callbacks on every task of the DAG (runners/orchestrators/airflow.py) ------------------------------
 def airflow_callbacks(pipeline: str, metadata_path: str) -> dict:
     """default_args of the DAG: each task sends its START as it starts and its COMPLETE or FAIL
     (datasets read from the DAG's MLMD store) as it ends; the run id is Airflow's."""
@@ -175,10 +175,10 @@ def airflow_ended(pipeline: str, metadata_path: str, context: dict) -> None:
                           mlmd_run=f"{pipeline}.{run_id}")
 
 
-# -- Kubeflow: a step's ExecutorInput (runners/kfp_entrypoint.py) ----------------------------------
+# -- Kubeflow: a step's ExecutorInput (runners/orchestrators/kfp_entrypoint.py) ----------------------------------
 def kfp_task(executor_input: dict, task: str | None = None) -> tuple[str, str, str]:
     """(pipeline, run id, task) of a step, from an artifact URI, which the KFP launcher lays out
-    as <pipeline root>/<pipeline>/<run id>/<task>/<execution>/<output> (runners/kfp_local.py does
+    as <pipeline root>/<pipeline>/<run id>/<task>/<execution>/<output> (runners/orchestrators/kfp_local.py does
     the same): its first output's, else (a step without outputs) its first input's, whose task
     is the producer's, so `task` (the spec's {{$.pipeline_task_name}}) names the step when given."""
     for side in ("outputs", "inputs"):

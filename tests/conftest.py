@@ -155,15 +155,15 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """A session that touched s3:// exits without C++ static destructors (tensorflow-io's S3
-    client aborts with status 134 otherwise: components/common/fs.py exit_process)."""
-    from components.common import fs
+    client aborts with status 134 otherwise: components/storage/fs.py exit_process)."""
+    from components.storage import fs
     fs.exit_process(_EXIT_STATUS[0])
 
 
 @pytest.fixture(autouse=True)
 def _no_airflow_console_logging():
     """Importing Airflow in this process (a DAG built in-process: `bigtrain compile airflow`,
-    runners/airflow.py) installs its RedirectStdHandler on the root logger, which writes every
+    runners/orchestrators/airflow.py) installs its RedirectStdHandler on the root logger, which writes every
     later INFO record to the *current* sys.stdout: a later test's captured output (a `lineage
     runs --json` parsed as JSON) then starts with an Airflow log line, depending on which worker
     ran what before. After each test the handler goes (the product's CLI runs in its own

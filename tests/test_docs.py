@@ -1,7 +1,7 @@
 """Every name README.md and docs/*.md give a user exists in the code, read from the code itself:
 presets from `components.config.presets.PRESETS`, config options (`section.key`) from the
 dataclass tree of `components/config/tree.py`, commands, subcommands and their options from the
-CLI's argparse parser (`runners.cli.build_parser`), make targets from the Makefile; and the
+CLI's argparse parser (`runners.cli.app.build_parser`), make targets from the Makefile; and the
 layout page (docs/layout.md) names every product module and sub-package, in the row of its
 package, and nothing that is not in the tree. The other way round, what the code says about the
 docs is true: every `docs/page.md`, `#anchor`, quoted heading and README heading a comment,
@@ -23,7 +23,7 @@ import pytest
 
 from components import config as config_lib
 from components.config import presets as presets_lib
-from runners import cli
+from runners.cli import app as cli
 from tests.support.import_graph import LAYERS
 from tests.support.doc_pages import (DOC_PAGES, FENCE, README, REPO, REPO_PATH, anchors, read,
                                      slug, target_problem)

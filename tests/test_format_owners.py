@@ -21,16 +21,16 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PRODUCT = ("components", "pipeline", "runners", "benchmarks")
 
-CHECKPOINTS = "components/common/checkpoints.py"
+CHECKPOINTS = "components/storage/checkpoints.py"
 STAGING = "components/push/staging.py"
 SERVING_LAYOUT = "components/push/layout.py"
-HOME = "runners/home.py"
+HOME = "runners/local/home.py"
 CONFIG_FILE = "components/config/loading.py"
 ASSETS = "components/serving/assets.py"
 TOKENIZER_FILES = "components/tokenizer/base.py"
 HF = "components/serving/hf/__init__.py"
 VARIANTS = "components/serving/variants.py"
-SPLITS = "components/common/splits.py"
+SPLITS = "components/storage/splits.py"
 
 # literal -> its owner; found in any string elsewhere
 PIECES = {
@@ -155,7 +155,7 @@ def f(root, version, pid):
     return (os.path.join(root, "checkpoints"), staging, {"runs": 1}, "no checkpoints left",
             f"remove {root}/.incoming-{version} by hand")
 '''
-    found = [hit.split(" ", 1)[1] for hit in restatements(source, "runners/local.py")]
+    found = [hit.split(" ", 1)[1] for hit in restatements(source, "runners/local/run.py")]
     assert sorted(found) == sorted([
         f"'runs' used as a path (owner: {HOME})",
         f"'{{}}/.incoming-{{}}-{{}}' restates '.incoming-' (owner: {STAGING})",
@@ -165,7 +165,7 @@ def f(root, version, pid):
 
 def test_a_split_folder_spelt_by_hand_is_caught():
     """Mutation: the Trainer's worker joining "Split-train" itself (as it did before
-    components/common/splits.py) is reported; the owner's call and a help text are not."""
+    components/storage/splits.py) is reported; the owner's call and a help text are not."""
     source = ('import os\nfrom components.common import splits\n'
               'def f(examples_dir):\n'
               '    return (os.path.join(examples_dir, "Split-train", "*"),\n'

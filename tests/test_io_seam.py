@@ -1,4 +1,4 @@
-"""The I/O seam (components/common/fs.py, Beam's FileSystems): no product module under
+"""The I/O seam (components/storage/fs.py, Beam's FileSystems): no product module under
 components/ or pipeline/ reads, writes, lists, renames or deletes with `open`, `os`, `shutil` or
 `glob` directly, except the modules allow-listed below, each with its reason. An ast scan: 0.1 s.
 
@@ -21,17 +21,17 @@ MODULES = {"shutil", "glob"}
 
 ALLOWED = {
     # The seam itself: local paths take the standard library, remote ones tf.io.gfile / boto3.
-    "components/common/fs.py": "the seam",
+    "components/storage/fs.py": "the seam",
     # Local-only corpus handling: FIFOs, sockets and devices are detected with os.stat before any
     # open (opening a FIFO blocks); remote input takes the FileSystems branch in these modules.
-    "components/common/listing.py": "local branch of the listing (remote: FileSystems.match)",
+    "components/storage/listing.py": "local branch of the listing (remote: FileSystems.match)",
     "components/corpus/readers.py": "local branch of open_regular (remote: FileSystems.open)",
     # Resources shipped inside the package (schemas/*.pbtxt next to the code), never remote.
     "components/validation/schema.py": "reads the curated schema shipped in the package",
     # Host facts, not files: os.cpu_count / os.sysconf / shutil.which.
     "components/training/memory.py": "shutil.which('nvidia-smi'), os.sysconf: host facts",
     # The package's own source files (the code digest of a stage), never remote.
-    "components/common/digest.py": "hashes the package's own source files",
+    "components/storage/digest.py": "hashes the package's own source files",
     # The user's --config file and the resolved config.yaml in the local run folder.
     "components/config/loading.py": "reads --config files; writes <home>/runs/<id>/config.yaml",
     # The trackers' default places under the local home, made absolute (os.path.abspath only).
@@ -82,7 +82,7 @@ def product_modules():
 def test_no_product_module_bypasses_the_io_seam():
     found = [v for m in product_modules() if m not in ALLOWED
              for v in violations(os.path.join(ROOT, m))]
-    assert not found, "use components/common/fs.py (or Beam's FileSystems):\n" + "\n".join(found)
+    assert not found, "use components/storage/fs.py (or Beam's FileSystems):\n" + "\n".join(found)
 
 
 def test_every_allow_list_entry_is_a_module_that_needs_it():

@@ -144,9 +144,9 @@ def test_the_tier_check_catches_a_benchmark_importing_tests(tmp_path):
         str(old), "benchmarks.lineage_scale", modules)}) == [
         "benchmarks.lineage_scale -> tests.support.mlmd (benchmarks imports tests)"]
     assert tier_problems({"components.corpus.readers": {"benchmarks.support.single_process"},
-                          "runners.cli": {"tests.support.mlmd"}}) == [
+                          "runners.cli.app": {"tests.support.mlmd"}}) == [
         "components.corpus.readers -> benchmarks.support.single_process (product imports benchmarks)",
-        "runners.cli -> tests.support.mlmd (product imports tests)"]
+        "runners.cli.app -> tests.support.mlmd (product imports tests)"]
     assert tier_problems({"tests.ui.conftest": {"benchmarks.support.lineage_store"},
                           "benchmarks.lineage_speed": {"pipeline.lineage.store"}}) == []
 

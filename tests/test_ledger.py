@@ -103,7 +103,7 @@ def test_a_written_allowance_raises_the_cap(pytester):
 
 
 # The child: a fresh interpreter that inherits the test's environment, loads the hook from
-# ledger_site/sitecustomize.py and calls a counted function (runners.kfp_local.run_pipeline_job,
+# ledger_site/sitecustomize.py and calls a counted function (runners.orchestrators.kfp_local.run_pipeline_job,
 # wrapped as its module loads; the bogus job then fails inside it, as it should).
 CHILD = """
 import subprocess, sys
@@ -111,7 +111,7 @@ import pytest
 
 CODE = '''
 import sys
-import runners.kfp_local as k
+import runners.orchestrators.kfp_local as k
 try:
     k.run_pipeline_job({}, "unused")
 except Exception as err:

@@ -4,7 +4,7 @@ block parses with the CLI's own parser, every subcommand of the README's command
 (`bigtrain config` would print it), every relative link and `docs/*.md#anchor` mention points to
 an existing file and heading, and every repository path the docs name exists.
 
-Catches: a subcommand or flag renamed or removed in runners/cli.py while the README still shows
+Catches: a subcommand or flag renamed or removed in runners/cli/app.py while the README still shows
 it; a config key renamed in components/config/tree.py (or a value of the wrong type) still shown
 in the docs; a docs page or heading renamed; a module moved while the docs keep its old path.
 The tests at the bottom feed each check a broken text and assert it fails (mutation tests).
@@ -21,7 +21,7 @@ import shlex
 import pytest
 
 from components import config as config_lib
-from runners import cli
+from runners.cli import app as cli
 from tests.support.doc_pages import DOC_PAGES, FENCE, README, REPO, REPO_PATH, read, target_problem
 
 

@@ -20,7 +20,7 @@ from ml_metadata.proto import metadata_store_pb2 as pb
 from components.config.tree import SQLITE_FILE
 from components.push.layout import PUSH_RECORD
 from pipeline.lineage import record
-from runners.home import PIPELINES_FOLDER, RUN_LOG, RUNS_FOLDER, SERVING_FOLDER
+from runners.local.home import PIPELINES_FOLDER, RUN_LOG, RUNS_FOLDER, SERVING_FOLDER
 
 PIPELINE = "bigtrain"
 Execution, Event = pb.Execution, pb.Event

@@ -13,7 +13,7 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from components.config.tree import SQLITE_FILE
-from runners.home import PIPELINES_FOLDER, SERVING_FOLDER
+from runners.local.home import PIPELINES_FOLDER, SERVING_FOLDER
 
 PIPELINE = "bigtrain"
 Execution, Event = pb.Execution, pb.Event

@@ -9,7 +9,7 @@ import collections
 import dataclasses
 from typing import Iterable, Iterator
 
-from components.common.listing import list_input_files
+from components.storage.listing import list_input_files
 from components.corpus import documents, readers
 from components.corpus.split_documents import reader_config
 from components.tokenizer.sampling import SAMPLE_SALT, Sample, SampleAccumulator, candidate

@@ -3,7 +3,7 @@ docs/operations.md#exit-codes-and-named-errors).
 
 Each error's message names what is wrong (the file, the setting, the process) and what to do; the
 CLI prints it on one line with no traceback unless -v. Only these (and ConfigError) are one-liners:
-any other exception is a bug and keeps its traceback (runners/cli.py main)."""
+any other exception is a bug and keeps its traceback (runners/cli/app.py main)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class TrainingPreempted(BigtrainError):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM outside training, raised in the main thread as Ctrl-C raises KeyboardInterrupt
-    (runners/interrupts.py): a subclass of it, so that every library stops and cleans up the way
+    (runners/local/interrupts.py): a subclass of it, so that every library stops and cleans up the way
     it does for Ctrl-C instead of the process dying with its temp folders in place."""
 
 

@@ -1,13 +1,12 @@
 """Whether the process that left a record (a home lock's holder, a push claim, a push staging
-folder) still runs. The home lock (runners/lock.py) and the pusher (components/push/) both ask,
-so the one probe lives here, below both. And the fault-injection pause that the kill -9 test sets
-in the Trainer's loop and in the push (pause_if_set)."""
+folder) still runs. The home lock (runners/local/lock.py) and the pusher (components/push/) both ask,
+so the one probe lives here, below both.
+The fault-injection pause the kill -9 tests set lives in faults.py."""
 
 from __future__ import annotations
 
 import os
 import socket
-import time
 
 
 def process_alive(holder: dict) -> bool | None:
@@ -28,10 +27,3 @@ def process_alive(holder: dict) -> bool | None:
 def this_process() -> dict:
     """The record process_alive reads back: this process's pid and host."""
     return {"pid": os.getpid(), "host": socket.gethostname()}
-
-
-def pause_if_set(variable: str) -> None:
-    """Fault-injection seam: with $variable set (seconds), this process holds still that long, so
-    a test acts while the process is known to be at this point, whatever the machine's speed."""
-    if os.environ.get(variable):
-        time.sleep(float(os.environ[variable]))

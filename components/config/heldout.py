@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 # Where bigtrain's own shipped held-out sets live (components/evaluation/heldout/): `<heldout>`
-# in an input expands to it (components/common/listing.py expand_input).
+# in an input expands to it (components/storage/listing.py expand_input).
 HELDOUT_TOKEN = "<heldout>"
 SET_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 

@@ -4,7 +4,7 @@ A run is described by a frozen `Config` (data, model, train, eval, export, push,
 orchestrator, paths, metadata, tune, tracking). Presets (presets.py) build one; loading.py applies
 a YAML file and dotted `--set` overrides (unknown keys and wrong types are errors naming the key);
 rules.py holds the cross-field rules. `bigtrain run` writes the resolved config into the run's
-folder of the home, `<home>/runs/<run id>/config.yaml` (`save_config`; runners/home.py).
+folder of the home, `<home>/runs/<run id>/config.yaml` (`save_config`; runners/local/home.py).
 
 This package imports nothing heavier than PyYAML: the CLI validates a config in milliseconds.
 """
@@ -128,7 +128,7 @@ class DataConfig:
         the local runner read the sources here; the mixture's rules check `data.sources` alone).
         Where the shorthand must differ from a one-source mixture, the code asks `data.sources`
         itself: the setting an error names, and the fingerprint and input signature kept as they
-        were before mixtures (components/common/listing.py), and the `input` the Examples record
+        were before mixtures (components/storage/listing.py), and the `input` the Examples record
         (components/text_example_gen/component.py)."""
         if self.sources:
             return self.sources
@@ -292,15 +292,15 @@ class RuntimeConfig:
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
     # Beam stages that run on the DirectRunner (here) whatever runner beam_args name: the stages
     # a cluster runner cannot carry (Beam's DaskRunner: StatisticsGen, TokenizerGen; the reasons
-    # in components/common/beam_placement.py). The run's log names where each stage ran.
+    # in components/config/beam_placement.py). The run's log names where each stage ran.
     beam_direct_stages: tuple[str, ...] = ("StatisticsGen", "TokenizerGen")
     # A run on the PortableRunner with an external worker pool (--environment_type=EXTERNAL) first
     # runs a one-element pipeline there: SDK workers that do not connect and finish it within this
-    # many seconds fail the run with SdkWorkerError (runners/sdk_workers.py) instead of hanging.
+    # many seconds fail the run with SdkWorkerError (runners/beam/sdk_workers.py) instead of hanging.
     sdk_worker_timeout_s: float = 120.0
     # During such a run (with --job_endpoint=embed), a Beam stage whose SDK worker makes no
     # progress (no element done, no bundle started or ended) for this many seconds is stopped and
-    # fails with SdkWorkerError (runners/sdk_stall.py) instead of waiting forever. A single element
+    # fails with SdkWorkerError (runners/beam/sdk_stall.py) instead of waiting forever. A single element
     # that takes longer than this counts as a stall.
     sdk_worker_stall_s: float = 600.0
     # Where the Trainer trains: `local` (its own process) or `ray` (components/config/cluster.py).

@@ -34,7 +34,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 
-from components.common import fs, listing
+from components.storage import fs, listing
 from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
 from components.corpus import prefilter as prefilter_lib
 from components.corpus.minhash import substring_hashes, word_bounds, word_ngram_hashes
@@ -144,7 +144,7 @@ def resolve_eval_sets(patterns: tuple[str, ...], decoded: dict[str, tuple[str, .
     """((set name = its pattern, matching files sorted) ...); a pattern matching nothing is a
     named error (a typo must not turn decontamination off). decoded: the files an `examples:`
     entry was decoded into (components/text_example_gen/eval_split.py); a `home:` entry must
-    have been resolved by the runner (runners/eval_homes.py) before it gets here."""
+    have been resolved by the runner (runners/local/eval_homes.py) before it gets here."""
     sets = []
     for i, pattern in enumerate(patterns):
         if pattern in (decoded or {}):

@@ -1,5 +1,5 @@
 """The evaluation inputs checked before the first stage: every `eval.sets[].input` and every
-`data.decontaminate.eval_files` entry is resolved (components/common/listing.py resolve_files, the
+`data.decontaminate.eval_files` entry is resolved (components/storage/listing.py resolve_files, the
 one rule data.input follows) and each of its files opened, so that a typo, an unreadable or
 truncated file, or a file holding no document is a ConfigError (exit 2) naming the setting, the
 set and the file, never a traceback in the data stage nor a failure after the Trainer.
@@ -13,7 +13,7 @@ up to its first non-blank byte. Memory: one read block (READ_BYTES) and one line
 
 `examples:<URI>` entries (the eval split of an Examples artifact, TFRecord shards the data stage
 decodes) are listed, not opened; a `home:` entry must have been resolved by the runner first
-(runners/eval_homes.py)."""
+(runners/local/eval_homes.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import gzip
 import io
 import zlib
 
-from components.common import fs, listing
+from components.storage import fs, listing
 from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
 from components.config.tree import ConfigError
 from components.corpus.contamination import jsonl_texts
@@ -49,7 +49,7 @@ def check_pattern(pattern: str, key: str) -> int:
     """Resolve one evaluation pattern and open each of its files; returns how many."""
     if pattern.startswith(HOME_PREFIX):
         raise ConfigError(f"{key} {pattern!r}: a home: entry must be resolved first "
-                          "(runners/eval_homes.py resolve_eval_homes)")
+                          "(runners/local/eval_homes.py resolve_eval_homes)")
     examples = pattern.startswith(EXAMPLES_PREFIX)
     try:
         files = listing.resolve_files(pattern[len(EXAMPLES_PREFIX):] if examples else pattern, key)

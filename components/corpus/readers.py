@@ -27,8 +27,8 @@ from typing import Iterable, Iterator, NamedTuple
 
 import orjson
 
-from components.common.fs import is_remote
-from components.common.listing import regular_size
+from components.storage.fs import is_remote
+from components.storage.listing import regular_size
 from components.corpus import documents as docs
 from components.corpus.documents import Document, Separator, Skipped
 from components.corpus.streams import align, chunked_reader, split_stream
@@ -163,7 +163,7 @@ class FileProblem(Exception):
 def open_regular(path: str):
     if is_remote(path):  # an object in a store: Beam's filesystems (s3://, gs://), seekable
         from apache_beam.io.filesystem import CompressionTypes
-        from components.common.listing import beam_filesystems
+        from components.storage.listing import beam_filesystems
         try:
             return beam_filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
         except Exception as err:  # noqa: BLE001 (BeamIOError/OSError: the file is quarantined)

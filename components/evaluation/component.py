@@ -17,7 +17,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from components.evaluation import properties as eval_props
 from components import config as config_lib
 from components.config import stages
-from components.common import fs, splits
+from components.storage import fs, splits
 from components.common.figures import set_figure
 from components.evaluation import held_out_sets
 from components.evaluation.decision import Decision, decide_serving

@@ -150,7 +150,7 @@ def document_figures(logits_fn: Callable, documents: list[np.ndarray], tokenizer
     """The model's and the compressors' bits per byte on the same documents, with the counts
     (DOCUMENT_FIGURES, DOCUMENT_COUNTS) and the standard error of the model's figure with
     documents as the sampling unit (the eval sample's ratio estimator)."""
-    from components.serving.metrics import ratio_standard_error
+    from components.metrics.lm import ratio_standard_error
     if not documents:
         raise ValueError("no eval documents to score (the eval split holds no document, or "
                          "eval.document_bytes is 0)")

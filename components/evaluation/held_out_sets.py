@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from components.common import listing
-from components.common.digest import content_digest
+from components.storage import listing
+from components.storage.digest import content_digest
 from components.corpus.contamination import eval_texts
 from components.corpus.documents import BINARY, NOT_UTF8, classify
 from components.evaluation import documents as documents_lib
@@ -42,14 +42,14 @@ def property_name(set_name: str, figure: str) -> str:
 
 
 def set_files(held_out) -> list[str]:
-    """The set's files, sorted, by the one input resolver (components/common/listing.py
+    """The set's files, sorted, by the one input resolver (components/storage/listing.py
     resolve_files: the rule data.input follows); FileNotFoundError naming the set when none."""
     return listing.resolve_files(held_out.input, f"eval.sets ({held_out.name}).input")
 
 
 def sets_fingerprint(eval_config) -> str:
     """sha256 over every set's name, input as written, and its files' names and content digests
-    (components/common/digest.py) in order: the memoized figures' key and the Evaluator's cache
+    (components/storage/digest.py) in order: the memoized figures' key and the Evaluator's cache
     key, so a set file rewritten with other text is measured again, whatever its size and mtime.
     No folder: `<heldout>` is wherever bigtrain is installed, the same set in every checkout."""
     import hashlib

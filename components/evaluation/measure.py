@@ -15,7 +15,7 @@ import time
 from components import config as config_lib
 from components.config.evaluation import GATES
 from components.config.heldout import SET_GATES
-from components.common import fs
+from components.storage import fs
 
 LOGGER = logging.getLogger("bigtrain.eval")
 
@@ -34,7 +34,7 @@ def saved_model_loader():
 
 def evaluate_saved_model(serving_dir: str, eval_files, eval_config, tokenizer, load=None) -> dict:
     from components.serving.export import MODEL_INFO
-    from components.serving.metrics import evaluate_logits_fn
+    from components.metrics.lm import evaluate_logits_fn
     loaded = (load or saved_model_loader())(serving_dir)
     seq_len = json.loads(fs.read_text(fs.join(serving_dir, MODEL_INFO)))["context_length"]
     signature = loaded.signatures["token_logits"]
@@ -100,7 +100,7 @@ def evaluate_variant(model_dir: str, entry: dict, eval_files, eval_config, token
     (default eval.max_batches) eval batches, the float model's sequences, plus its size on disk
     and the median latency of token_logits on one eval batch (the sample's first)."""
     from components.serving import variants
-    from components.serving.metrics import eval_sample, evaluate_logits_fn, latency_ms
+    from components.metrics.lm import eval_sample, evaluate_logits_fn, latency_ms
     seq_len = variants.float_model_info(model_dir)["context_length"]
     logits_fn = variants.logits_fn(model_dir, entry, load=load)
     batches = max_batches or eval_config.max_batches

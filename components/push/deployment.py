@@ -12,14 +12,14 @@ Retention (push.keep_versions, default 5): the newest `keep_versions` versions a
 labelled version stay; older ones are renamed out of TF Serving's sight (it only watches all-digit
 names; on an object store: their saved_model.pb is deleted first), then deleted. The config is
 replaced (atomically on local disk, one PUT on S3) before any version is removed, so a label never
-names a deleted version. All I/O goes through components.common.fs (local, s3://, gs://).
+names a deleted version. All I/O goes through components.storage.fs (local, s3://, gs://).
 """
 
 from __future__ import annotations
 
 import logging
 
-from components.common import fs
+from components.storage import fs
 from components.push.layout import (BATCHING_FILE, GRAPH_FILE, MODELS_CONFIG, read_labels,
                                     served_versions)
 from components.push.staging import retired_dir

@@ -14,14 +14,14 @@ and the tests read it). Under <serving_dir>/<model>/ (TF Serving's base path):
   batching_parameters        BATCHING_FILE: TF Serving's --batching_parameters_file
 
 Names TF Serving must never load (staging, claims, retired versions) are
-components/push/staging.py's. Through components.common.fs: local, s3:// or gs://.
+components/push/staging.py's. Through components.storage.fs: local, s3:// or gs://.
 """
 
 from __future__ import annotations
 
 import json
 
-from components.common import fs
+from components.storage import fs
 from components.serving.assets import extra_file
 
 GRAPH_FILE = "saved_model.pb"

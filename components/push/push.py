@@ -27,9 +27,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from components.common import fs
+from components.storage import fs
 from components.common.errors import BigtrainError, DiskFullError
-from components.common.process import pause_if_set
+from components.common.faults import pause_if_set
 from components.push import staging
 from components.push import deployment
 from components.serving.assets import is_extra

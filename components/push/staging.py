@@ -19,7 +19,7 @@ import logging
 import os
 import time
 
-from components.common import fs
+from components.storage import fs
 from components.common.process import process_alive, this_process
 from components.push.layout import served_versions
 

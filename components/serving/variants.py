@@ -21,7 +21,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from components.common import fs
+from components.storage import fs
 from components.common.heap import heap_frozen
 from components.model import weights
 from components.model.gpt import build_model

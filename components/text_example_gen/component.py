@@ -8,7 +8,7 @@ with one int64 feature `input_ids` of length seq_len + 1), the quarantine manife
 from __future__ import annotations
 
 from components.text_example_gen import properties as examples_props
-from components.common import fs
+from components.storage import fs
 import json
 import logging
 import os
@@ -20,9 +20,9 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.components.util import examples_utils
 
-from components.common.digest import closure_digest
-from components.common.listing import (LISTING_FILE, UNRESOLVED, list_sources, listing_records,
-                                       sources_fingerprint)
+from components.storage.digest import closure_digest
+from components.storage.listing import (LISTING_FILE, UNRESOLVED, list_sources, listing_records,
+                                        sources_fingerprint)
 from components.common.errors import BigtrainError
 from components.common.figures import set_figure
 from components.corpus import documents, minhash
@@ -162,7 +162,7 @@ def source_specs(data, listed) -> list[tuple[mixture.SourceSpec, list[tuple[str,
 
 
 def write_listing(path: str, listed) -> dict[str, dict]:
-    """The input listing file (components/common/listing.py: one JSON line per file) and, per
+    """The input listing file (components/storage/listing.py: one JSON line per file) and, per
     source, what it says in sum: {name: {"bytes_listed", "first_mtime", "last_mtime"}}."""
     lines, spans = [], {}
     for source, _, files in listed:
@@ -321,7 +321,7 @@ def record_outputs(examples, data, counters: dict[str, int], found: dict) -> Non
 
 # What decides the Examples: the data stage's import closure within this repository (the data
 # stage, the corpus rules, the listing, the I/O seam, named errors, the feature name, the
-# tokenizer seam: components/common/digest.py import_closure), less components.config: settings
+# tokenizer seam: components/storage/digest.py import_closure), less components.config: settings
 # reach the stage as exec properties (the data section's JSON, defaults filled in), which TFX keys
 # on already; its code changes with every new setting of any stage, which would re-run the data
 # stage for nothing.

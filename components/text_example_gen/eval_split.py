@@ -1,6 +1,6 @@
 """The eval split of an Examples artifact back as text, for decontamination against it: a
 data.decontaminate.eval_files entry `examples:<URI>` (the runner writes one for `home:<path>`:
-runners/eval_homes.py). The executor decodes each such set once, before the Beam pipeline, into
+runners/local/eval_homes.py). The executor decodes each such set once, before the Beam pipeline, into
 `<this Examples>/eval_sets/eval-set-<i>.jsonl` (one {"text": ...} record per document), an
 ordinary evaluation file from then on (components/corpus/contamination.py).
 
@@ -34,7 +34,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from components.common import fs
+from components.storage import fs
 from components.config.cleaning import EXAMPLES_PREFIX
 from components.text_example_gen import shards
 from components.tokenizer import artifact as tokenizer_artifact

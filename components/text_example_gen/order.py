@@ -276,7 +276,7 @@ def read_spill(ranges: list[SpillRange]) -> Iterator[tuple[int, int, int, bytes]
     read of exactly each range's bytes (the raw stream: on s3:// one ranged GET, not Beam's
     16 MiB read-ahead buffer)."""
     from apache_beam.io.filesystem import CompressionTypes
-    from components.common.listing import beam_filesystems
+    from components.storage.listing import beam_filesystems
     for path, group in itertools.groupby(sorted(ranges), key=lambda spilled: spilled.path):
         with beam_filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
             raw = getattr(fh, "raw", fh)

@@ -30,7 +30,7 @@ import numpy as np
 
 from schemas import FEATURE
 from components.common.errors import DiskFullError
-from components.common.splits import split_dir  # the owner of the split folder; shards.split_dir for the callers
+from components.storage.splits import split_dir  # the owner of the split folder; shards.split_dir for the callers
 from components.corpus import documents
 
 PIECES_DIR = ".pieces"
@@ -216,7 +216,7 @@ def read_records(path: str):
     streamed."""
     from apache_beam.io.filesystem import CompressionTypes
     from google_crc32c import value as crc32c
-    from components.common.listing import beam_filesystems
+    from components.storage.listing import beam_filesystems
     # beam_filesystems: outside a pipeline (the Evaluator, decontamination's examples: entries)
     # Beam's S3 filesystem refuses to open without pipeline options.
     with beam_filesystems().open(path, compression_type=CompressionTypes.GZIP) as fh:
@@ -376,7 +376,7 @@ def concatenate(pieces: list[str], path: str, empty: bytes = b"") -> str:
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
     if not pieces and not empty and path.startswith("s3://"):
-        from components.common import fs
+        from components.storage import fs
         fs.s3_put(path, b"")  # Beam's S3 writer cannot write an empty object
         return path
     tmp = tmp_name(path)

@@ -26,7 +26,7 @@ from typing import Callable
 import apache_beam as beam
 import numpy as np
 
-from components.common import fs
+from components.storage import fs
 from components.config.cleaning import NearDedupConfig
 from components.text_example_gen import properties as examples_props
 from components.corpus import documents as docs

@@ -13,7 +13,7 @@ import json
 import os
 import re
 
-from components.common import fs
+from components.storage import fs
 from components.text_example_gen.shards import PIECES_DIR
 
 _NAME = re.compile(r"^unit-(\d{6})-counts\.json$")

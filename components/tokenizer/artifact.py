@@ -4,7 +4,7 @@ the Evaluator, which see only the examples, use exactly that tokenizer)."""
 
 from __future__ import annotations
 
-from components.common import fs
+from components.storage import fs
 import json
 import os
 

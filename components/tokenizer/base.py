@@ -17,7 +17,7 @@ Directory layout (written by `save`, read by artifact.load), the one place that 
 
 from __future__ import annotations
 
-from components.common import fs
+from components.storage import fs
 import abc
 import json
 import os

@@ -17,7 +17,7 @@ from tfx.dsl.components.base import base_beam_component, base_beam_executor, exe
 from tfx.types import artifact, artifact_utils
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.common.digest import closure_digest
+from components.storage.digest import closure_digest
 from components.common.figures import require_finite, set_figure
 from components.tokenizer import base as tokenizer_base
 from components.tokenizer import properties as names
@@ -88,7 +88,7 @@ class TokenizerGenExecutor(base_beam_executor.BaseBeamExecutor):
         record(output, tokenizer, figures, exec_properties["code_digest"])
 
 
-# What decides a Tokenizer artifact: this stage's import closure (components/common/digest.py
+# What decides a Tokenizer artifact: this stage's import closure (components/storage/digest.py
 # import_closure: this package, the corpus listing, document, quarantine and split rules that
 # documents.read_documents applies), less components.config (settings are its exec properties).
 TOKENIZER_ENTRY, TOKENIZER_LEAVE_OUT = "components.tokenizer.component", ("components.config",)

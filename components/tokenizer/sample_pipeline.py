@@ -21,8 +21,8 @@ from typing import Callable
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from components.common import fs
-from components.common.listing import list_sources
+from components.storage import fs
+from components.storage.listing import list_sources
 from components.corpus import documents as docs
 from components.corpus import readers
 from components.corpus.split_documents import reader_config

@@ -12,7 +12,7 @@ character for the space and decodes it as one (a limitation of the library, docs
 
 from __future__ import annotations
 
-from components.common import fs
+from components.storage import fs
 import hashlib
 import os
 

@@ -12,7 +12,7 @@ import os
 import pathlib
 import time
 
-from components.common import fs
+from components.storage import fs
 from components.config.tracking import MLFLOW_ARTIFACTS
 from components.tracking import PIPELINE_TAG, RUN_TAG, flat_params
 

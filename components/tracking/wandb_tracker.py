@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from components.common import fs
+from components.storage import fs
 from components.tracking import PIPELINE_TAG, RUN_TAG
 
 INIT_TIMEOUT_S = 30

@@ -10,7 +10,7 @@ source's state must match the trained steps when it is saved, so every pull firs
 from a queue: the loop releases the tickets of the steps up to the next checkpoint step only
 (`release`). When that step's checkpoint is written, its batches are all consumed and no pull is
 in flight (the puller waits for a ticket), so the source's state is exactly "after step n". It
-goes beside the worker's checkpoints (components/common/checkpoints.py owns that layout), each
+goes beside the worker's checkpoints (components/storage/checkpoints.py owns that layout), each
 worker its own.
 (A new distributed iterator per checkpoint would do the same without tickets, but each one costs
 ~0.2 s of tracing here and, retraced hundreds of times, multi-second garbage collections.)
@@ -29,7 +29,7 @@ import logging
 
 import tensorflow as tf
 
-from components.common import checkpoints, fs
+from components.storage import checkpoints, fs
 from components.training import input as input_lib
 
 LOGGER = logging.getLogger("bigtrain.train")

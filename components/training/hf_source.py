@@ -105,9 +105,9 @@ def check_init_from(config) -> None:
 
 def init_from_fingerprint(config) -> str | None:
     """For `train.init_from=hf:DIR`: the fingerprint of DIR's files from listing metadata (names,
-    sizes, modification times: components/common/listing.py's rule, no bytes read), so the
+    sizes, modification times: components/storage/listing.py's rule, no bytes read), so the
     up-to-date check notices new weights at the same path; None for other sources."""
-    from components.common.listing import input_fingerprint, list_input_files
+    from components.storage.listing import input_fingerprint, list_input_files
     hf_dir = hf_source(config.train.init_from)
     if hf_dir is None:
         return None

@@ -18,8 +18,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from components.common import checkpoints
-from components.common.process import pause_if_set
+from components.storage import checkpoints
+from components.common.faults import pause_if_set
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.spec import token_spec
 from components.training import memory, pipeline_stages, zero
@@ -374,7 +374,7 @@ def evaluate(model: keras.Model, eval_files, seq_len: int, batch_size: int,
              max_batches: int, *, tokenizer) -> dict:
     """Metrics of the in-memory model (the Evaluator measures the exported SavedModel), on
     examples encoded with tokenizer."""
-    from components.serving.metrics import evaluate_logits_fn
+    from components.metrics.lm import evaluate_logits_fn
     return evaluate_logits_fn(lambda ids: model(ids, training=False), eval_files, seq_len,
                               batch_size, max_batches, tokenizer=tokenizer)
 
@@ -388,7 +388,7 @@ def unigram_baseline(train_files, eval_files, seq_len: int, eval_sequences: int,
     it. The fit reads the first train_sequences train sequences (a fit, not a measurement: any
     large enough slice of train will do, and a spread sample would cost a pass over train)."""
     from schemas import FEATURE
-    from components.serving.metrics import eval_sample
+    from components.metrics.lm import eval_sample
 
     def bincount(targets) -> np.ndarray:
         counts = np.bincount(np.asarray(targets).ravel(), minlength=vocab_size)[:vocab_size]

@@ -47,7 +47,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from components.common import checkpoints
+from components.storage import checkpoints
 from components.tokenizer.spec import token_spec
 from components.training import input as input_lib
 from components.training.strategy import SERVER_ROLES, make_strategy, parameter_server_resolver

@@ -18,7 +18,7 @@ import socket
 
 import numpy as np
 
-from components.common import fs
+from components.storage import fs
 from components.common.errors import BigtrainError
 
 JOB_DIR = "ray_job"   # in the model_run folder: Ray's storage, the chief's weights and figures

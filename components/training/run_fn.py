@@ -13,8 +13,9 @@ from tfx.components.trainer.executor import GenericExecutor
 from tfx.types import artifact_utils
 
 from components.model import properties as model_props
-from components.common import checkpoints, figures, fs
-from components.common.digest import closure_digest
+from components.storage import checkpoints, fs
+from components.common import figures
+from components.storage.digest import closure_digest
 from components.config import hyperparameters as hyperparameters_lib
 from components.config import stages
 from components.config import tracking as tracking_lib
@@ -70,7 +71,7 @@ def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> di
     (stages.handoff of TRAINER_READS), the checkpoint root and the code digest; and
     `tracking` (its settings resolved against the home) only when they are not the default, so
     that a default run keeps its cache key; without copy_artifacts, which only the run's last
-    phase uses (runners/tracking.py): changing it does not train again."""
+    phase uses (runners/local/tracking.py): changing it does not train again."""
     custom = dict(stages.handoff(TRAINER_READS, config),
                   checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
     tracking = config_lib.section_without(config.tracking, "copy_artifacts")
@@ -93,7 +94,7 @@ def trainer_config(custom_config: dict, hyperparameters: dict | None
 
 def checkpoint_dir_for(view: dict, checkpoint_root: str, base_model, train_files) -> str:
     """This training's checkpoint folder: keyed by its training view (after tuning), the parent
-    model and the examples (components/common/checkpoints.py keyed_dir)."""
+    model and the examples (components/storage/checkpoints.py keyed_dir)."""
     return checkpoints.keyed_dir(checkpoint_root, json.dumps(view, sort_keys=True), base_model,
                                  train_files)
 
@@ -129,7 +130,7 @@ def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer,
                      times: PhaseTimes | None = None) -> tuple[dict, float]:
     """(metrics of the in-memory model on the eval split, the unigram baseline loss); each of the
     three timed as a phase of `times`."""
-    from components.serving import metrics as metrics_lib
+    from components.metrics import lm as metrics_lib
     from components.training import loop
     times = times or PhaseTimes()
     seq_len = config.data.seq_len
@@ -154,7 +155,7 @@ def evaluate_trained(model, config: config_lib.Config, fn_args, tokenizer,
 
 def compressor_figures(eval_files, seq_len: int, config, tokenizer) -> dict:
     """zlib-9 / lzma-9 bits per byte of the eval sample's text (the raw bytes under its targets)."""
-    from components.serving import metrics as metrics_lib
+    from components.metrics import lm as metrics_lib
     sample = metrics_lib.eval_sample(eval_files, seq_len, metrics_lib.sample_size(config.eval))
     if tokenizer.kind == "bytes":
         text = metrics_lib.sample_text_bytes(sample)

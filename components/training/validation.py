@@ -2,7 +2,7 @@
 
 Every train.eval_every steps (at steps that are multiples of it, so a resumed run validates at the
 same steps as an uninterrupted one) the in-memory model is scored on one fixed slice of the eval
-split: the head of the evaluation sample (components/serving/metrics.py eval_sample: the
+split: the head of the evaluation sample (components/metrics/lm.py eval_sample: the
 train.eval_batches x eval.batch_size sequences with the smallest keys), the same sequences every
 time and in every run on the same Examples. It is read as the head of the final evaluation's
 sample (eval.batch_size x eval.max_batches, cached per process), so the split is read once for
@@ -56,7 +56,7 @@ class Validation:
         t = config.train
         if t.eval_every <= 0:
             return None
-        from components.serving.metrics import sample_size
+        from components.metrics.lm import sample_size
         return cls(list(eval_files), tokenizer, t.eval_every, t.eval_batches,
                    config.eval.batch_size, config.data.seq_len, t.keep_best,
                    head_of=sample_size(config.eval))
@@ -67,7 +67,7 @@ class Validation:
     def run(self, model, state, step: int, emit, checkpoint_dir: str) -> float:
         """Score the slice at `step`; log it (emit: window.py StepLog.emit, TensorBoard and the
         trackers), and with keep_best save a new best."""
-        from components.serving.metrics import evaluate_logits_fn
+        from components.metrics.lm import evaluate_logits_fn
         metrics = evaluate_logits_fn(lambda ids: model(ids, training=False), self.eval_files,
                                      self.seq_len, self.batch_size, self.batches,
                                      tokenizer=self.tokenizer, head_of=self.head_of)

@@ -10,7 +10,7 @@ import time
 
 import tensorflow as tf
 
-from components.common import checkpoints, fs
+from components.storage import checkpoints, fs
 from components.training.spikes import LossSpikeRule, SpikeMonitor
 
 LOGGER = logging.getLogger("bigtrain.train")

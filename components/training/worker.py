@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from components.common import checkpoints, fs, splits
+from components.storage import checkpoints, fs, splits
 
 
 def train_worker(config, examples_dir: str, out_dir: str, weights_out: str | None = None) -> dict:

@@ -4,7 +4,7 @@ trial's values, status and objective on the TunerResults artifact."""
 
 from __future__ import annotations
 
-from components.common import fs
+from components.storage import fs
 import json
 import os
 
@@ -16,7 +16,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import artifact_utils
 
 from components import config as config_lib
-from components.common.digest import closure_digest
+from components.storage.digest import closure_digest
 from components.config import stages
 from components.common.figures import set_figure
 from components.training.run_fn import CONFIG_CODE, HF_CODE, TRAINER_READS

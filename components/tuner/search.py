@@ -9,7 +9,7 @@ trial is also written for TensorBoard's HParams view (one run folder per trial).
 
 from __future__ import annotations
 
-from components.common import checkpoints, fs
+from components.storage import checkpoints, fs
 import json
 import logging
 import math

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from components.common import fs, splits
+from components.storage import fs, splits
 import os
 from dataclasses import dataclass
 

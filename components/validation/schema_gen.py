@@ -4,7 +4,7 @@ compiling the pipeline for Kubeflow or Airflow writes nothing anywhere. Output: 
 artifact (schema.pbtxt), read by ExampleValidator and Trainer as usual."""
 
 from components.validation import properties as validation_props
-from components.common import fs
+from components.storage import fs
 import os
 
 from google.protobuf import text_format

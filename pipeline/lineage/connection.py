@@ -1,6 +1,6 @@
 """Opening an MLMD store: the connection config (sqlite or MySQL, read-only or not as each caller
 says), the one opener (open_store), and the named errors of a store that is missing, empty,
-truncated, not a database, damaged or locked. runners/metadata.py builds the config of a
+truncated, not a database, damaged or locked. runners/local/metadata.py builds the config of a
 bigtrain config's store through connection_config."""
 
 from __future__ import annotations

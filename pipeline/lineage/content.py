@@ -6,7 +6,7 @@ Both read what the data stage recorded on its Examples artifact (components/text
 component.py): the `sources` property (per source: input, format, files, bytes, mtime span,
 documents / bytes / tokens per split, weight, epochs), every `documents_skipped_*` and
 `files_skipped_*` counter (a new filter's counter appears here without code changes), and the
-input listing file (`input_listing`: one JSON line per input file, components/common/listing.py).
+input listing file (`input_listing`: one JSON line per input file, components/storage/listing.py).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import os
 from components.push import properties as push_props
 from components.text_example_gen import properties as examples_props
 from components.tokenizer import properties as tokenizer_props
-from components.common import fs
+from components.storage import fs
 from components.common.errors import NotFoundError
-from components.common.fs import is_remote
-from components.common.listing import read_listing, same_file
+from components.storage.fs import is_remote
+from components.storage.listing import read_listing, same_file
 from pipeline.lineage.store import Lineage, properties
 
 # Counters that remove documents or files, by prefix: each is one step of the summary.

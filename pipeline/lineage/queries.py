@@ -243,7 +243,7 @@ def _executions_of_producing_run(lin: Lineage, artifact_id: int) -> list | None:
 
 def _anomalies_summary(uri: str, blessed) -> str:
     try:
-        from components.common.splits import split_names
+        from components.storage.splits import split_names
         from components.validation.anomalies import read_anomalies
         anomalies = read_anomalies(uri, split_names(uri))
         return "none" if not anomalies else "; ".join(str(a) for a in anomalies)

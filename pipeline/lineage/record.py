@@ -74,7 +74,7 @@ def error_message(exc: BaseException) -> tuple[str, str]:
 
 
 def run_context(store, run_id: str):
-    """The pipeline_run context TFX created for run_id (the id runners/local.py gave the run)."""
+    """The pipeline_run context TFX created for run_id (the id runners/local/run.py gave the run)."""
     return store.get_context_by_type_and_name("pipeline_run", run_id)
 
 

@@ -13,7 +13,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.push import properties as push_props
 from components.common.errors import NotFoundError
-from components.common.fs import is_remote
+from components.storage.fs import is_remote
 from components.push.layout import read_push_record
 from pipeline.lineage import event_table, record
 
@@ -81,7 +81,7 @@ class Lineage:
     """Cached reads of one store, keyed by ids."""
 
     def __init__(self, store: metadata_store.MetadataStore, live_writer: bool | None = None):
-        """live_writer: whether a live process holds the home (runners/lock.py). False: executions
+        """live_writer: whether a live process holds the home (runners/local/lock.py). False: executions
         still RUNNING were left by a dead process and read as abandoned; None: unknown (e.g. MySQL
         without --home), they read as running until the next run records them abandoned."""
         self.store = store

@@ -1,4 +1,4 @@
-"""The checkpoint layout (components/common/checkpoints.py): the keys and paths existing
+"""The checkpoint layout (components/storage/checkpoints.py): the keys and paths existing
 checkpoints and input states were written under (a changed key or prefix would silently restart
 every training from step 0 and orphan the input states), the file pattern against what
 tf.train.CheckpointManager really writes, and the clean-up of what a failed save left (files the
@@ -9,8 +9,8 @@ import os
 
 import tensorflow as tf
 
-from components.common import checkpoints
-from components.common.checkpoints import prune_partial_checkpoints
+from components.storage import checkpoints
+from components.storage.checkpoints import prune_partial_checkpoints
 
 # The rule the code before the layout had one owner used (run_fn.checkpoint_dir_for of commit
 # 89953dd), written out here as the reference a move or a refactor of the key must reproduce:

@@ -4,7 +4,7 @@ import os
 
 from components.config import DataConfig
 from components.corpus import documents as docs
-from components.common import listing
+from components.storage import listing
 from components.text_example_gen.component import check_accounting
 from tests.support.data_stage import packed_ids, run_stage
 from benchmarks.support import single_process

@@ -1,7 +1,7 @@
 """The data stage on Beam's DaskRunner, on the Dask cluster `make dask` starts (a scheduler on
 loopback and 2 worker processes, tests/support/dask.sh): the same shards, quarantine manifest
 and counters as the DirectRunner's, every unit converted in a Dask worker process; and where
-each Beam stage runs (components/common/beam_placement.py)."""
+each Beam stage runs (components/config/beam_placement.py)."""
 
 import os
 
@@ -9,7 +9,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from components.common import beam_placement, fs
+from components.config import beam_placement
+from components.storage import fs
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, stage_counters
 from tests.support.data_stage import BEAM_ARGS, digest_tree, reader_config, stage_files

@@ -88,20 +88,20 @@ def _write(root, files: dict) -> None:
 
 
 def test_a_stages_code_is_its_import_closure(tmp_path):
-    """import_closure (components/common/digest.py), which every stage's code digest uses, on a
+    """import_closure (components/storage/digest.py), which every stage's code digest uses, on a
     small tree whose closure is worked out by hand: module-level, function-level, relative and
     `from package import module` imports are followed, with the parent packages Python runs
     first; third-party imports, modules nothing imports and a left-out package are not in it."""
-    from components.common.digest import closure_digest, import_closure
+    from components.storage.digest import closure_digest, import_closure
     _write(tmp_path, {
         "components": "", "components.stage": "",
         "components.stage.entry": "import os\nfrom . import rules\n"
                                   "def run():\n    from components.common import fs\n",
         "components.stage.rules": "from components.config import tree\nimport schemas\n",
-        "components.stage.unused": "", "components.common": "", "components.common.fs": "import json\n",
+        "components.stage.unused": "", "components.common": "", "components.storage.fs": "import json\n",
         "components.config": "", "components.config.tree": "",
         "schemas": "", "schemas.x": "", "pipeline": "import components.stage.entry\n", "pipeline.y": ""})
-    by_hand = ["components", "components.common", "components.common.fs", "components.stage",
+    by_hand = ["components", "components.common", "components.storage.fs", "components.stage",
                "components.stage.entry", "components.stage.rules", "schemas"]
     assert import_closure("components.stage.entry", leave_out=("components.config",),
                           root=str(tmp_path)) == by_hand
@@ -114,11 +114,11 @@ def test_a_stages_code_is_its_import_closure(tmp_path):
 
 
 def test_the_data_stage_code_digest_covers_the_feature_name_and_the_io_seam():
-    """Fails before issue 39's fix: `schemas` (the feature name) and components.common.fs (the
+    """Fails before issue 39's fix: `schemas` (the feature name) and components.storage.fs (the
     I/O seam every read goes through) were missing from the hand list, so a change there left
     stale shards cached. The settings' package is left out (component.py says why)."""
-    from components.common.digest import import_closure
+    from components.storage.digest import import_closure
     closure = import_closure(component.DATA_ENTRY, leave_out=component.DATA_LEAVE_OUT)
-    assert {"schemas", "components.common.fs", "components.corpus.readers",
+    assert {"schemas", "components.storage.fs", "components.corpus.readers",
             "components.tokenizer.byte_level"} <= set(closure)
     assert not [m for m in closure if m.startswith("components.config")]

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from components.common import fs, listing
+from components.storage import fs, listing
 from components.common.errors import ObjectStoreError
 from tests.support.data_stage import tree_digest
 from tests.support.data_stage import run_stage

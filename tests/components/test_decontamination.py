@@ -229,7 +229,7 @@ def test_report_names_the_filters_of_each_source(tmp_path):
 
 def test_editing_an_evaluation_set_changes_the_input_fingerprint(tmp_path):
     """The data stage's cache key covers the evaluation files, not only their pattern."""
-    from components.common.listing import fingerprint_input
+    from components.storage.listing import fingerprint_input
     from components.config import DataConfig, DecontaminationConfig
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text("training text")

@@ -119,7 +119,7 @@ def test_the_default_held_out_set_is_anchored_and_rules_out_unrelated_code():
     import json
     import gzip
     import os
-    from components.common.listing import HELDOUT_DIR
+    from components.storage.listing import HELDOUT_DIR
     path = os.path.join(HELDOUT_DIR, "bigtrain-code-2026-11-27.jsonl.gz")
     texts = [json.loads(line)["text"].encode() for line in gzip.open(path)]
     index = contamination.index_texts({"code": texts}, N, MIN_WORDS)

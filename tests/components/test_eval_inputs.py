@@ -16,7 +16,7 @@ import pytest
 
 from components.config import ConfigError, build_config
 from components.corpus import contamination, eval_inputs
-from runners import cli
+from runners.cli import app as cli
 
 GOOD = b'{"id": 1, "text": "a held-out document"}\n'
 
@@ -139,9 +139,9 @@ def test_a_broken_link_or_a_fifo_is_named_without_opening_it(tmp_path):
 
 def test_bigtrain_run_exits_2_naming_the_set_before_the_pipeline_starts(tmp_path, capsys,
                                                                         monkeypatch):
-    import runners.local
+    import runners.local.run
     started = []
-    monkeypatch.setattr(runners.local, "run_local", lambda *args: started.append(args))
+    monkeypatch.setattr(runners.local.run, "run_local", lambda *args: started.append(args))
     (tmp_path / "cfg.yaml").write_text(
         f"eval:\n  sets:\n    - {{name: jlbad, input: '{tmp_path}/nothing/*.txt'}}\n")
     home = tmp_path / "home"
@@ -158,7 +158,7 @@ def test_bigtrain_run_exits_2_naming_the_set_before_the_pipeline_starts(tmp_path
 def test_a_truncated_gzip_on_the_object_store_is_named(monkeypatch):
     """The S3 server (`make objectstore`; skipped when absent, as other S3 tests): the same rule and
     the same check through tf.io.gfile's S3 filesystem (1.5 CPU-s alone, 2026-12-07)."""
-    from components.common import fs
+    from components.storage import fs
     from tests.support.objectstore import use_objectstore
     prefix = use_objectstore(monkeypatch) + "/sets"
     data = gzip.compress(GOOD * 100_000)

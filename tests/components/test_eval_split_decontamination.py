@@ -12,7 +12,7 @@ import random
 import pytest
 
 from components import config as config_lib
-from components.common import listing
+from components.storage import listing
 from components.common.errors import HomeError, MetadataStoreError, NotFoundError
 from components.corpus import contamination
 from components.text_example_gen import eval_split, shards, transforms
@@ -172,7 +172,7 @@ def _home_with_examples(root, builder_runs: list[tuple[str, bool, bool]]) -> str
 
 
 def test_a_home_resolves_to_its_newest_live_examples_with_an_eval_split(tmp_path):
-    from runners.eval_homes import resolve_eval_homes
+    from runners.local.eval_homes import resolve_eval_homes
     home = _home_with_examples(tmp_path / "home", [("run-1", True, True), ("run-2", True, True),
                                                    ("run-3", False, True), ("run-4", True, False)])
     config = config_lib.build_config("tiny", overrides=[
@@ -219,8 +219,8 @@ def test_run_and_compile_resolve_home_entries_first(tmp_path, capsys):
     """`bigtrain run` and `bigtrain compile` resolve a home: entry before anything else: a home
     that is not there is their named error (exit 6), before the run's lock or the compiler."""
     from components.common.errors import EXIT_HOME
-    from runners import cli
-    from runners.local import run_command
+    from runners.cli import app as cli
+    from runners.local.run import run_command
     missing = str(tmp_path / "no-such-home")
     overrides = [f"paths.home={tmp_path / 'ours'}",
                  f"data.decontaminate.eval_files=[home:{missing}]"]

@@ -1,4 +1,4 @@
-"""One input resolver (components/common/listing.py resolve_files, issue 57): the same pattern
+"""One input resolver (components/storage/listing.py resolve_files, issue 57): the same pattern
 lists the same files whether it is data.input, a data.sources entry, an eval.sets input, a
 data.decontaminate.eval_files entry or what the held-out fingerprint digests; on a local disk and
 on the S3 server alike (recursive `**`, a folder, a plain glob, one file, an object-store prefix).
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from components.common import fs, listing
+from components.storage import fs, listing
 from components.config import build_config
 from components.corpus import contamination
 from components.evaluation import held_out_sets

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from components.common import listing
+from components.storage import listing
 
 
 def _corpus(root):

@@ -25,7 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from components import config as config_lib
-from components.common import listing
+from components.storage import listing
 from components.corpus import documents as docs
 from components.corpus import readers
 from components.text_example_gen import mixture, shares, transforms

@@ -20,10 +20,11 @@ import time
 
 import pytest
 
-from components.common import fs
+from components.storage import fs
 from components.common.errors import ObjectStoreError
-from runners import cli, local
-from runners.home import check_home
+from runners.cli import app as cli
+from runners.local import run as local
+from runners.local.home import check_home
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Seconds one fs call may take against a stopped endpoint, imports done before (the probe): about
@@ -53,7 +54,7 @@ def stopped_store_env(endpoint: str) -> dict[str, str]:
 # Runs in a fresh process: tensorflow-io reads its endpoint and retry settings once per process.
 PROBE = textwrap.dedent("""
     import json, sys, time
-    from components.common import fs
+    from components.storage import fs
     fs._load_s3()  # tensorflow and tensorflow-io imported before any call is timed
     calls = {
         "exists": lambda: fs.exists("s3://bucket/root/a.json"),
@@ -199,7 +200,7 @@ def test_an_endpoint_that_never_answers_stops_the_run_within_the_configured_boun
     accept, so the run's imports do not count. Before: boto3's read timeout was fixed at 60 s,
     whatever the settings: 3 x 60 s, about 3 min against such an endpoint."""
     from components.common.errors import EXIT_OBJECT_STORE
-    from components.common.s3_bounds import s3_unanswered_bound_s
+    from components.storage.s3_bounds import s3_unanswered_bound_s
     with silent_endpoint(SILENT_LIFETIME_S) as (endpoint, accepted):
         for name in fs.S3_CLIENT_DEFAULTS:
             monkeypatch.delenv(name, raising=False)
@@ -221,7 +222,7 @@ def test_an_endpoint_that_never_answers_stops_the_run_within_the_configured_boun
 
 def test_a_bad_s3_timeout_setting_names_the_variable(monkeypatch):
     from components.config import ConfigError
-    from components.common.s3_bounds import s3_timeouts
+    from components.storage.s3_bounds import s3_timeouts
     monkeypatch.setenv("S3_REQUEST_TIMEOUT_MSEC", "1.5s")
     with pytest.raises(ConfigError, match=r"S3_REQUEST_TIMEOUT_MSEC='1.5s': expected a whole number"):
         s3_timeouts()

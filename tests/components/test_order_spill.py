@@ -20,7 +20,7 @@ from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from components.common import listing
+from components.storage import listing
 from components.common.errors import DiskFullError
 from components.text_example_gen import order, shards
 from tests.support.disks import small_disk

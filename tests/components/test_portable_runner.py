@@ -16,7 +16,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from components.common import fs
+from components.storage import fs
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, stage_counters
 from tests.support.data_stage import BEAM_ARGS, digest_tree, reader_config, stage_files

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from components.common import fs
+from components.storage import fs
 from components.common.errors import DiskFullError
 from components.push import layout, push, staging
 from components.evaluation.decision import Decision, decide_blessing, decide_serving

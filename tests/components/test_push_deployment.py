@@ -79,7 +79,7 @@ def test_batching_parameters_file(tmp_path):
 
 @pytest.fixture
 def s3_prefix(monkeypatch):
-    from components.common import fs
+    from components.storage import fs
     from tests.support.objectstore import use_objectstore
     prefix = use_objectstore(monkeypatch)
     yield prefix
@@ -90,7 +90,7 @@ def s3_prefix(monkeypatch):
 def test_retention_and_labels_on_s3(tmp_path, s3_prefix):
     """The same files and retention on an object store (moto S3 from `make objectstore`): an old
     version loses its graph first, then the rest."""
-    from components.common import fs
+    from components.storage import fs
     base = f"{s3_prefix}/gpt"
     versions = [push_model(fake_model(tmp_path, i), base, deploy={"keep_versions": 1}).version for i in range(3)]
     assert served_versions(base) == versions[-2:]

@@ -17,8 +17,8 @@ import pytest
 from components.common.errors import EXIT_DISK_FULL, DiskFullError
 from components.config import build_config
 from components.push import deployment, layout, push, staging
-from runners.home import LocalPaths
-from runners.local import _raise_named_failure
+from runners.local.home import LocalPaths
+from runners.local.run import _raise_named_failure
 from tests.support.saved_models import fake_saved_model
 from tests.support.disks import small_disk
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from components.common import fs
+from components.storage import fs
 from components.push import layout, push, staging
 from tests.support.saved_models import fake_saved_model
 from tests.support.objectstore import use_objectstore

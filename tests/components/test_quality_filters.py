@@ -128,7 +128,7 @@ def test_a_source_filter_list_filters_without_data_level_filters(tmp_path):
     (filters absent: the data-level setting, none) packs its short document."""
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.test_pipeline import TestPipeline
-    from components.common.listing import list_sources
+    from components.storage.listing import list_sources
     from components.config import DataConfig, SourceConfig
     from components.corpus.screen import screen_for
     from components.text_example_gen.component import data_stage, stage_counters

@@ -9,7 +9,7 @@ DaskRunner) although the stage has a SentencePiece tokenizer.
 
 import collections
 
-from components.common import listing
+from components.storage import listing
 from components.corpus import readers
 from components.text_example_gen import order, shards, transforms
 from components.tokenizer import training

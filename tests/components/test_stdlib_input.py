@@ -14,7 +14,7 @@ import os
 import sysconfig
 
 from components import config as config_lib
-from components.common.listing import list_input_files
+from components.storage.listing import list_input_files
 
 THIRD_PARTY_FOLDERS = {"site-packages", "dist-packages"}
 

@@ -13,7 +13,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from components.tokenizer import base
-from components.common.listing import list_input_files
+from components.storage.listing import list_input_files
 from components.config import DataConfig
 from components.corpus.documents import content_key
 from components.corpus.split_documents import reader_config

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from components.common import digest
+from components.storage import digest
 from components.tokenizer import artifact, base, stage, training
 from components.tokenizer.component import tokenizer_code_digest
 from components.tokenizer.training import TokenizerTrainingError
@@ -131,7 +131,7 @@ def test_tokenizer_gen_in_a_pipeline_records_the_artifact_and_caches(corpus, tmp
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
     from tfx.orchestration.pipeline import Pipeline
 
-    from components.common.listing import fingerprint_input
+    from components.storage.listing import fingerprint_input
     from components.tokenizer.component import TokenizerGen
 
     db = str(tmp_path / "metadata.sqlite")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from components.corpus import documents as docs
-from components.common import listing
+from components.storage import listing
 from components import config as config_lib
 from components.config import DataConfig
 from components.corpus import readers

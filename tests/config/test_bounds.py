@@ -67,7 +67,7 @@ def test_a_config_file_that_is_not_a_regular_file_is_refused(tmp_path):
 
 
 def test_an_empty_home_option_is_a_config_error_not_the_default_home(tmp_path, capsys, monkeypatch):
-    from runners import cli
+    from runners.cli import app as cli
     monkeypatch.chdir(tmp_path)
     assert cli.main(["lineage", "runs", "--home", ""]) == 2
     assert "--home: empty" in capsys.readouterr().err and not (tmp_path / "bigtrain_home").exists()

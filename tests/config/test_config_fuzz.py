@@ -1,5 +1,5 @@
 """Issue 41, item 2: the config loader and `--set` under generated input (hypothesis). For any YAML
-file and any overrides, `bigtrain config` (in-process, through runners/cli.py main, as a user
+file and any overrides, `bigtrain config` (in-process, through runners/cli/app.py main, as a user
 runs it) answers exit 0 with a config, or exit 2 with one `bigtrain: config error: ...` line that
 names where (the file; for `--set`, the key as typed or the setting it names), never a traceback (exit 1), and stays within a
 memory bound (tracemalloc's peak over the call).
@@ -27,7 +27,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from components import config as config_lib
-from runners import cli
+from runners.cli import app as cli
 
 MEMORY_BOUND = 64 * 2**20   # bytes; the largest document the alias budget admits is ~100k nodes
 KEYS = sorted(

@@ -14,7 +14,7 @@ import json
 import pytest
 import yaml
 
-from components.common import listing
+from components.storage import listing
 from components.config import ConfigError, build_config, to_dict
 from components.config.heldout import HeldOutSetConfig
 from components.evaluation import held_out_sets

@@ -36,7 +36,7 @@ CLUSTER = {"ps": ["localhost:1"], "worker": ["localhost:2"], "chief": ["localhos
 
 
 def _plan(tmp_path, *overrides):
-    from runners.local import _plan_places
+    from runners.local.run import _plan_places
     return _plan_places(build_config("tiny", overrides=[
         "runtime.strategy=parameter_server", f"paths.home={tmp_path}", *overrides]))
 
@@ -51,7 +51,7 @@ def _plan(tmp_path, *overrides):
 ])
 def test_bigtrain_run_refuses_it_without_a_cluster_to_coordinate(tmp_path, monkeypatch,
                                                                  tf_config, message):
-    """`bigtrain run`'s plan (runners/local.py _plan_places, before the lock, the store or any
+    """`bigtrain run`'s plan (runners/local/run.py _plan_places, before the lock, the store or any
     stage) names TF_CONFIG when this process cannot be the chief of a ps cluster."""
     if tf_config is None:
         monkeypatch.delenv("TF_CONFIG", raising=False)

@@ -11,7 +11,7 @@ import pytest
 
 from components.config import ConfigError, build_config
 from components.config.tracking import ENVIRONMENT, resolved
-from runners.tracking import tracker_stores
+from runners.local.tracking import tracker_stores
 
 VARIABLES = {"MLFLOW_TRACKING_URI": "http://127.0.0.1:5999", "MLFLOW_EXPERIMENT_NAME": "team-exp",
              "WANDB_DIR": "/srv/wandb-runs", "WANDB_MODE": "disabled", "WANDB_PROJECT": "team"}

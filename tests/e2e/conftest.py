@@ -119,7 +119,7 @@ def chain(tmp_path_factory, corpus, session_capsys) -> Chain:
                             refuses eval micro-batches of eval.batch_size=100000 before it trains
 
     TFX's sdist build for remote Beam workers is counted in the first run, not replaced: a local
-    run must not call it (runners/beam_staging.py)."""
+    run must not call it (runners/beam/staging.py)."""
     from tfx.utils import dependency_utils
     root, quarantined = corpus
     home = PipelineHome(str(tmp_path_factory.mktemp("home")), session_capsys, *base_args(root))

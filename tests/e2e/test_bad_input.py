@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from runners import cli
-from components.common.checkpoints import HISTORY_FILE
+from runners.cli import app as cli
+from components.storage.checkpoints import HISTORY_FILE
 from components.common.errors import EXIT_DISK_FULL, EXIT_FAILED, EXIT_LOCKED
 from components.push.push import PAUSE_BEFORE_PUBLISH
 from components.training.loop import PAUSE_AFTER_CHECKPOINT
@@ -111,7 +111,7 @@ def test_kill_9_during_training_and_during_push(home_copy, corpus, capsys, bigtr
         wait_for(lambda: checkpoint_dir(home_copy, copied) and os.path.exists(
             os.path.join(checkpoint_dir(home_copy, copied), "checkpoint")), 300,
             "A's first checkpoint", a)
-        from runners.lock import read_holder
+        from runners.local.lock import read_holder
         assert read_holder(home_copy)["pid"] == a.pid
         # a concurrent run on the same home: refused at once, naming the holder
         capsys.readouterr()

@@ -11,7 +11,7 @@ import sys
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common import listing
+from components.storage import listing
 from components.corpus import documents
 from pipeline.lineage.store import properties
 from tests.support.pipeline_run import run_cli

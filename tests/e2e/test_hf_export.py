@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from components.serving.hf import CARD_FILE, CONFIG_FILE
-from runners import cli
+from runners.cli import app as cli
 from tests.support.hf_models import keras_hub_backbone, keras_hub_logits
 from tests.support.texts import TEXTS
 

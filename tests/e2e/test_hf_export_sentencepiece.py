@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from runners import cli
+from runners.cli import app as cli
 from tests.support.texts import TEXTS
 from tests.support.hf_models import keras_hub_backbone, keras_hub_logits
 

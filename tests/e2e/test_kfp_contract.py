@@ -1,7 +1,7 @@
 """The Kubeflow path executed (issue 18, item 7): `bigtrain compile kubeflow` with the pipeline
 root, the corpus and the serving folder on the S3 server of `make objectstore`, then every task of
-the compiled KFP v2 PipelineJob run by runners/kfp_local.py: in the DAG's order, one process per
-task, through the spec's own container command (runners.kfp_entrypoint, which hands over to
+the compiled KFP v2 PipelineJob run by runners/orchestrators/kfp_local.py: in the DAG's order, one process per
+task, through the spec's own container command (runners.orchestrators.kfp_entrypoint, which hands over to
 tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor), with the ExecutorInput built
 the way the KFP v2 driver and launcher build it. No MLMD: the stages share only the bucket and the
 artifacts one task's ExecutorOutput hands the next.
@@ -31,8 +31,9 @@ import sys
 import numpy as np
 import pytest
 
-from components.common import fs
-from runners import cli, kfp_local
+from components.storage import fs
+from runners.cli import app as cli
+from runners.orchestrators import kfp_local
 from tests.support.corpora import _tiny_corpus, s3_args
 from tests.support.fork_server import ForkServer
 from tests.support.objectstore import use_objectstore
@@ -44,10 +45,10 @@ CONTAINER_TASKS = ["CuratedSchemaGen", "TextExampleGen", "StatisticsGen", "Examp
                    "AnomaliesGate", "Trainer", "LanguageModelEvaluator", "Pusher"]
 
 
-# What runners.kfp_entrypoint imports in every task before it hands over to TFX's entrypoint
+# What runners.orchestrators.kfp_entrypoint imports in every task before it hands over to TFX's entrypoint
 # (its module and main()); nothing here starts TensorFlow's runtime.
-TASK_IMPORTS = ["runners.kfp_entrypoint", "absl.app", "runners.beam_staging",
-                "runners.openlineage_emit", "runners.kfp_local",
+TASK_IMPORTS = ["runners.orchestrators.kfp_entrypoint", "absl.app", "runners.beam.staging",
+                "runners.openlineage_emit", "runners.orchestrators.kfp_local",
                 "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
 # A guard against a hung task, not a speed check (a task needs ~5-40 CPU-s).
 TASK_TIMEOUT_S = 1800
@@ -140,7 +141,7 @@ def test_a_model_is_pushed_to_the_bucket_and_loads(kfp_run):
 
 
 def test_every_step_sends_start_and_complete_naming_its_artifacts(kfp_run):
-    """The Kubeflow path of issue 42, item 3: each container step (runners/kfp_entrypoint.py, its
+    """The Kubeflow path of issue 42, item 3: each container step (runners/orchestrators/kfp_entrypoint.py, its
     own process) sent START then COMPLETE to an HTTP endpoint here, valid against the spec as the
     client carries it, the stages' parent the KFP run; the COMPLETE event's datasets are the
     step's ExecutorInput inputs and ExecutorOutput outputs, s3:// URI for URI."""

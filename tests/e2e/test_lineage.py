@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from runners import cli
+from runners.cli import app as cli
 from tests.support.pipeline_run import lineage_json, lineage_text
 
 pytestmark = pytest.mark.slow
@@ -103,7 +103,7 @@ def test_unknown_run_is_a_clear_error(failed_run, capsys):
 
 
 def test_trace_shows_variant_figures(data_run, capsys):
-    from runners import cli
+    from runners.cli import app as cli
     version = max(data_run.served_after)
     capsys.readouterr()
     assert cli.main(["lineage", "trace", os.path.join(data_run.home, "serving", "gpt", str(version)),

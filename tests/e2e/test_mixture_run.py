@@ -11,9 +11,9 @@ import os
 import pytest
 
 from components import config as config_lib
-from components.common import listing
+from components.storage import listing
 from pipeline.lineage.store import properties
-from runners import cli
+from runners.cli import app as cli
 from tests.conftest import PLAIN_STEP
 from tests.support.mixture_sources import make_sources
 from tests.support.pipeline_run import lineage_json, lineage_text

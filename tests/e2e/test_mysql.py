@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from components.common import errors
-from runners import cli
+from runners.cli import app as cli
 from tests.e2e.conftest import ONE_DEVICE, base_args
 from tests.support.pipeline_run import run_cli
 from tests.support.mlmd import mysql_server

@@ -14,8 +14,8 @@ import os
 import numpy as np
 import pytest
 
-from components.common import fs
-from runners import cli
+from components.storage import fs
+from runners.cli import app as cli
 from tests.support.pipeline_run import run_cli
 from tests.support.objectstore import use_objectstore
 from tests.support.corpora import _tiny_corpus, s3_args

@@ -49,7 +49,7 @@ def test_first_run_pushes_a_blessed_model(data_run):
 def test_a_local_run_builds_no_tfx_package_for_its_beam_stages(data_run):
     """Caught on the old code: TFX built its 52 MB sdist for remote workers in a new temp folder
     (never removed) for every Beam stage of the run, on the DirectRunner too
-    (runners/beam_staging.py; the local runner not installing it fails this too)."""
+    (runners/beam/staging.py; the local runner not installing it fails this too)."""
     assert data_run.exit_code == 0, data_run.stderr
     assert data_run.tfx_sdist_builds == 0
 
@@ -263,7 +263,7 @@ def test_whole_document_figures_read_back_from_mlmd_everywhere(data_run, changed
     from components.evaluation.documents import DOCUMENT_FIGURES
     from pipeline.lineage.standing import document_standing
     from pipeline.lineage.web.app import create_app
-    from runners.home import readable_folders
+    from runners.local.home import readable_folders
     from tests.support.pipeline_run import lineage_json
     from benchmarks.support.mlmd import connect
     evaluation = data_run.report().stage("LanguageModelEvaluator").outputs["ModelEvaluation"]

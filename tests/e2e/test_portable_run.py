@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from runners import cli
+from runners.cli import app as cli
 from tests.e2e.conftest import sentencepiece_args
 from tests.support.beam_worker_pool import worker_pool
 
@@ -85,7 +85,7 @@ def test_bigtrain_run_on_the_portable_runner_matches_the_direct_runner(corpus, t
         whole_run(tmp_path / "portable", corpus[0], "--runner", "PortableRunner",
                   "--beam-arg=--job_endpoint=embed", "--beam-arg=--environment_type=EXTERNAL",
                   f"--beam-arg=--environment_config=localhost:{port}")
-    # One SDK worker process for the run's probe of the pool (runners/sdk_workers.py), then two
+    # One SDK worker process for the run's probe of the pool (runners/beam/sdk_workers.py), then two
     # per Beam stage (TokenizerGen, TextExampleGen, StatisticsGen): its own probe of the pool,
     # then the worker its Beam job asks for (the embedded job server asks the pool for one).
     assert log.read_text().count("Starting worker with command") == 1 + 3 * 2

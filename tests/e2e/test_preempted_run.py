@@ -159,7 +159,7 @@ def assert_preempted_pages_link(last, stopped: list[int]) -> None:
     from benchmarks.support.mlmd import connect
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app
-    from runners.home import readable_folders
+    from runners.local.home import readable_folders
     runs, completed = [r.name for r in Lineage(connect(last.metadata_path)).runs()], last.run_id
     assert runs[0] == completed and len(runs) == 3, runs
     client = create_app(lambda: Lineage(connect(last.metadata_path)),

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from runners import cli
+from runners.cli import app as cli
 
 
 @pytest.mark.slow   # trains or runs a pipeline (fast tier: docs/benchmarks.md)

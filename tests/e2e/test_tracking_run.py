@@ -179,7 +179,7 @@ def test_the_tracker_ids_are_in_lineage_runs_trace_and_on_the_ui(tracked, sessio
     from benchmarks.support.mlmd import connect
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app
-    from runners.home import readable_folders
+    from runners.local.home import readable_folders
     client = create_app(lambda: Lineage(connect(tracked.metadata_path)),
                         readable_folders(tracked.home)).test_client()
     page = client.get(f"/run/{tracked.run_id}").get_data(as_text=True)

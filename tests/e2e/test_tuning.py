@@ -24,7 +24,7 @@ import os
 import pytest
 
 from pipeline.lineage.store import Lineage
-from runners import cli
+from runners.cli import app as cli
 from pipeline.lineage.report import format_report
 from tests.e2e.conftest import ONE_DEVICE, base_args
 from tests.support.pipeline_run import PipelineHome

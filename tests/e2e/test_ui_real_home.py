@@ -47,7 +47,7 @@ def test_every_page_of_a_real_home_answers_and_writes_nothing(identical_run, dat
     from benchmarks.support.mlmd import connect
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.web.app import create_app
-    from runners.home import readable_folders
+    from runners.local.home import readable_folders
     from pipeline.lineage.web.curves import CURVES
 
     home = data_run.home

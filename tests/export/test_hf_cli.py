@@ -12,7 +12,7 @@ import pytest
 from components import config as config_lib
 from components.serving.hf import CARD_FILE, CONFIG_FILE, WEIGHTS_FILE
 from components.tokenizer.byte_level import ByteTokenizer
-from runners import cli
+from runners.cli import app as cli
 from tests.export.conftest import CONTEXT, tiny_model_config, trained_tiny_model
 from tests.support.hf_models import BATCH, keras_hub_backbone, keras_hub_logits
 

@@ -109,7 +109,7 @@ def test_a_sentencepiece_config_needs_tokenizer_model(models, tmp_path):
 
 
 def test_bigtrain_run_refuses_a_missing_hf_dir_before_any_stage(tmp_path, capsys):
-    from runners import cli
+    from runners.cli import app as cli
     home, missing = tmp_path / "home", tmp_path / "no-such-export"
     code = cli.main(["run", "--home", str(home), "--preset", "tiny",
                      "--set", f"train.init_from=hf:{missing}"])
@@ -117,7 +117,7 @@ def test_bigtrain_run_refuses_a_missing_hf_dir_before_any_stage(tmp_path, capsys
     assert code == HFFormatError.exit_code, err
     assert f"{missing} does not exist" in err and "Traceback" not in err, err
     # no lock, store, run folder or pipeline root: nothing ran, and the home the refused run
-    # created is gone again (runners/local.py leaves a home as it found it)
+    # created is gone again (runners/local/run.py leaves a home as it found it)
     assert not home.exists()
 
 

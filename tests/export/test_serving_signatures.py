@@ -258,7 +258,7 @@ def test_bigtrain_generate_uses_the_pushed_artifact_and_names_bad_input(exported
     """`bigtrain generate` runs the pushed version's signatures (batch of one prompt); a value the
     signature rejects is a one-line error naming the input, exit 1."""
     from components.push.push import push_model
-    from runners import cli
+    from runners.cli import app as cli
     pushed = push_model(exported, str(tmp_path / "serving" / "gpt"))
     capsys.readouterr()
     assert cli.main(["generate", "def ", "--home", str(tmp_path), "--max-new-tokens", "6",

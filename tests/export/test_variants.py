@@ -11,7 +11,7 @@ import tensorflow as tf
 from components.push import push
 from components.evaluation.decision import Decision, decide_serving
 from components.evaluation.measure import evaluate_variant, measure_variants, saved_model_loader
-from components.common import listing
+from components.storage import listing
 from tests.support import sequences
 from components.text_example_gen import shards as shard_files
 from components.tokenizer.byte_level import BOS_ID, ByteTokenizer

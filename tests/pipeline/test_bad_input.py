@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from runners import cli
+from runners.cli import app as cli
 from components.common.errors import EXIT_CONFIG, EXIT_HOME, EXIT_LOCKED, EXIT_STORE
 
 
@@ -237,7 +237,7 @@ def test_lineage_on_a_missing_home_is_a_named_error(tmp_path, capsys):
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from runners.lock import HomeLock
+    from runners.local.lock import HomeLock
     with HomeLock(sys.argv[1], {"run_id": "holder"}):
         print("locked", flush=True)
         time.sleep(float(sys.argv[2]))
@@ -274,7 +274,7 @@ def test_second_run_on_a_home_exits_at_once_naming_the_holder(tmp_path, capsys):
 
 
 def test_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path):
-    from runners.lock import HomeLock, live_writer
+    from runners.local.lock import HomeLock, live_writer
     home = str(tmp_path)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
@@ -292,7 +292,7 @@ def test_lock_of_a_dead_process_is_taken_over_with_a_note(tmp_path):
 def test_lock_follows_a_lock_file_removed_while_locking(tmp_path, monkeypatch):
     """A refused run removes the lock file it created (while holding it); a run that opened that
     file just before locks a name no longer in the home, sees it (inode), and opens it again."""
-    from runners.lock import HomeLock
+    from runners.local.lock import HomeLock
     home = str(tmp_path)
     removed = os.open(os.path.join(home, ".bigtrain.lock"), os.O_RDWR | os.O_CREAT)
     os.remove(os.path.join(home, ".bigtrain.lock"))

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from components import config as config_lib
-from components.common import listing
+from components.storage import listing
 from components.text_example_gen import transforms
 from pipeline.lineage import content, render
 from pipeline.lineage.store import Lineage, properties

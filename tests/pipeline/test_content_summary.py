@@ -9,11 +9,11 @@ import os
 import pytest
 
 from components import config as config_lib
-from components.common import fs, listing
+from components.storage import fs, listing
 from components.common.errors import NotFoundError
 from pipeline.lineage import content, render
 from pipeline.lineage.store import Lineage, properties
-from runners import cli
+from runners.cli import app as cli
 from tests.support.mixture_sources import make_sources, reference_counts
 from benchmarks.support.lineage_store import Builder
 from benchmarks.support.mlmd import connect

@@ -98,7 +98,7 @@ def test_a_share_mixture_shows_the_share_asked_for():
 def test_run_prints_every_counter_with_verbose(monkeypatch, capsys):
     """`bigtrain run -v` (RunPlan.verbose, and the up-to-date path's verbose) reaches the report."""
     from pipeline.lineage import report as report_lib
-    from runners import local
+    from runners.local import run as local
     monkeypatch.setattr(report_lib, "run_report", lambda store, run_id, **kw: report(COUNTERS))
     local._print_report(None, "r")
     assert "all other counters 0" in capsys.readouterr().out

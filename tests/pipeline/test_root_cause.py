@@ -14,7 +14,7 @@ import pytest
 
 from components.common import errors
 from pipeline.lineage import record
-from runners import cli
+from runners.cli import app as cli
 
 
 def _named_types():

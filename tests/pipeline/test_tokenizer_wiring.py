@@ -90,7 +90,7 @@ def test_bits_per_byte_of_uniform_logits_by_hand(tmp_path):
     import numpy as np
     import tensorflow as tf
 
-    from components.serving.metrics import evaluate_logits_fn
+    from components.metrics.lm import evaluate_logits_fn
     from components.text_example_gen import shards as shard_files
 
     vocab, pad, seq_len = 8, 0, 4
@@ -115,7 +115,7 @@ def test_input_is_fingerprinted_once_per_pipeline_build(tmp_path, monkeypatch):
     TextExampleGen) and nothing lists the input again; built without one, the pipeline and each
     data stage refuse (the runner computes it, nothing below falls back to listing the input).
     Catches: a component or create_pipeline calling fingerprint_input itself."""
-    from components.common import listing
+    from components.storage import listing
     from pipeline import pipeline as pipeline_lib
     config = build_config("tiny", overrides=["data.tokenizer=sentencepiece", "data.vocab_size=2000"])
     calls = []

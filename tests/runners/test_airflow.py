@@ -20,7 +20,7 @@ from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
 from benchmarks.support.mlmd import connect
 from components.push.layout import served_versions
-from runners import cli
+from runners.cli import app as cli
 from tests.conftest import PLAIN_STEP
 from tests.support.corpora import _tiny_corpus
 from tests.support.fork_server import ForkServer
@@ -42,9 +42,9 @@ bag.sync_to_db()
 print("TASK_ORDER", json.dumps([t.task_id for t in dag.topological_sort()]))
 """
 
-# What the DAG file imports (runners/airflow.py build_dag), imported once by the fork server.
+# What the DAG file imports (runners/orchestrators/airflow.py build_dag), imported once by the fork server.
 DAG_IMPORTS = ["airflow.__main__", "tensorflow", "tfx.orchestration.airflow.airflow_dag_runner",
-               "pipeline.pipeline", "runners.airflow", "runners.openlineage_emit"]
+               "pipeline.pipeline", "runners.orchestrators.airflow", "runners.openlineage_emit"]
 # A guard against a hung process, not a speed limit: at a load average of 25 on the 2-core VM
 # (2026-11-27) the parsing process alone passed the old 300 s limit, importing TensorFlow.
 HANG_GUARD_S = 3600

@@ -1,4 +1,4 @@
-"""runners/beam_staging.py: a Beam stage whose workers run from this installation builds no TFX
+"""runners/beam/staging.py: a Beam stage whose workers run from this installation builds no TFX
 sdist in the system temp dir; any other runner still gets TFX's own staging. TFX's package build
 is replaced by a recorder here (the real one costs 1.5 CPU-s and 52 MB); the e2e chain checks
 that a whole default run calls it zero times (tests/e2e/test_pipeline.py)."""
@@ -7,7 +7,7 @@ import pytest
 from tfx.dsl.components.base import base_beam_executor
 from tfx.utils import dependency_utils
 
-from runners import beam_staging
+from runners.beam import staging as beam_staging
 
 # Hand-made from Beam's runner docs: which runs start their Python workers from this installation.
 RUNS_HERE = [

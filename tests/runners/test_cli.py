@@ -7,7 +7,7 @@ import yaml
 
 from components import config as config_lib
 from components.common import errors
-from runners import cli, cli_plumbing
+from runners.cli import app as cli, plumbing as cli_plumbing
 
 
 def test_help_lists_every_subcommand_with_one_line(capsys):
@@ -173,7 +173,7 @@ def test_bad_metadata_uri_is_a_config_error(uri, words, capsys, monkeypatch):
 
 
 def test_mysql_password_only_from_the_environment(monkeypatch):
-    from runners import metadata
+    from runners.local import metadata
     monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
     config = cli.resolve_config(cli.build_parser().parse_args(
         ["config", "--metadata", "mysql://ml@db.example:33306/lineage"]))
@@ -269,7 +269,7 @@ def test_generate_reads_the_serving_dir_runs_push_to(tmp_path, capsys, monkeypat
     """orchestrator.serving_dir set to a custom folder: generate loads the newest version there,
     the folder `bigtrain run` pushes to (LocalPaths), not <home>/serving. Catches a generate that
     restates <home>/serving."""
-    from runners.local import LocalPaths
+    from runners.local.run import LocalPaths
     monkeypatch.delenv("BIGTRAIN_METADATA", raising=False)
     home, custom = tmp_path / "home", tmp_path / "elsewhere" / "served"
     settings = ["--home", str(home), "--set", f"orchestrator.serving_dir={custom}"]

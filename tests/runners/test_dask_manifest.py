@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from components.config import OrchestratorConfig
-from runners import dask_manifest
+from runners.orchestrators import dask_manifest
 from tests.support.services import ROOT
 
 MARKER = "<!-- dask-manifest: bigtrain plumbing dask-manifest -->\n```yaml\n"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from runners.disk_full import is_disk_full
+from runners.local.disk_full import is_disk_full
 
 
 def test_enospc_is_recognised_through_wrappers():
@@ -28,7 +28,7 @@ def test_enospc_is_recognised_through_wrappers():
 def test_a_stages_own_disk_full_error_is_found_through_wrappers():
     """The push names the serving dir it failed in; the run keeps that message (not the home)."""
     from components.common.errors import DiskFullError
-    from runners.disk_full import named_disk_full
+    from runners.local.disk_full import named_disk_full
     try:
         try:
             try:
@@ -45,7 +45,7 @@ def test_a_stages_own_disk_full_error_is_found_through_wrappers():
 
 def test_a_data_stage_error_names_its_folder_through_beams_text():
     """A Beam worker's DiskFullError comes back as a RuntimeError's text, step appended."""
-    from runners.disk_full import named_disk_full
+    from runners.local.disk_full import named_disk_full
     wrapped = RuntimeError("DiskFullError: no space left on device while writing the data "
                            "stage's shards under /h/TextExampleGen/examples/1; nothing half-written "
                            "is left there [while running 'TextToTFRecordShards/ConvertUnits']")
@@ -59,7 +59,7 @@ def test_a_run_log_on_a_full_disk_says_so_once_and_stops(capsys):
     """/dev/full answers every write with ENOSPC: one note naming the file, no logging traceback
     per record, and closing it at the run's end raises nothing."""
     import logging
-    from runners.logs import RunLogHandler
+    from runners.local.logs import RunLogHandler
     handler = RunLogHandler("/dev/full", encoding="utf-8")
     logger = logging.getLogger("test_full_log")
     logger.propagate = False   # only this handler: not the console handlers of earlier runs
@@ -82,7 +82,7 @@ def test_a_store_on_a_full_disk_says_so_on_the_console(tmp_path, capsys):
     from ml_metadata import metadata_store
     from ml_metadata.proto import metadata_store_pb2 as pb
     from components.config.loading import build_config
-    from runners import local
+    from runners.local import run as local
     from tests.support.disks import fill, small_disk
     home = tmp_path / "home"
     with small_disk(home, "400k"):
@@ -110,7 +110,7 @@ def test_a_run_in_a_full_home_is_exit_7_and_leaves_it_as_found(tmp_path, capsys,
     1 page the run's folder (was an `unexpected OSError` traceback, exit 1, the lock file and a
     half-written config.yaml left)."""
     from components.common.errors import EXIT_DISK_FULL
-    from runners import cli
+    from runners.cli import app as cli
     from tests.support.disks import fill, small_disk
     home = tmp_path / "home"
     with small_disk(home, "64k"):
@@ -127,7 +127,7 @@ def test_a_run_in_a_full_home_is_exit_7_and_leaves_it_as_found(tmp_path, capsys,
 def test_a_lock_record_the_full_disk_refuses_leaves_no_lock(tmp_path, monkeypatch):
     """Writing the holder's record fails (ENOSPC): the lock is released and the file it created
     removed, so the next run neither waits nor finds a stale holder."""
-    from runners import lock as lock_lib
+    from runners.local import lock as lock_lib
 
     def full(fd, data):
         raise OSError(errno.ENOSPC, "No space left on device")

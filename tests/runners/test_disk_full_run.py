@@ -14,7 +14,7 @@ import random
 import pytest
 
 from components.common.errors import EXIT_DISK_FULL
-from runners import cli
+from runners.cli import app as cli
 from tests.support.disks import small_disk
 
 pytestmark = pytest.mark.slow

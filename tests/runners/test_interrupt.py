@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners import cli
+from runners.cli import app as cli
 
 
 def interrupted(args):
@@ -42,7 +42,7 @@ def test_interrupt_traceback_only_with_verbose(config_interrupted, capsys):
 REAL_SIGINT = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from runners import cli
+from runners.cli import app as cli
 
 def wait_for_ctrl_c(args):
     print("working", flush=True)

@@ -1,12 +1,12 @@
 """`bigtrain compile rayjob|tfjob`: the Kubernetes manifests of the multi-worker training
-(runners/k8s_jobs.py), read back as YAML and checked field by field against the settings given on
+(runners/orchestrators/k8s_jobs.py), read back as YAML and checked field by field against the settings given on
 the command line (3 workers of 2 CPUs and 1 GPU each: not the defaults), and the embedded config
 read back through bigtrain's own loader."""
 
 import yaml
 
 from components import config as config_lib
-from runners import cli
+from runners.cli import app as cli
 
 SIZING = ["--set", "runtime.ray.workers=3", "--set", "runtime.ray.cpus_per_worker=2",
           "--set", "runtime.ray.gpus_per_worker=1", "--set", "orchestrator.image=reg/bigtrain:7",

@@ -1,4 +1,4 @@
-"""runners/kfp_local.py on a hand-written PipelineJob (no TFX): the ExecutorInput each container
+"""runners/orchestrators/kfp_local.py on a hand-written PipelineJob (no TFX): the ExecutorInput each container
 gets, what flows to the next task, the DAG order, the driver-only tasks, the refusals.
 
 Catches: inputs wired to the wrong producer or missing the executor's metadata (the downstream
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from runners import kfp_local
+from runners.orchestrators import kfp_local
 
 # A container that checks its ExecutorInput and writes an ExecutorOutput, like TFX's entrypoint.
 TASK_SCRIPT = r"""

@@ -7,7 +7,7 @@ import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from runners import cli
+from runners.cli import app as cli
 from components import config as config_lib
 
 pytestmark = pytest.mark.slow
@@ -75,7 +75,7 @@ def test_image_pipeline_root_and_beam_args(compiled):
     example_gen = containers["TextExampleGen_executor"]["args"]
     assert "--direct_running_mode=multi_processing" in example_gen and "--direct_num_workers=2" in example_gen
     assert "components.training.run_fn.TrainerExecutor" in containers["Trainer_executor"]["args"]
-    assert {tuple(c["command"]) for c in containers.values()} == {("python", "-m", "runners.kfp_entrypoint")}
+    assert {tuple(c["command"]) for c in containers.values()} == {("python", "-m", "runners.orchestrators.kfp_entrypoint")}
     # Every step learns its task name from KFP (a step without outputs has no URI to read it from).
     assert {tuple(c["args"][-2:]) for c in containers.values()} == {
         ("--bigtrain_task", "{{$.pipeline_task_name}}")}

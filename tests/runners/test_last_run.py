@@ -4,7 +4,7 @@ run behind many newer runs of another pipeline (a shared store), as a whole list
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage.store import Lineage
-from runners import uptodate
+from runners.local import uptodate
 from benchmarks.support import lineage_store
 from benchmarks.support.mlmd import connect
 

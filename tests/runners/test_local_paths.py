@@ -7,7 +7,7 @@ serving_dir (the S3 run then writes everything under the home), a URI made "abso
 import os
 
 from components import config as config_lib
-from runners.home import LocalPaths
+from runners.local.home import LocalPaths
 
 
 def test_empty_keys_mean_under_the_home(tmp_path):

@@ -1,4 +1,4 @@
-"""The console shows one line per stage failure (bigtrain's own, runners/local.py): the record
+"""The console shows one line per stage failure (bigtrain's own, runners/local/run.py): the record
 TFX's launcher logs at ERROR before re-raising (`Execution N failed.`, launcher.py:619) stays in
 the run's log file and off the console; other errors still reach the console."""
 
@@ -11,7 +11,7 @@ import pytest
 from absl import logging as absl_logging
 from tfx.orchestration.portable import launcher
 
-from runners.logs import configure_logging, remove_file_handlers
+from runners.local.logs import configure_logging, remove_file_handlers
 
 
 @pytest.fixture(autouse=True)

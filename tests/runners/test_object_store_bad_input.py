@@ -1,7 +1,7 @@
 """`bigtrain run` against the S3 server with bad object-store settings (issue 18, bad input):
 a named error naming the URI, exit code 8 (ObjectStoreError), before any stage starts, after a
 bounded number of requests: each bucket is checked with one boto3 HEAD at run start
-(runners/local.py), which a 404 or missing credentials does not retry.
+(runners/local/run.py), which a 404 or missing credentials does not retry.
 
 Catches: a run that starts the pipeline and fails mid-way (or writes a local `s3:` folder) when
 the bucket is missing, a missing-credentials failure reported without the URI or as a generic
@@ -11,7 +11,7 @@ limit here once failed on a cold TensorFlow import under CI's load, 51.7 s, CI o
 import os
 
 from components.common.errors import ObjectStoreError
-from runners import cli
+from runners.cli import app as cli
 from tests.support.objectstore import record_s3_attempts, use_objectstore
 
 # HTTP attempts a run may make before it refuses: one HEAD per place it checks (the pipeline

@@ -24,11 +24,11 @@ import urllib.request
 
 import pytest
 
-from components.common import fs
+from components.storage import fs
 from components.common.errors import EXIT_OBJECT_STORE, ObjectStoreError
-from components.common.listing import list_input_files
+from components.storage.listing import list_input_files
 from components.push import push
-from runners import cli
+from runners.cli import app as cli
 from tests.support.saved_models import fake_saved_model
 from tests.support.objectstore import moto_server, use_objectstore
 

@@ -9,8 +9,9 @@ import types
 
 import pytest
 
-from components.common import fs
-from runners import kfp_entrypoint, openlineage_emit
+from components.storage import fs
+from runners.orchestrators import kfp_entrypoint
+from runners import openlineage_emit
 from tests.support.openlineage_spec import Receiver, check_run_event
 
 EXECUTOR_INPUT = {
@@ -123,7 +124,7 @@ def test_the_dag_gives_every_task_the_callbacks(monkeypatch):
     """build_dag puts the callbacks in the DAG's default_args (TFX's runner replaced)."""
     import tfx.orchestration.airflow.airflow_dag_runner as runner_module
     from components import config as config_lib
-    from runners import airflow
+    from runners.orchestrators import airflow
     seen = {}
 
     class Runner:
@@ -134,7 +135,7 @@ def test_the_dag_gives_every_task_the_callbacks(monkeypatch):
             return pipeline
     monkeypatch.setattr(runner_module, "AirflowDagRunner", Runner)
     monkeypatch.setattr("pipeline.pipeline.create_pipeline", lambda config, **kw: None)
-    monkeypatch.setattr("components.common.listing.fingerprint_input", lambda data: "f")
+    monkeypatch.setattr("components.storage.listing.fingerprint_input", lambda data: "f")
     config = config_lib.build_config("tiny")
     airflow.build_dag(config)
     assert {"on_execute_callback", "on_success_callback",

@@ -10,8 +10,8 @@ import pytest
 
 from components.common.errors import EXIT_OUTPUT, OutputError
 from components.serving.hf.card import CARD_MARKER
-from runners import cli
-from runners.cli_export import check_out_dir
+from runners.cli import app as cli
+from runners.cli.export import check_out_dir
 
 
 def export(capsys, home, out, *extra):

@@ -1,7 +1,7 @@
 """A Beam stage whose SDK worker connects and then makes no progress fails with SdkWorkerError
 naming the pool, the stage and runtime.sdk_worker_stall_s, not before the setting and on time by
 the watch's own count (no wall-clock bound but a hang guard: the VM may be loaded);
-a stage that is slow but progressing runs to the end (runners/sdk_stall.py).
+a stage that is slow but progressing runs to the end (runners/beam/sdk_stall.py).
 
 The pool is real (tests/support/beam_worker_pool.py) and so is the stall: a step that, after a
 few elements, sleeps for an hour (stuck in user code) or stops its own worker process with
@@ -49,7 +49,7 @@ def child():
     to its output, where Beam's threads' tracebacks on stderr can split the line: seen in CI)."""
     import apache_beam as beam
 
-    from runners.sdk_workers import probing_each_beam_stage
+    from runners.beam.sdk_workers import probing_each_beam_stage
     from tests.support.beam_stages import stage_pipeline
     port, step, stall_s = int(sys.argv[1]), getattr(stalling_steps, sys.argv[2]), float(sys.argv[3])
     elements = SLOW_ELEMENTS if step is stalling_steps.slow else ELEMENTS

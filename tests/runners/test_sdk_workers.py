@@ -1,6 +1,6 @@
 """A portable run whose SDK workers cannot start fails with SdkWorkerError naming the pool and
 the likely cause within runtime.sdk_worker_timeout_s, leaving no process behind
-(runners/sdk_workers.py); a working pool passes the probe.
+(runners/beam/sdk_workers.py); a working pool passes the probe.
 
 The broken pool is real: Beam's worker pool started with the venv's Python but with a `python`
 on its PATH that lacks apache_beam (the system one), so each worker it starts dies with
@@ -18,9 +18,9 @@ from tfx.dsl.components.base import base_beam_executor
 
 from components import config as config_lib
 from components.common.errors import SdkWorkerError
-from runners import cli
-from runners.sdk_workers import (check_sdk_workers, external_pool, probe_options,
-                                 probing_each_beam_stage)
+from runners.cli import app as cli
+from runners.beam.sdk_workers import (check_sdk_workers, external_pool, probe_options,
+                                      probing_each_beam_stage)
 from tests.support.beam_worker_pool import free_port, portable_args, worker_pool
 from tests.support.beam_stages import stage_pipeline
 
@@ -163,7 +163,7 @@ def test_the_reason_is_the_grpc_details_when_the_probe_died_before_its_own_line(
     the `>` of a gRPC error's repr; the message said `(>)` instead of `Connection refused`."""
     import tempfile
 
-    from runners.sdk_workers import _reason
+    from runners.beam.sdk_workers import _reason
     with tempfile.TemporaryFile() as log:
         log.write(b'grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with:\n'
                   b'\tstatus = StatusCode.UNAVAILABLE\n\tdetails = "failed to connect to all '
@@ -172,3 +172,13 @@ def test_the_reason_is_the_grpc_details_when_the_probe_died_before_its_own_line(
     with tempfile.TemporaryFile() as log:
         log.write(b"noise\nsdk worker probe failed: its own line wins\n")
         assert _reason(log) == "its own line wins"
+
+
+def test_the_probe_puts_the_repository_root_on_its_path():
+    """The probe runs `from runners.beam.sdk_workers import probe_main` in a fresh interpreter with
+    ROOT on its PYTHONPATH: ROOT is the folder holding the `runners` package (this test file's
+    own place says where that is), not a folder inside it. An editable install hides a wrong
+    ROOT on this machine; a worker without the install would not find the module."""
+    from runners.beam import sdk_workers
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert os.path.samefile(sdk_workers.ROOT, repo)

@@ -6,7 +6,7 @@ kept out of decontamination (so the data input's fingerprint does not see it).""
 import os
 
 from components import config as config_lib
-from runners import uptodate
+from runners.local import uptodate
 
 
 def test_a_rewritten_set_file_is_not_up_to_date(tmp_path):

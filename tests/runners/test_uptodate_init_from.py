@@ -6,7 +6,7 @@ and the fine-tune would silently keep the old weights' model)."""
 import os
 
 from components import config as config_lib
-from runners import uptodate
+from runners.local import uptodate
 
 
 def hf_dir(tmp_path):

@@ -5,8 +5,8 @@ deleted from the bucket "up to date" (the pipeline would not start and serving s
 
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common import fs
-from runners.uptodate import outputs_missing
+from components.storage import fs
+from runners.local.uptodate import outputs_missing
 from tests.support.objectstore import use_objectstore
 
 

@@ -1,7 +1,7 @@
 """Small input corpora for pipeline runs, and the settings of a run that reads and writes an object
 store."""
 
-from components.common import fs
+from components.storage import fs
 from tests.e2e.conftest import ONE_DEVICE, PLAIN_STEP
 
 

@@ -8,7 +8,7 @@ import os
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from components.common import listing
+from components.storage import listing
 from components.corpus import readers
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import stage_counters

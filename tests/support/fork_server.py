@@ -37,7 +37,7 @@ AIRFLOW = "airflow.__main__:main"
 # What a `bigtrain` process spends its start on before any work (~10-13 CPU-s as a fresh
 # interpreter): third-party modules only, so that no bigtrain module reads its environment at
 # import (components/push: BIGTRAIN_PUSH_*) in the server instead of in the command.
-BIGTRAIN_ENTRY = "runners.cli:console_main"   # pyproject.toml's [project.scripts] bigtrain
+BIGTRAIN_ENTRY = "runners.cli.app:console_main"   # pyproject.toml's [project.scripts] bigtrain
 BIGTRAIN_IMPORTS = ["tensorflow", "keras", "apache_beam", "tfx.components",
                     "tfx.orchestration.local.local_dag_runner"]
 # The session server's (tests/conftest.py bigtrain_server) guard against a hung fork (a `bigtrain`
@@ -307,7 +307,7 @@ def _child(request: dict) -> None:
     """The fork's whole life. It ends as Airflow's forks end (os._exit: no atexit handlers, no
     C++ static destructors), or with request["interpreter_exit"] as an interpreter ends (Python's
     finalization, then the C library's exit): a command whose process can fail at exit after its
-    work (tensorflow-io's S3 client aborts there: components/common/fs.py exit_process) is seen
+    work (tensorflow-io's S3 client aborts there: components/storage/fs.py exit_process) is seen
     failing only then."""
     code = 1
     try:

@@ -18,7 +18,8 @@ LAYERS = [
     ("schemas", 0),
     ("components", 0),  # the namespace package itself (empty)
     ("components.config", 1),
-    ("components.common", 2),
+    ("components.common", 1),
+    ("components.storage", 2),
     ("components.corpus", 3),
     ("components.tracking", 3),
     ("components.tokenizer", 4),
@@ -26,12 +27,18 @@ LAYERS = [
     ("components.validation", 5),
     ("components.model", 5),
     ("components.serving", 6),
+    ("components.metrics", 6),
     ("components.training", 7),
     ("components.evaluation", 7),
     ("components.push", 7),
     ("components.tuner", 8),
     ("pipeline", 9),
+    ("pipeline.lineage", 9),
     ("runners", 10),
+    ("runners.beam", 11),
+    ("runners.local", 12),
+    ("runners.orchestrators", 12),
+    ("runners.cli", 13),
 ]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import portpicker
 
 
-BIGTRAIN = "runners.cli:console_main"   # the console script's entry point (pyproject.toml)
+BIGTRAIN = "runners.cli.app:console_main"   # the console script's entry point (pyproject.toml)
 
 
 def config_args(*overrides):

@@ -1,4 +1,4 @@
-"""One way to run the pipeline in a test: `bigtrain run` in-process (runners/cli.py main) in a
+"""One way to run the pipeline in a test: `bigtrain run` in-process (runners/cli/app.py main) in a
 home of its own, with --set overrides, and typed reads of what the run left: its report, its
 stages' states and outputs, counts of the home's MLMD executions and artifacts per type, its
 served versions, any artifact's properties, a `bigtrain lineage` answer.
@@ -19,7 +19,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
-from runners import cli
+from runners.cli import app as cli
 
 
 @dataclass

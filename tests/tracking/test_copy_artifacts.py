@@ -18,7 +18,7 @@ from components.config import ConfigError
 from components.config.tracking import MLFLOW_ARTIFACTS, TrackingConfig, resolved, validate_tracking
 from components.tracking.fanout import Trackers
 from components.tracking.wandb_tracker import PHASES, PLACES
-from runners.tracking import COPY_STAGING, copied_folders, copy_outputs
+from runners.local.tracking import COPY_STAGING, copied_folders, copy_outputs
 from tests.support.wandb_offline import records
 
 RUN_ID = "20261128T110000.000001"
@@ -128,7 +128,7 @@ def test_an_output_on_an_object_store_is_staged_in_the_home_then_removed(tmp_pat
 def test_an_unreadable_output_is_a_warning_and_the_others_are_copied(tmp_path, monkeypatch, caplog):
     """The run is over when copies are made: a store that fails the read costs that copy (its
     URI stays on the tracker run), not the run's end."""
-    from components.common import fs
+    from components.storage import fs
     from components.common.errors import ObjectStoreError
 
     def unreachable(source, destination, skip=()):

@@ -9,8 +9,8 @@ import pytest
 from components.common.errors import EXIT_TRACKER, TrackingError
 from components.config import build_config
 from components.tracking.fanout import Trackers
-from runners import local
-from runners.home import LocalPaths
+from runners.local import run as local
+from runners.local.home import LocalPaths
 
 
 class LostAfterStart:

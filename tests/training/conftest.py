@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.common import listing
+from components.storage import listing
 from components.corpus.documents import split_for
 from tests.support.fork_server import SESSION_HANG_GUARD_S
 from tests.support import sequences

@@ -16,7 +16,7 @@ import sys
 import time
 
 from components.training import loop
-from runners import cli
+from runners.cli import app as cli
 
 
 def hold_at(step_to_hold: int, go_file: str):

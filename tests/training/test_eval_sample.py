@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from components.tokenizer.byte_level import ByteTokenizer
-from components.serving import metrics
+from components.metrics import lm as metrics
 from schemas import FEATURE
 
 SEQ_LEN = 8

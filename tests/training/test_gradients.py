@@ -25,7 +25,7 @@ import portpicker
 import pytest
 import tensorflow as tf
 
-from components.serving.metrics import evaluate_logits_fn
+from components.metrics.lm import evaluate_logits_fn
 from components.model.gpt import build_model
 from components.text_example_gen import shards as shard_files
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE, ByteTokenizer

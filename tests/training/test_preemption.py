@@ -37,7 +37,7 @@ from components.tracking.fanout import Trackers
 from components.training import loop
 from components.training.validation import Validation
 from pipeline.lineage.web import curves
-from runners import cli
+from runners.cli import app as cli
 from tests.support.fork_server import Forked
 from tests.training.conftest import SEQ_LEN, WORKER_TIMEOUT_S, tiny_config
 from tests.support.numerics import max_difference

@@ -5,7 +5,7 @@ edits never touch the checkout.
 
 Fails on the digest before issue 39: TRAINING_CODE covered all of components.serving, so the
 card's wording (components/serving/hf/card.py) was part of the Trainer's key. Since issue 60 the
-digest is the import closure of run_fn (components/common/digest.py import_closure), not a hand
+digest is the import closure of run_fn (components/storage/digest.py import_closure), not a hand
 list."""
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def test_editing_what_the_trainer_does_not_run_keeps_its_digest(tree, path):
     "components/training/loop.py",
     "components/serving/variants.py",            # the variants the Trainer exports
     "components/serving/data_facts.py",          # the data facts it records in MODEL_INFO
+    "components/metrics/lm.py",                  # the LM metrics it reports
 ])
 def test_editing_the_code_the_trainer_runs_changes_its_digest(tree, path):
     config = config_lib.build_config("tiny")

@@ -10,7 +10,7 @@ import tensorflow as tf
 from tensorflow.core.example import example_pb2
 
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE
-from components.serving.metrics import EVAL_SAMPLE_SEED
+from components.metrics.lm import EVAL_SAMPLE_SEED
 from components.training.loop import unigram_baseline
 
 SEQ_LEN = 16

@@ -25,5 +25,5 @@ def open_lineage(ui_home):
 @pytest.fixture()
 def client(open_lineage, ui_home):
     from pipeline.lineage.web.app import create_app
-    from runners.home import readable_folders
+    from runners.local.home import readable_folders
     return create_app(open_lineage, readable_folders(str(ui_home))).test_client()

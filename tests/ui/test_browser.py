@@ -33,7 +33,7 @@ def _driver_paths() -> tuple[str, str]:
 def server(open_lineage, ui_home):
     from werkzeug.serving import make_server
     from pipeline.lineage.web.app import create_app
-    from runners.home import readable_folders
+    from runners.local.home import readable_folders
     httpd = make_server("127.0.0.1", 0, create_app(open_lineage, readable_folders(str(ui_home))),
                         threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)

@@ -2,8 +2,8 @@
 a missing store is the named error before any server starts."""
 
 from components.common import errors
-from runners import cli
-from runners.home import LocalPaths, readable_folders
+from runners.cli import app as cli
+from runners.local.home import LocalPaths, readable_folders
 
 
 def _serving(monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 from benchmarks.support.mlmd import connect
 from pipeline.lineage.store import Lineage
 from pipeline.lineage.web import app as app_module
-from runners.home import readable_folders
+from runners.local.home import readable_folders
 from benchmarks.support import lineage_store
 
 

@@ -5,7 +5,7 @@ another site (DNS rebinding) is refused before the store is opened; every answer
 import pytest
 
 from pipeline.lineage.web import app as app_module
-from runners import cli
+from runners.cli import app as cli
 
 
 @pytest.mark.parametrize("path", [

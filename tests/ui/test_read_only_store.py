@@ -11,7 +11,7 @@ import pytest
 
 from components.common import errors
 from pipeline.lineage import connection
-from runners import cli
+from runners.cli import app as cli
 
 
 def _digest(path) -> str:

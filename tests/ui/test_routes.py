@@ -8,7 +8,7 @@ import shutil
 
 from pipeline.lineage import explore, queries, run_diff
 from pipeline.lineage.web.app import create_app
-from runners.home import readable_folders
+from runners.local.home import readable_folders
 from tests.ui.conftest import HOSTILE
 
 

@@ -13,7 +13,7 @@ import pytest
 from pipeline.lineage import queries, render
 from pipeline.lineage.store import Lineage
 from pipeline.lineage.web.app import create_app
-from runners import cli
+from runners.cli import app as cli
 from benchmarks.support import shared_store
 from benchmarks.support.mlmd import connect
 

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from runners import cli
+from runners.cli import app as cli
 
 
 @pytest.mark.parametrize("port", ["70000", "-1", "http"])

@@ -1,6 +1,6 @@
 """Writing a Hugging Face directory for a built GPT, and reading one back (warm start): its
 config, tensor shapes from the safetensors header alone (before anything is allocated), the
-tensors, the tokenizer files and a content digest. Through components.common.fs (local, s3://,
+tensors, the tokenizer files and a content digest. Through components.storage.fs (local, s3://,
 gs://). File names: components/serving/hf/__init__.py.
 """
 
@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 
-from components.common import fs
+from components.storage import fs
 from components.serving.hf import (CARD_FILE, CONFIG_FILE, GENERATION_FILE, SPM_FILE,
                                    TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
                                    HFFormatError, MissingTokenizerFile)

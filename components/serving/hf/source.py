@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from components.common import fs
+from components.storage import fs
 from components.serving.export import BYTE_TOKENIZER_INFO, MODEL_INFO
 from components.serving.hf import HFFormatError
 from components.serving.variants import DIRS

@@ -51,7 +51,7 @@ def create_app(open_lineage: Callable[[], Lineage], file_roots: list[str],
                diagnose_store: Callable[[], None] = lambda: None,
                hosts: Collection[str] = LOOPBACK_NAMES) -> flask.Flask:
     """open_lineage: a fresh read-only Lineage per request; file_roots: the only folders files
-    are read from (the home's run logs and pipeline root: runners/home.py readable_folders;
+    are read from (the home's run logs and pipeline root: runners/local/home.py readable_folders;
     []: no file is read). diagnose_store: raises the named MetadataStoreError of a damaged store
     after MLMD failed on it (store.diagnose). hosts: the Host headers answered (allowed_hosts;
     default: the loopback names on any port)."""

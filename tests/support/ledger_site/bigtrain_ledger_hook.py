@@ -5,7 +5,7 @@ one JSON line per expensive event to the file named by $BIGTRAIN_LEDGER_EVENTS:
 - `pipeline_run`: one whole pipeline run: TFX's LocalDagRunner.run_with_ir (local and portable
   runs; LocalDagRunner.run goes through it), BeamDagRunner.run_with_ir, an Airflow DAG run
   created (DAG.create_dagrun: `airflow dags trigger`, `dag.test()`), a compiled KFP job run on
-  this machine (runners.kfp_local.run_pipeline_job);
+  this machine (runners.orchestrators.kfp_local.run_pipeline_job);
 - `saved_model_export`: one SavedModel written: TF2's save_and_return_nodes (tf.saved_model.save
   and Keras' ExportArchive both end there, once each) or TF1's SavedModelBuilder.save.
 
@@ -36,7 +36,7 @@ WRAP = {
     "tfx.orchestration.local.local_dag_runner": [("LocalDagRunner.run_with_ir", "pipeline_run")],
     "tfx.orchestration.beam.beam_dag_runner": [("BeamDagRunner.run_with_ir", "pipeline_run")],
     "airflow.models.dag": [("DAG.create_dagrun", "pipeline_run")],
-    "runners.kfp_local": [("run_pipeline_job", "pipeline_run")],
+    "runners.orchestrators.kfp_local": [("run_pipeline_job", "pipeline_run")],
     "tensorflow.python.saved_model.save": [("save_and_return_nodes", "saved_model_export")],
     "tensorflow.python.saved_model.builder_impl": [("_SavedModelBuilder.save", "saved_model_export")],
 }

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 
 from components import config as config_lib
-from components.common import fs
+from components.storage import fs
 from components.common.errors import HomeError, MetadataStoreError, NotFoundError
 from components.config import EXAMPLES_PREFIX, HOME_PREFIX, Config
 from components.text_example_gen.shards import split_dir
-from runners.home import default_sqlite_path
+from runners.local.home import default_sqlite_path
 
 
 def latest_examples(home: str, where: str) -> str:

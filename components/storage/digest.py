@@ -9,7 +9,7 @@ import hashlib
 import importlib
 import os
 
-from components.common import fs
+from components.storage import fs
 
 
 def module_path(name: str, root: str | None = None) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from runners.cli_options import beam_options, config_options, int32_in, resolve_config
-from runners.logs import configure_logging
+from runners.cli.options import beam_options, config_options, int32_in, resolve_config
+from runners.local.logs import configure_logging
 
 
 def cmd_plumbing_train_worker(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_plumbing_ps_task(args: argparse.Namespace) -> int:
 
 def cmd_plumbing_run_kfp_spec(args: argparse.Namespace) -> int:
     import tempfile
-    from runners import kfp_local
+    from runners.orchestrators import kfp_local
     job = kfp_local.load_pipeline_job(args.spec)
     workdir = args.workdir or tempfile.mkdtemp(prefix="bigtrain-kfp-")
     print(f"run root {kfp_local.run_root(job, args.run_id or '<run id>')}; task logs under {workdir}")
@@ -41,7 +41,7 @@ def cmd_plumbing_run_kfp_spec(args: argparse.Namespace) -> int:
 
 
 def cmd_plumbing_dask_manifest(args: argparse.Namespace) -> int:
-    from runners.dask_manifest import manifest_yaml
+    from runners.orchestrators.dask_manifest import manifest_yaml
     config = resolve_config(args)
     print(manifest_yaml(config.orchestrator.image, workers=args.workers, name=args.name,
                         claim=args.claim), end="")

@@ -23,10 +23,10 @@ import sys
 import tempfile
 
 from components.common.errors import SdkWorkerError
-from runners import sdk_stall
+from runners.beam import sdk_stall
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PROBE = "from runners.sdk_workers import probe_main; probe_main()"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PROBE = "from runners.beam.sdk_workers import probe_main; probe_main()"
 _FAILED = "sdk worker probe failed: "
 _GRPC_DETAILS = re.compile(r'details = "([^"]*)"')   # the reason inside a gRPC error's text
 
@@ -129,7 +129,7 @@ def probing_each_beam_stage(beam_args: list[str], timeout_s: float, stall_s: flo
     makes its Beam pipeline) first runs check_sdk_workers with the stage's own Beam options, so
     a pool broken after the run started fails that stage with SdkWorkerError (recorded on the
     stage in MLMD) instead of hanging it. With stall_s (runtime.sdk_worker_stall_s) and the
-    embedded job server, the stage's Beam job is also watched (runners/sdk_stall.py): a worker
+    embedded job server, the stage's Beam job is also watched (runners/beam/sdk_stall.py): a worker
     that makes no progress for stall_s seconds fails it the same way. Other runners: nothing
     changes."""
     if external_pool(beam_args) is None:

@@ -11,12 +11,12 @@ from importlib import metadata as importlib_metadata
 from components import config as config_lib
 from components.common.errors import (EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED,
                                       BigtrainError, HomeError, NotFoundError)
-from runners import metadata as metadata_lib
-from runners.cli_options import (beam_options, config_options, global_options, int32_in,
+from runners.local import metadata as metadata_lib
+from runners.cli.options import (beam_options, config_options, global_options, int32_in,
                                  output_options, port_number, resolve_config)
-from runners.cli_export import add_export, write_graph_files
-from runners.cli_plumbing import add_plumbing
-from runners.logs import configure_logging
+from runners.cli.export import add_export, write_graph_files
+from runners.cli.plumbing import add_plumbing
+from runners.local.logs import configure_logging
 
 
 def bigtrain_version() -> str:
@@ -39,7 +39,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from runners.local import run_command
+    from runners.local.run import run_command
     return run_command(resolve_config(args), verbose=args.verbose, force=args.force,
                        until=args.until)
 
@@ -48,12 +48,12 @@ def served_model_dir(config: config_lib.Config, model: str | None = None) -> str
     """<serving dir>/<model>: where a run of this config pushes (LocalPaths, as `bigtrain run`
     resolves orchestrator.serving_dir: a path, s3:// or gs://; empty: <home>/serving)."""
     from components.push.layout import model_base
-    from runners.home import LocalPaths
+    from runners.local.home import LocalPaths
     return model_base(LocalPaths.for_config(config).serving_dir, model or config.model.name)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from components.common import fs
+    from components.storage import fs
     from components.push.layout import served_versions, version_dir
     base = served_model_dir(resolve_config(args), args.model)
     fs.prepare(base)  # s3:// needs tensorflow-io's filesystem before TensorFlow loads from it
@@ -99,21 +99,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from runners.eval_homes import resolve_eval_homes
+    from runners.local.eval_homes import resolve_eval_homes
     # home:<path> evaluation sets are resolved now: the compiled pipeline names their Examples.
     config = resolve_eval_homes(config_lib.with_scheduled_paths(resolve_config(args)))
     configure_logging(args.verbose)
     if args.target == "kubeflow":
-        from runners.kubeflow import compile_kubeflow
+        from runners.orchestrators.kubeflow import compile_kubeflow
         path = compile_kubeflow(config, args.out)
         print(f"KFP v2 pipeline spec: {path} (image {config.orchestrator.image}, pipeline root "
               f"{config.orchestrator.pipeline_root})")
     elif args.target in ("rayjob", "tfjob"):
-        from runners.k8s_jobs import write_manifests
+        from runners.orchestrators.k8s_jobs import write_manifests
         path = write_manifests(config, args.target, args.out, args.examples, args.train_out)
         print(f"Kubernetes manifests (ConfigMap + {args.target}): {path} (kubectl apply -f)")
     else:
-        from runners.airflow import write_dag_file
+        from runners.orchestrators.airflow import write_dag_file
         path = write_dag_file(config, args.out)
         print(f"Airflow DAG file: {path} (copy it into your dags folder)")
     return 0
@@ -123,14 +123,14 @@ def open_lineage(args: argparse.Namespace):
     """The Lineage reader of the store the config, --metadata or $BIGTRAIN_METADATA names."""
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import open_store
-    from runners.lock import live_writer
+    from runners.local.lock import live_writer
     config = resolve_config(args)
     home = os.path.abspath(config.paths.home)
     if config.metadata.backend == "sqlite" and not config.metadata.sqlite_path and not os.path.isdir(home):
         raise HomeError(f"home {home} does not exist (pass --home or --metadata, or run "
                         "`bigtrain run` first)")
     store = open_store(metadata_lib.connection(config, read_only=True))
-    # Never waits on a run: reads the lock file's record, takes no lock (runners/lock.py).
+    # Never waits on a run: reads the lock file's record, takes no lock (runners/local/lock.py).
     return Lineage(store, live_writer=live_writer(home) if os.path.isdir(home) else None)
 
 
@@ -157,7 +157,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     elif what == "diff":
         result, text = run_diff.diff(lin, args.run_a, args.run_b), render.diff_text
     elif what == "why":
-        from runners.home import LocalPaths, with_home_run_log
+        from runners.local.home import LocalPaths, with_home_run_log
         result = with_home_run_log(queries.why(lin, args.run),
                                    LocalPaths.for_config(resolve_config(args)))
         text = render.why_text
@@ -194,12 +194,12 @@ def add_ui_command(sub, common: list) -> None:
 def cmd_ui(args: argparse.Namespace) -> int:
     import ipaddress
     import re
-    from components.common import fs
+    from components.storage import fs
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import diagnose, open_store
     from pipeline.lineage.web.app import serve
-    from runners.home import LocalPaths, readable_folders
-    from runners.lock import live_writer
+    from runners.local.home import LocalPaths, readable_folders
+    from runners.local.lock import live_writer
     try:
         loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
     except ValueError:  # a host name: the address it stands for is not checked here
@@ -390,9 +390,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def console_main() -> None:
     """The `bigtrain` console script: main(), then an exit that survives tensorflow-io's S3 client
-    (components/common/fs.py exit_process)."""
+    (components/storage/fs.py exit_process)."""
     code = main()
-    from components.common import fs
+    from components.storage import fs
     fs.exit_process(code or 0)
     sys.exit(code)
 

@@ -17,7 +17,7 @@ import stat
 import sysconfig
 from typing import Iterable, Iterator
 
-from components.common.fs import is_remote
+from components.storage.fs import is_remote
 from components.config.cleaning import EXAMPLES_PREFIX, HOME_PREFIX
 
 UNRESOLVED = "unresolved-at-compile-time"
@@ -176,7 +176,7 @@ def list_remote_files(spec: str, pattern: str, exclude: Iterable[str] = (), key:
     prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0] if magic else pattern
     root = prefix.rstrip("/") if not magic or prefix.endswith("/") else prefix.rsplit("/", 1)[0]
     relative = pattern[len(root) + 1:] if magic else "**/*"
-    from components.common import fs
+    from components.storage import fs
     # First one bounded request (boto3: 5 s connect, 3 attempts): Beam's own listing retries an
     # unreachable endpoint with exponential backoff for many minutes, and reports a missing
     # bucket as "no objects".
@@ -279,7 +279,7 @@ def fingerprint_input(data) -> str:
     the pipeline is built (a volume mounted only in the cluster): the executor then records the
     real fingerprint, but the cache cannot notice edited input (docs/operations.md). The one
     place a pipeline's fingerprint is computed: each runner calls it once, where it starts
-    (runners/local.py, kubeflow.py, airflow.py), and hands the value to create_pipeline and the
+    (runners/local/run.py, kubeflow.py, airflow.py), and hands the value to create_pipeline and the
     up-to-date check; nothing below recomputes it. A mixture's: sources_fingerprint."""
     try:
         listed = list_sources(data)
@@ -308,12 +308,12 @@ def eval_set_files(data) -> list[tuple[str, str]]:
     """The files of data.decontaminate.eval_files, keyed by their pattern: in the fingerprint,
     so editing an evaluation set re-runs the data stage like editing its input. An
     `examples:<URI>` entry: every file of that Examples artifact (its eval shards among them); a
-    `home:` entry must have been resolved into one first (runners/eval_homes.py)."""
+    `home:` entry must have been resolved into one first (runners/local/eval_homes.py)."""
     files = []
     for i, pattern in enumerate(getattr(getattr(data, "decontaminate", None), "eval_files", ())):
         if pattern.startswith(HOME_PREFIX):
             raise ValueError(f"data.decontaminate.eval_files[{i}]: {pattern!r}: resolve it "
-                             "(runners/eval_homes.py) before fingerprinting")
+                             "(runners/local/eval_homes.py) before fingerprinting")
         _, listed = list_input_files(pattern[len(EXAMPLES_PREFIX):]
                                      if pattern.startswith(EXAMPLES_PREFIX) else pattern, (),
                                      f"data.decontaminate.eval_files[{i}]")

@@ -11,9 +11,9 @@ import json
 from importlib import metadata as importlib_metadata
 
 from components import config as config_lib
-from components.common import fs
-from components.common.digest import file_digest, source_files
-from components.common.listing import input_signature
+from components.storage import fs
+from components.storage.digest import file_digest, source_files
+from components.storage.listing import input_signature
 
 PACKAGES = ("pipeline", "components", "runners", "schemas")
 LIBRARIES = ("tfx", "tensorflow", "keras", "apache-beam", "ml-metadata", "tfx-bsl",

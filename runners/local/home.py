@@ -1,8 +1,8 @@
 """The home of local runs, the one place that knows its layout (config paths.home):
 
-  <home>/.bigtrain.lock             LOCK_FILE: one writer per home (runners/lock.py)
+  <home>/.bigtrain.lock             LOCK_FILE: one writer per home (runners/local/lock.py)
   <home>/metadata.sqlite            the MLMD store unless the metadata section says otherwise
-                                    (runners/metadata.py; its name: config SQLITE_FILE)
+                                    (runners/local/metadata.py; its name: config SQLITE_FILE)
   <home>/runs/<run id>/run.log      RUNS_FOLDER, RUN_LOG: one folder per `bigtrain run`, with its
   <home>/runs/<run id>/config.yaml  log and its resolved config (components/config save_config)
   <home>/pipelines/<pipeline name>/ PIPELINES_FOLDER: the pipeline root, unless
@@ -20,7 +20,7 @@ import errno
 import os
 from dataclasses import dataclass
 
-from components.common import fs
+from components.storage import fs
 from components.common.errors import HomeError
 from components.config import Config
 from components.config.tree import SQLITE_FILE

@@ -1,5 +1,5 @@
 """Local runner: TFX LocalDagRunner + Beam DirectRunner, all run state under the run's home, MLMD
-as runners/metadata.py chooses (config `metadata`, --metadata, $BIGTRAIN_METADATA). `run_command` is `bigtrain run`:
+as runners/local/metadata.py chooses (config `metadata`, --metadata, $BIGTRAIN_METADATA). `run_command` is `bigtrain run`:
 lock the home, record runs a dead process left behind, skip the pipeline when up to date, run,
 record, report, and turn what went wrong into a named error with its exit code."""
 
@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from components import config as config_lib
 from components.config import Config, save_config
 from components.config.loading import CONFIG_FILE
-from components.common import checkpoints, fs
+from components.storage import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
                                       ObjectStoreError, TrackingError, cause_chain,
                                       in_cause_chain)
 from components.push.staging import remove_dead_staging
-from runners import metadata as metadata_lib
-from runners.disk_full import disk_full_error, home_full_error, is_disk_full, record_or_say
-from runners.home import LocalPaths, check_home
-from runners.interrupts import interrupt_of, interrupted_error, terminate_raises
-from runners.sdk_workers import check_sdk_workers, probing_each_beam_stage
+from runners.local import metadata as metadata_lib
+from runners.local.disk_full import disk_full_error, home_full_error, is_disk_full, record_or_say
+from runners.local.home import LocalPaths, check_home
+from runners.local.interrupts import interrupt_of, interrupted_error, terminate_raises
+from runners.beam.sdk_workers import check_sdk_workers, probing_each_beam_stage
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ def run_local(config: Config, paths: LocalPaths, plan: RunPlan) -> None:
     from tfx.orchestration.portable import runtime_parameter_utils, tfx_runner
 
     from pipeline.pipeline import beam_stage_lines, create_pipeline
-    from runners.beam_staging import skip_tfx_self_staging
+    from runners.beam.staging import skip_tfx_self_staging
 
-    skip_tfx_self_staging()   # no TFX sdist per Beam stage in the system temp dir (beam_staging.py)
+    skip_tfx_self_staging()   # no TFX sdist per Beam stage in the system temp dir (runners/beam/staging.py)
     # TFX writes artifacts with tf.io.gfile: s3:// needs tensorflow-io's filesystem registered
     # in this process before the first stage (fs.prepare); Beam stages reach S3 by apache-beam[aws].
     fs.prepare(paths.pipeline_root, paths.serving_dir, *(s.input for s in config.data.mixture()))
@@ -131,7 +131,7 @@ def _plan_places(config: Config) -> tuple[Config, LocalPaths]:
     from components.config.strategy_rules import refuse_in_pipeline
     from components.corpus.eval_inputs import check_eval_inputs
     from components.training.hf_source import check_init_from
-    from runners.eval_homes import resolve_eval_homes
+    from runners.local.eval_homes import resolve_eval_homes
     refuse_in_pipeline(config)
     config = resolve_eval_homes(config)
     paths = LocalPaths.for_config(config)
@@ -176,8 +176,8 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
     """`bigtrain run` (with `until`: that stage and its upstream only): returns the exit code;
     raises BigtrainError for named errors. A run refused before it wrote anything leaves the
     home as it found it: no lock file of its own, and a home it created removed."""
-    from runners.home import remove_if_empty
-    from runners.lock import HomeLock
+    from runners.local.home import remove_if_empty
+    from runners.local.lock import HomeLock
 
     home, found = os.path.abspath(config.paths.home), os.path.isdir(config.paths.home)
     try:
@@ -201,12 +201,12 @@ def run_command(config: Config, verbose: bool = False, force: bool = False,
 def _locked_run(config: Config, paths: LocalPaths, lock, plan: RunPlan, force: bool) -> int:
     """run_command once it holds the home's lock: open the store (a named error when it cannot),
     sweep what a dead run left, check up to date, then run (lock.keep(): the home is written)."""
-    from components.common.listing import fingerprint_input
+    from components.storage.listing import fingerprint_input
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import open_store
-    from runners.home import remove_if_empty
-    from runners.logs import configure_logging, remove_file_handlers
-    from runners import uptodate
+    from runners.local.home import remove_if_empty
+    from runners.local.logs import configure_logging, remove_file_handlers
+    from runners.local import uptodate
     if lock.stale:
         clean_after_dead_holder(lock, paths)
     store = (open_store(metadata_lib.connection(config, read_only=False))
@@ -262,7 +262,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
     # A portable run's SDK workers must answer before any stage waits on them (no silent hang).
     check_sdk_workers(list(config.runtime.beam_args), config.runtime.sdk_worker_timeout_s)
     emitter = _lineage_start(config, plan)
-    from runners.tracking import start_tracking
+    from runners.local.tracking import start_tracking
     start_tracking(config, plan.run_id)   # tracking.required: an unreachable tracker stops here
     failure, error = None, None
     try:
@@ -270,7 +270,7 @@ def _run_pipeline(config: Config, paths: LocalPaths, plan: RunPlan) -> int:
         # verbosity flag), so they must not see bigtrain's own command line.
         command_line, sys.argv = sys.argv, sys.argv[:1]
         try:
-            with terminate_raises():   # SIGTERM unwinds like Ctrl-C (runners/interrupts.py)
+            with terminate_raises():   # SIGTERM unwinds like Ctrl-C (runners/local/interrupts.py)
                 run_local(config, paths, plan)
         finally:
             sys.argv = command_line
@@ -350,7 +350,7 @@ def _record_outcome(config: Config, plan: RunPlan, error: BaseException | None,
                     emitter) -> BaseException | None:
     """_record_run; after a full disk, first the stages TFX could not record (its own write
     failed while the partial outputs still held the space they free now) recorded failed. When
-    the store cannot be written either, the console says so (runners/disk_full.py) and the run
+    the store cannot be written either, the console says so (runners/local/disk_full.py) and the run
     still ends with its named error. Returns the error the run ends with."""
     from pipeline.lineage import record
     from pipeline.lineage.connection import describe, open_store
@@ -377,7 +377,7 @@ def _lineage_start(config: Config, plan: RunPlan):
 
 def _record_run(config: Config, plan: RunPlan, error: BaseException | None, emitter=None) -> None:
     """The run's context in MLMD (its outcome, why it ran, its up-to-date key when it
-    succeeded), then its report, then the trackers' final figures (runners/tracking.py), then
+    succeeded), then its report, then the trackers' final figures (runners/local/tracking.py), then
     the run's OpenLineage events (emitter: its sender)."""
     from pipeline.lineage import record
     from pipeline.lineage.connection import open_store
@@ -395,7 +395,7 @@ def _record_run(config: Config, plan: RunPlan, error: BaseException | None, emit
             run.custom_properties[record.BEAM_PLACEMENT].string_value = json.dumps(plan.beam_placement)
         store.put_contexts([run])
         report = _print_report(store, plan.run_id, all_counters=plan.verbose)
-    from runners.tracking import finish_tracking
+    from runners.local.tracking import finish_tracking
     finish_tracking(config, store, run, error, report)
     if emitter is not None:
         from pipeline.lineage import openlineage_events as ol

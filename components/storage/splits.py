@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from components.common import fs
+from components.storage import fs
 
 SPLIT_PREFIX = "Split-"
 

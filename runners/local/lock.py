@@ -22,7 +22,7 @@ import sys
 
 from components.common.errors import HomeError, HomeLockedError
 from components.common.process import process_alive
-from runners.home import lock_path
+from runners.local.home import lock_path
 
 
 def _describe(holder: dict) -> str:

@@ -9,17 +9,17 @@ import argparse
 import functools
 import os
 
-from components.common import fs
+from components.storage import fs
 from components.common.errors import NotFoundError, OutputError
-from runners.cli_options import config_options, resolve_config
-from runners.logs import configure_logging
+from runners.cli.options import config_options, resolve_config
+from runners.local.logs import configure_logging
 
 
 def lineage_facts(args, open_lineage, **model) -> dict:
     """Card facts of the run that trained a model (pipeline/lineage/card_facts.py model_facts:
     model_id= a push record's, or model_uri= a model folder), when the store of --home /
     --metadata exists and holds it; else {} (the card then says what the model itself records)."""
-    from runners import metadata as metadata_lib
+    from runners.local import metadata as metadata_lib
     if not metadata_lib.store_exists(resolve_config(args)):
         return {}
     from pipeline.lineage.card_facts import model_facts
@@ -42,7 +42,7 @@ def export_source(args, open_lineage, served_model_dir) -> tuple[str, dict]:
     number under <serving dir>/<model>, or a run id (MLMD: the model its Trainer wrote). The
     facts of a folder or version come from the run that trained the model, when the store
     knows it."""
-    from components.common import fs
+    from components.storage import fs
     from components.push.layout import PUSH_RECORD, version_dir
     from components.serving.hf.source import model_dir_of
     source = args.source
@@ -130,7 +130,7 @@ def cmd_export_hf(args: argparse.Namespace, open_lineage, served_model_dir) -> i
 
 
 def add_export(sub, common: list, *, open_lineage, served_model_dir) -> None:
-    """`bigtrain export hf`; open_lineage and served_model_dir are the CLI's own (runners/cli.py)."""
+    """`bigtrain export hf`; open_lineage and served_model_dir are the CLI's own (runners/cli/app.py)."""
     export = sub.add_parser("export", parents=common, help="write a trained model in another format",
                             description="Write a trained model in a format other engines load.")
     esub = export.add_subparsers(dest="export_format", metavar="FORMAT", required=True)

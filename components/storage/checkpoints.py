@@ -17,7 +17,7 @@ runners find and clean it):
       .worker-<task>/                        a non-chief worker's own copy of all of the above
       *_temp/                                a save in progress (TF), never read
 
-Through components.common.fs: every folder may be s3:// or gs://.
+Through components.storage.fs: every folder may be s3:// or gs://.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import json
 import posixpath
 import re
 
-from components.common import fs
+from components.storage import fs
 
 FOLDER = "checkpoints"
 CHECKPOINT_NAME = "ckpt"        # tf.train.CheckpointManager(checkpoint_name=...)

@@ -14,9 +14,9 @@ import os
 import urllib.parse
 
 from components import config as config_lib
-from components.common.fs import is_remote
+from components.storage.fs import is_remote
 from components.config import Config, ConfigError
-from runners.home import default_sqlite_path
+from runners.local.home import default_sqlite_path
 
 METADATA_ENV = "BIGTRAIN_METADATA"
 

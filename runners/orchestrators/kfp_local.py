@@ -38,7 +38,7 @@ import time
 import uuid
 
 from components.common.errors import BigtrainError
-from runners.kubeflow import TASK_PLACEHOLDER
+from runners.orchestrators.kubeflow import TASK_PLACEHOLDER
 
 OUTPUT_METADATA_FILE = os.path.join("kfp_outputs", "output_metadata.json")
 

@@ -14,7 +14,7 @@ from components.common.errors import DiskFullError
 class StageFailedLine(logging.Filter):
     """TFX's launcher logs `Execution N failed.` at ERROR before it re-raises the stage's error,
     and Beam logs a Ctrl-C or SIGTERM inside a bundle as an error with its traceback; the run
-    then prints its own one line for either (runners/local.py), as it does for a full disk that
+    then prints its own one line for either (runners/local/run.py), as it does for a full disk that
     a Beam step named (DiskFullError), so the console drops these
     records (the run's log file keeps them; -v shows them)."""
 

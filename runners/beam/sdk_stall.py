@@ -4,7 +4,7 @@ makes no progress for runtime.sdk_worker_stall_s, instead of letting the stage w
 
 Why: a worker that connected and then stalls (stuck in user code or a deadlock, SIGSTOP'ed,
 swapping out of memory) leaves Beam's job service waiting for its bundle without a time limit,
-and the pool stays healthy, so the probe before each stage (runners/sdk_workers.py) passes.
+and the pool stays healthy, so the probe before each stage (runners/beam/sdk_workers.py) passes.
 
 The signal: bundle progress. Beam's job API shows nothing that moves during a bundle (the
 embedded job service's GetJobMetrics is empty until the job ends, its state stream says

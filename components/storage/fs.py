@@ -26,7 +26,7 @@ from typing import IO, Iterator
 
 from components.common.errors import ObjectStoreError
 # S3_CLIENT_DEFAULTS stays readable here as fs.S3_CLIENT_DEFAULTS (its home: s3_bounds.py)
-from components.common.s3_bounds import S3_CLIENT_DEFAULTS, bound_s3_retries, s3_timeouts  # noqa: F401
+from components.storage.s3_bounds import S3_CLIENT_DEFAULTS, bound_s3_retries, s3_timeouts  # noqa: F401
 
 # Longest part of a client's message kept in an ObjectStoreError (TensorFlow's op errors carry
 # the graph's whole Python stack after the first line).

@@ -1,5 +1,5 @@
 """The container entrypoint of every Kubeflow step (the compiled spec's command):
-`python -m runners.kfp_entrypoint --executor_class_path ... --json_serialized_invocation_args
+`python -m runners.orchestrators.kfp_entrypoint --executor_class_path ... --json_serialized_invocation_args
 {{$}} ...`. It does three things TFX's own entrypoint
 (`tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor`) cannot, then hands over to
 that entrypoint's `main` with the same arguments:
@@ -8,7 +8,7 @@ that entrypoint's `main` with the same arguments:
   StatisticsGen and ExampleValidator read and write through tf.io.gfile, which knows no s3://
   until `import tensorflow_io`);
 - keeps a Beam stage on local workers from building TFX's sdist in the temp dir
-  (runners/beam_staging.py);
+  (runners/beam/staging.py);
 - ends the process through fs.exit_process, so tensorflow-io's S3 client cannot turn a finished
   step into exit status 134 at interpreter exit (tensorflow/io#2039).
 
@@ -22,8 +22,8 @@ import re
 import sys
 import traceback
 
-from components.common import fs
-from runners.kubeflow import TASK_FLAG
+from components.storage import fs
+from runners.orchestrators.kubeflow import TASK_FLAG
 
 
 def split_task(argv: list[str]) -> tuple[list[str], str | None]:
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> None:
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    from runners.beam_staging import skip_tfx_self_staging
+    from runners.beam.staging import skip_tfx_self_staging
     skip_tfx_self_staging()   # a step's Beam stage on local workers stages no TFX sdist
     argv, task = split_task(argv)
     fs.prepare(*re.findall(r"s3://[^\"\s,]+", " ".join(argv[1:])))
@@ -77,7 +77,7 @@ class StepLineage:
             self.emitter.emit(kfp_events(self.executor_input, "running", self.started, task=task))
 
     def end(self, error: str | None) -> None:
-        from runners.kfp_local import merged_outputs
+        from runners.orchestrators.kfp_local import merged_outputs
         from runners.openlineage_emit import kfp_events
         if self.executor_input is None:
             return

@@ -14,7 +14,7 @@ import numbers
 import os
 
 from components import config as config_lib
-from components.common import fs
+from components.storage import fs
 from components.common.errors import ObjectStoreError
 from components.config.tracking import resolved
 from components.push.properties import PUSHED_DESTINATION

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from components import config as config_lib
-from runners import metadata as metadata_lib
+from runners.local import metadata as metadata_lib
 
 
 HOME_HELP = ("directory holding all run state: artifacts, runs, served models and, by default, "
@@ -51,7 +51,7 @@ def beam_options() -> argparse.ArgumentParser:
 
 def resolve_config(args: argparse.Namespace) -> config_lib.Config:
     """Preset, --config, --set, then --home, the Beam options and the metadata store (--metadata
-    or $BIGTRAIN_METADATA, runners/metadata.py)."""
+    or $BIGTRAIN_METADATA, runners/local/metadata.py)."""
     overrides = list(getattr(args, "overrides", []))
     if args.home == "":   # it silently became ./bigtrain_home
         raise config_lib.ConfigError("--home: empty; name a folder (default ./bigtrain_home: "

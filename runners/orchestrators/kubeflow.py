@@ -9,9 +9,9 @@ import os
 
 from components.config import Config
 
-# Every container step starts here: runners/kfp_entrypoint.py registers the object-store
+# Every container step starts here: runners/orchestrators/kfp_entrypoint.py registers the object-store
 # filesystems, then hands over to TFX's kubeflow_v2_run_executor (the entrypoint KFP runs).
-ENTRYPOINT_COMMAND = ["python", "-m", "runners.kfp_entrypoint"]
+ENTRYPOINT_COMMAND = ["python", "-m", "runners.orchestrators.kfp_entrypoint"]
 # Every step's task name, as TASK_FLAG with KFP's runtime placeholder TASK_PLACEHOLDER (resolved
 # by KFP's backend since 2.4 and by Vertex AI): a step without outputs (AnomaliesGate) has no
 # output URI to read it from. kfp_entrypoint takes it out of argv before TFX's entrypoint parses.
@@ -22,7 +22,7 @@ TASK_PLACEHOLDER = "{{$.pipeline_task_name}}"
 def compile_kubeflow(config: Config, out_file: str) -> str:
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
-    from components.common.listing import fingerprint_input
+    from components.storage.listing import fingerprint_input
     from pipeline.pipeline import create_pipeline
 
     orchestrator = config.orchestrator

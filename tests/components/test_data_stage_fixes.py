@@ -96,12 +96,12 @@ def test_a_stages_code_is_its_import_closure(tmp_path):
     _write(tmp_path, {
         "components": "", "components.stage": "",
         "components.stage.entry": "import os\nfrom . import rules\n"
-                                  "def run():\n    from components.common import fs\n",
+                                  "def run():\n    from components.shared import fs\n",
         "components.stage.rules": "from components.config import tree\nimport schemas\n",
-        "components.stage.unused": "", "components.common": "", "components.storage.fs": "import json\n",
+        "components.stage.unused": "", "components.shared": "", "components.shared.fs": "import json\n",
         "components.config": "", "components.config.tree": "",
         "schemas": "", "schemas.x": "", "pipeline": "import components.stage.entry\n", "pipeline.y": ""})
-    by_hand = ["components", "components.common", "components.storage.fs", "components.stage",
+    by_hand = ["components", "components.shared", "components.shared.fs", "components.stage",
                "components.stage.entry", "components.stage.rules", "schemas"]
     assert import_closure("components.stage.entry", leave_out=("components.config",),
                           root=str(tmp_path)) == by_hand
@@ -109,7 +109,7 @@ def test_a_stages_code_is_its_import_closure(tmp_path):
     before = closure_digest("components.stage.entry", root=str(tmp_path))
     tmp_path.joinpath("components", "stage", "unused.py").write_text("x = 1\n")
     assert closure_digest("components.stage.entry", root=str(tmp_path)) == before
-    tmp_path.joinpath("components", "common", "fs.py").write_text("import json  # an edit\n")
+    tmp_path.joinpath("components", "shared", "fs.py").write_text("import json  # an edit\n")
     assert closure_digest("components.stage.entry", root=str(tmp_path)) != before
 
 

@@ -43,11 +43,11 @@ def validate_parameter_server(config: Config) -> None:
 
 def refuse_in_pipeline(config: Config, environ: dict | None = None) -> None:
     """What the pipeline cannot run with runtime.strategy=parameter_server, named before anything
-    runs (`bigtrain run`'s plan; the Trainer checks again): the Tuner (its trials train in its own
-    process with loop.train, no cluster to coordinate), and a `bigtrain run` that is not the chief
-    of a TF_CONFIG cluster with ps and worker tasks (environ: os.environ by default). The
-    Trainer stage is the chief: it trains through the cluster, then exports; the Evaluator and the
-    Pusher run unchanged (docs/training.md, "Parameter servers")."""
+    runs (`bigtrain run`'s plan; the Trainer checks the cluster again, chief_of_cluster): the
+    Tuner (its trials train in its own process with loop.train, no cluster to coordinate), and a
+    `bigtrain run` that is not the chief of a TF_CONFIG cluster with ps and worker tasks (environ:
+    os.environ by default). The Trainer stage is the chief: it trains through the cluster, then
+    exports; the Evaluator and the Pusher run unchanged (docs/training.md, "Parameter servers")."""
     if config.runtime.strategy != PARAMETER_SERVER:
         return
     if config.tune.trials > 0:

@@ -214,11 +214,12 @@ def run_fn(fn_args) -> None:
     from components.training import warm_start
     from components.serving.variants import export_variants
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
-    from components.config.strategy_rules import refuse_in_pipeline
+    from components.config.strategy_rules import PARAMETER_SERVER, chief_of_cluster
 
     custom = fn_args.custom_config
     config, tuned = trainer_config(custom, fn_args.hyperparameters)
-    refuse_in_pipeline(config)
+    if config.runtime.strategy == PARAMETER_SERVER:   # the plan refused the Tuner (no tune here)
+        chief_of_cluster(os.environ)
     if cpu_devices_needed(config.runtime):
         ensure_cpu_replicas(cpu_devices_needed(config.runtime))
     warm = {}

@@ -89,7 +89,7 @@ def product_modules(root: str | None = None) -> dict[str, str]:
     return found
 
 
-# {(path, mtime, size): its imported names}: a pipeline build computes four closures over the
+# {(path, module name, mtime, size): its imported names}: a pipeline build computes four closures over the
 # same files; a file edited since (a test's copy of the tree) has a new key.
 _PARSED: dict[tuple, list[str]] = {}
 
@@ -116,7 +116,8 @@ def _statements(nodes):
 
 
 def _parse_imports(path: str, name: str) -> list[str]:
-    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), path)
     anchor = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
     out = []
     for node in _statements(tree.body):
@@ -135,8 +136,10 @@ def import_closure(*entries: str, leave_out: tuple[str, ...] = (), root: str | N
     """Sorted product modules the `entries` run: each entry and what it imports, transitively
     (module and function level; a module's parent packages too, which Python runs first), but
     for modules under `leave_out` (packages whose changes reach the stage otherwise)."""
-    modules = product_modules(root)
+    return sorted(_closure(entries, leave_out, product_modules(root)))
 
+
+def _closure(entries, leave_out: tuple[str, ...], modules: dict[str, str]) -> set[str]:
     def kept(module: str) -> bool:
         return not any(module == p or module.startswith(p + ".") for p in leave_out)
     closure, todo = set(), list(entries)
@@ -150,13 +153,14 @@ def import_closure(*entries: str, leave_out: tuple[str, ...] = (), root: str | N
         parts = target.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
         todo.extend(_imported_names(modules[target], target))
-    return sorted(closure)
+    return closure
 
 
 def closure_digest(*entries: str, leave_out: tuple[str, ...] = (), root: str | None = None) -> str:
-    """code_digest of the entries' import_closure: the one code key of a stage."""
+    """code_digest of the entries' import_closure: the one code key of a stage (the product's
+    modules listed once for both)."""
     outer = hashlib.sha256()
     modules = product_modules(root)
-    for name in import_closure(*entries, leave_out=leave_out, root=root):
+    for name in sorted(_closure(entries, leave_out, modules)):
         outer.update(f"{name}\0{file_digest(modules[name])}\n".encode())
     return outer.hexdigest()

@@ -59,12 +59,15 @@ test: setup services
 # cluster, for the Trainer on Ray (runtime.cluster=ray), and a Dask cluster, for the data stage on
 # Beam's DaskRunner.
 SERVICES := mariadb objectstore browser hf-loader mlflow ray dask
+# Their fixed ports lie below Linux's ephemeral range (32768-60999): there, an outgoing connection
+# of an earlier service (a Dask worker's to its scheduler, seen 2026-12-07) may hold the port a
+# later one binds ("Address already in use" with nothing listening on it).
 services: $(SERVICES)
 
 # MariaDB from Debian's packages (apt-get, if absent), started on 127.0.0.1:$(MARIADB_PORT) with
 # its own datadir under build/mariadb/; idempotent. Outside CI, if it cannot be installed, the
 # MySQL tests skip naming the reason (build/mariadb/unavailable); in CI that is an error.
-MARIADB_PORT ?= 33306
+MARIADB_PORT ?= 23306
 mariadb:
 	BIGTRAIN_MARIADB_PORT=$(MARIADB_PORT) bash tests/support/mariadb.sh start
 
@@ -75,7 +78,7 @@ mariadb-stop:
 # needs Flask 3, which is not in the lock; that venv is installed from its own hashed lock,
 # tests/support/objectstore.lock) on 127.0.0.1:$(OBJECTSTORE_PORT) with one bucket; idempotent. Writes build/objectstore/env.sh (source it for a shell). Outside CI, if it cannot be
 # installed, the S3 tests skip naming the reason (build/objectstore/unavailable); in CI: an error.
-OBJECTSTORE_PORT ?= 39000
+OBJECTSTORE_PORT ?= 29000
 objectstore:
 	BIGTRAIN_OBJECTSTORE_PORT=$(OBJECTSTORE_PORT) PYTHON=$(PYTHON) UV=$(abspath $(BIN)/uv) bash tests/support/objectstore.sh start
 
@@ -95,7 +98,7 @@ objectstore-lock:
 # store under build/mlflow/; idempotent. Writes build/mlflow/env.sh. Outside CI, if it cannot be
 # installed, the tracking server tests skip naming the reason (build/mlflow/unavailable); in CI:
 # an error.
-MLFLOW_PORT ?= 39100
+MLFLOW_PORT ?= 29100
 mlflow:
 	BIGTRAIN_MLFLOW_PORT=$(MLFLOW_PORT) PYTHON=$(PYTHON) UV=$(abspath $(BIN)/uv) bash tests/support/mlflow.sh start
 
@@ -107,7 +110,7 @@ mlflow-stop:
 # Writes build/dask/env.sh (BIGTRAIN_DASK_ADDRESS). The workers import bigtrain when they start:
 # after changing the data stage's code, `make dask-stop dask`. Outside CI, if it cannot start,
 # the Dask tests skip naming the reason (build/dask/unavailable); in CI: an error.
-DASK_PORT ?= 38786
+DASK_PORT ?= 28786
 dask: setup
 	BIGTRAIN_DASK_PORT=$(DASK_PORT) BIGTRAIN_DASK_PYTHON=$(abspath $(BIN)/python) bash tests/support/dask.sh start
 
@@ -126,7 +129,7 @@ mlflow-lock:
 # folders under build/ray/; idempotent. Writes build/ray/env.sh. ray-stop ends only this
 # cluster's processes. Outside CI, if it cannot start, the Ray tests skip naming the reason
 # (build/ray/unavailable); in CI: an error.
-RAY_PORT ?= 39200
+RAY_PORT ?= 29200
 RAY_CPUS ?= 2
 ray: setup
 	BIGTRAIN_RAY_PORT=$(RAY_PORT) BIGTRAIN_RAY_CPUS=$(RAY_CPUS) bash tests/support/ray.sh start

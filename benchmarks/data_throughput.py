@@ -372,7 +372,7 @@ def main() -> int:
                         "letters through an affine cipher of its own: no exact or near "
                         "duplicates across copies")
     parser.add_argument("--dask-address", help="the Dask scheduler of the -dask runs, e.g. "
-                        "tcp://127.0.0.1:38786 (`make dask`; default: $BIGTRAIN_DASK_ADDRESS)")
+                        "tcp://127.0.0.1:28786 (`make dask`; default: $BIGTRAIN_DASK_ADDRESS)")
     parser.add_argument("--decon", type=int, metavar="ROUNDS", help="the cost of "
                         "decontamination: ROUNDS rounds of baseline and stage-none / stage-decon "
                         "(one process, then 2 workers) back to back; prints each round and the "

@@ -131,7 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--address", default=os.environ.get("BIGTRAIN_RAY_ADDRESS", "127.0.0.1:39200"))
+    parser.add_argument("--address", default=os.environ.get("BIGTRAIN_RAY_ADDRESS", "127.0.0.1:29200"))
     parser.add_argument("--ray-temp", default=os.path.join(ROOT, "build", "ray", "t"))
     args = parser.parse_args()
     from components.config import build_config

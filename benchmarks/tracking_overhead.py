@@ -1,7 +1,7 @@
 """Training time with TensorBoard only vs with every tracker on (issue 42: within 5%).
 
     python benchmarks/tracking_overhead.py                  # MLflow to a sqlite store in a temp dir
-    BIGTRAIN_MLFLOW_URI=http://127.0.0.1:39100 python benchmarks/tracking_overhead.py  # a server
+    BIGTRAIN_MLFLOW_URI=http://127.0.0.1:29100 python benchmarks/tracking_overhead.py  # a server
 
 bigtrain's training loop (loop.train, the Trainer's) on a small CPU model (4 layers, d_model 64,
 seq_len 128, batch 32), train.log_every=5 (a tracker call every 5 steps: 4x the default's rate),

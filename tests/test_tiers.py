@@ -111,6 +111,28 @@ def test_make_test_keeps_its_services_and_ci_times_each_phase():
     assert re.search(r"^first_command\(\) \{\n  \$NICE make run ARGS=", ci, re.M)
 
 
+def test_each_services_fixed_ports_lie_below_the_ephemeral_range():
+    """A fixed port inside Linux's ephemeral range (32768-60999) may be held by an outgoing
+    connection of a service started before it: on 2026-12-07 a Dask worker's connection to its
+    scheduler held 33306 and MariaDB failed with "Address already in use" (nothing listened
+    there). Each service's port (and Ray's span of PORT+1 .. PORT+499, tests/support/ray.sh)
+    lies below the range, and the script's default is the Makefile's. Caught: MARIADB_PORT back
+    at 33306."""
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
+        ports = {name.lower(): int(port) for name, port in
+                 re.findall(r"^(\w+)_PORT \?= (\d+)$", fh.read(), re.M)}
+    assert set(ports) == {"mariadb", "objectstore", "mlflow", "dask", "ray"}
+    ephemeral = 32768
+    if os.path.exists("/proc/sys/net/ipv4/ip_local_port_range"):
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="utf-8") as fh:
+            ephemeral = min(ephemeral, int(fh.read().split()[0]))
+    for name, port in ports.items():
+        span = 499 if name == "ray" else 0
+        assert 1024 <= port and port + span < ephemeral, (name, port, ephemeral)
+        with open(os.path.join(ROOT, "tests", "support", f"{name}.sh"), encoding="utf-8") as fh:
+            default = re.search(r"^PORT=\$\{BIGTRAIN_\w+_PORT:-(\d+)\}$", fh.read(), re.M)
+        assert int(default.group(1)) == port, name
+
 def test_the_cost_ledger_is_registered_for_every_run():
     """tests/conftest.py loads the ledger and its guard (tests/support/ledger.py): `make test`,
     `make test-fast` and any pytest run of the suite write build/test-ledger.json."""

@@ -12,7 +12,7 @@ RAY = ("runtime.strategy=multi_worker_mirrored", "runtime.cluster=ray")
 
 def test_a_ray_config_with_its_strategy_passes():
     config = build_config("tiny", overrides=[*RAY, "runtime.ray.workers=3",
-                                              "runtime.ray.address=127.0.0.1:39200"])
+                                              "runtime.ray.address=127.0.0.1:29200"])
     assert (config.runtime.cluster, config.runtime.ray.workers) == ("ray", 3)
 
 

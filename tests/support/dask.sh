@@ -7,10 +7,10 @@
 # (BIGTRAIN_DASK_ADDRESS) for the tests and for a shell (`. build/dask/env.sh`); when it cannot
 # start outside CI it writes $DIR/unavailable with the reason instead (the Dask tests then skip,
 # naming it); in CI that is an error.
-# Usage: tests/support/dask.sh start|stop   (DIR=build/dask PORT=38786 by default)
+# Usage: tests/support/dask.sh start|stop   (DIR=build/dask PORT=28786 by default)
 set -euo pipefail
 DIR=${BIGTRAIN_DASK_DIR:-$(pwd)/build/dask}
-PORT=${BIGTRAIN_DASK_PORT:-38786}
+PORT=${BIGTRAIN_DASK_PORT:-28786}
 PY=${BIGTRAIN_DASK_PYTHON:-$(pwd)/.venv/bin/python}
 ADDRESS=tcp://127.0.0.1:$PORT
 WORKERS=2
@@ -50,10 +50,10 @@ if alive scheduler && alive worker && [ "$(workers)" = "$WORKERS" ]; then
 else
   stop
   setsid nohup "$PY" -m distributed.cli.dask_scheduler --host 127.0.0.1 --port "$PORT" \
-    --no-dashboard >"$DIR/scheduler.log" 2>&1 < /dev/null &
+    --no-dashboard --dashboard-address 127.0.0.1:0 >"$DIR/scheduler.log" 2>&1 < /dev/null &
   echo $! > "$DIR/scheduler.pid"
   setsid nohup "$PY" -m distributed.cli.dask_worker "$ADDRESS" --nworkers "$WORKERS" \
-    --nthreads 1 --memory-limit 0 --no-dashboard --local-directory "$DIR/work" \
+    --nthreads 1 --memory-limit 0 --host 127.0.0.1 --no-dashboard --dashboard-address 127.0.0.1:0 --local-directory "$DIR/work" \
     >"$DIR/worker.log" 2>&1 < /dev/null &
   echo $! > "$DIR/worker.pid"
   for _ in $(seq 1 120); do [ "$(workers)" = "$WORKERS" ] && break; sleep 1; done

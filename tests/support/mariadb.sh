@@ -3,10 +3,10 @@
 # absent (apt-get), started on loopback with its own datadir and port, one user, idempotent.
 # Writes $DIR/env (BIGTRAIN_TEST_MYSQL_*) for the tests; when MariaDB cannot be installed outside
 # CI it writes $DIR/unavailable with the reason instead (the MySQL tests then skip, naming it).
-# Usage: tests/support/mariadb.sh start|stop   (DIR=build/mariadb PORT=33306 by default)
+# Usage: tests/support/mariadb.sh start|stop   (DIR=build/mariadb PORT=23306 by default)
 set -euo pipefail
 DIR=${BIGTRAIN_MARIADB_DIR:-$(pwd)/build/mariadb}
-PORT=${BIGTRAIN_MARIADB_PORT:-33306}
+PORT=${BIGTRAIN_MARIADB_PORT:-23306}
 USER_NAME=bigtrain PASSWORD=bigtrain
 SOCK=$DIR/mysqld.sock PIDFILE=$DIR/mysqld.pid
 mkdir -p "$DIR"

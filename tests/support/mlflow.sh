@@ -8,10 +8,10 @@
 # $DIR/env.sh (BIGTRAIN_MLFLOW_URI) for the tests and for a shell (`. build/mlflow/env.sh`);
 # when it cannot be installed outside CI it writes $DIR/unavailable with the reason instead (the
 # MLflow server tests then skip, naming it); in CI that is an error.
-# Usage: tests/support/mlflow.sh start|stop   (DIR=build/mlflow PORT=39100 by default)
+# Usage: tests/support/mlflow.sh start|stop   (DIR=build/mlflow PORT=29100 by default)
 set -euo pipefail
 DIR=${BIGTRAIN_MLFLOW_DIR:-$(pwd)/build/mlflow}
-PORT=${BIGTRAIN_MLFLOW_PORT:-39100}
+PORT=${BIGTRAIN_MLFLOW_PORT:-29100}
 PYTHON=${PYTHON:-python3.11}
 LOCK=$(cd "$(dirname "$0")" && pwd)/mlflow.lock
 VENV=$DIR/venv PIDFILE=$DIR/mlflow.pid LOG=$DIR/mlflow.log

@@ -8,10 +8,10 @@
 # Writes $DIR/env.sh (export lines: endpoint, credentials, region, BIGTRAIN_S3_BUCKET) for the
 # tests and for a shell (`. build/objectstore/env.sh`); when it cannot be installed outside CI it
 # writes $DIR/unavailable with the reason instead (the S3 tests then skip, naming it).
-# Usage: tests/support/objectstore.sh start|stop   (DIR=build/objectstore PORT=39000 by default)
+# Usage: tests/support/objectstore.sh start|stop   (DIR=build/objectstore PORT=29000 by default)
 set -euo pipefail
 DIR=${BIGTRAIN_OBJECTSTORE_DIR:-$(pwd)/build/objectstore}
-PORT=${BIGTRAIN_OBJECTSTORE_PORT:-39000}
+PORT=${BIGTRAIN_OBJECTSTORE_PORT:-29000}
 BUCKET=${BIGTRAIN_S3_BUCKET:-bigtrain-test}
 PYTHON=${PYTHON:-python3.11}
 LOCK=$(cd "$(dirname "$0")" && pwd)/objectstore.lock

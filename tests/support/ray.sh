@@ -7,10 +7,10 @@
 # $DIR/unavailable with the reason instead (the Ray tests then skip, naming it); in CI: an error.
 # `stop` ends only this cluster's processes: those whose command line names $DIR (never
 # `ray stop`, which would end every Ray cluster of the machine's user).
-# Usage: tests/support/ray.sh start|stop   (DIR=build/ray PORT=39200 CPUS=2 by default)
+# Usage: tests/support/ray.sh start|stop   (DIR=build/ray PORT=29200 CPUS=2 by default)
 set -euo pipefail
 DIR=${BIGTRAIN_RAY_DIR:-$(pwd)/build/ray}
-PORT=${BIGTRAIN_RAY_PORT:-39200}
+PORT=${BIGTRAIN_RAY_PORT:-29200}
 CPUS=${BIGTRAIN_RAY_CPUS:-2}           # each node's; a training worker holds 1 (runtime.ray)
 RAY=${RAY:-$(pwd)/.venv/bin/ray}
 ADDRESS=127.0.0.1:$PORT

@@ -205,7 +205,7 @@ def release_stages(config: Config, examples, trainer, serving_dir: str):
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_dir, config.model.name))),
-        custom_config=stages.handoff(PUSHER_READS, config)).with_id("Pusher")
+        custom_config=stages.custom_config(PUSHER_READS, config)).with_id("Pusher")
     return latest_blessed, evaluator, pusher
 
 

@@ -5,7 +5,9 @@ come the stage's hand-off (`handoff`: one canonical JSON per section, its TFX ex
 or custom_config keys, so its cache key), the Config the stage works with on the other side
 (`read_back`: a section it was not sent raises on first use, naming the declaration) and, for the
 Trainer, its checkpoint key (`model_view`: the sections that decide the trained model, without
-where it trains)."""
+where it trains). A stage handed a TFX custom_config (the Trainer, the Tuner, the Pusher) also
+declares the keys it gets beside its sections (`extras`): `custom_config` and `read_custom` raise
+on any other key, so nothing reaches the stage undeclared."""
 
 from __future__ import annotations
 
@@ -48,13 +50,15 @@ class StageReads:
     """stage: the node id; declared_in: where the declaration lives (named by every error);
     sections: {section: Reads}; keys: the execution property of a section when it is not the
     section's name; model: the sections that decide a trained model (the checkpoint key) and
-    placement: their "section.field"s that say where it trains, not what (left out of that key)."""
+    placement: their "section.field"s that say where it trains, not what (left out of that key);
+    extras: {custom_config key beside the sections: what it carries} (custom_config stages)."""
     stage: str
     declared_in: str
     sections: Mapping[str, Reads]
     keys: Mapping[str, str] = field(default_factory=dict)
     model: tuple[str, ...] = ()
     placement: tuple[str, ...] = ()
+    extras: Mapping[str, str] = field(default_factory=dict)
 
     def key(self, section: str) -> str:
         return self.keys.get(section, section)
@@ -69,6 +73,29 @@ def handoff(stage: StageReads, config: Config) -> dict[str, str]:
     """The stage's hand-off, its cache key: {property or custom_config key: section_json}."""
     return {stage.key(name): section_json(section)
             for name, section in typed_sections(stage, config).items()}
+
+
+def custom_config(stage: StageReads, config: Config, **extras: str) -> dict[str, str]:
+    """A custom_config stage's hand-off, its cache key: its sections (handoff) and the extras
+    given, each of which its declaration names."""
+    _check_extras(stage, extras)
+    return {**handoff(stage, config), **extras}
+
+
+def read_custom(stage: StageReads, custom: Mapping[str, str]) -> Config:
+    """read_back of a custom_config: a key that is neither a section's nor a declared extra
+    raises, naming the declaration."""
+    sections = {stage.key(name) for name in stage.sections}
+    _check_extras(stage, [key for key in custom if key not in sections])
+    return read_back(stage, custom)
+
+
+def _check_extras(stage: StageReads, keys) -> None:
+    unknown = sorted(set(keys) - set(stage.extras))
+    if unknown:
+        raise ConfigError(f"{stage.stage}: custom_config keys {unknown} are not in its declaration "
+                          f"({stage.declared_in}: sections {sorted(stage.sections)}, extras "
+                          f"{sorted(stage.extras)}): declare them there")
 
 
 class Unsent:

@@ -16,7 +16,7 @@ from components.push import properties as push_props
 from components.push.push import LOGGER, deploy_settings, format_writers, push_model
 
 # What the Pusher reads (its one declaration, components/config/stages.py): the push section
-# (deployment files, formats); its custom_config is stages.handoff of it.
+# (deployment files, formats); its custom_config is stages.custom_config of it.
 PUSHER_READS = stages.StageReads(stage="Pusher",
                                  declared_in="components/push/executor.py PUSHER_READS",
                                  sections={"push": stages.ALL})
@@ -39,7 +39,7 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         variant = blessing.get_string_custom_property(blessing_props.SERVE_VARIANT) if blessing else ""
         serve_path = blessing.get_string_custom_property(blessing_props.SERVE_PATH) if blessing else ""
         source = os.path.join(model.uri, serve_path) if serve_path else self.GetModelPath(input_dict)
-        push = stages.read_back(PUSHER_READS, json.loads(exec_properties["custom_config"])).push
+        push = stages.read_custom(PUSHER_READS, json.loads(exec_properties["custom_config"])).push
         run_id = getattr(self._context, "pipeline_run_id", None) if self._context else None
         result = push_model(source, destination.filesystem.base_directory,
                             record={"model_id": model.id, "model_uri": model.uri,

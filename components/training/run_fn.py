@@ -26,6 +26,7 @@ SUMMARY_FILE = "training_summary.json"
 # custom_config keys: the tracking section (resolved; only when it is not the default) and the
 # tracker run's identity, which the executor adds (the bigtrain run id: not in the cache key).
 TRACKING, TRACKING_RUN = "tracking", "tracking_run"
+DATA_FACTS = "data_facts"   # custom_config key the executor adds (not part of TFX's cache key)
 DIVERGED = ("training diverged ({steps} steps, {skipped} skipped as non-finite): lower "
             "train.learning_rate, keep train.clip_norm on, or look for a bad batch; nothing was "
             "exported")
@@ -63,7 +64,12 @@ TRAINER_READS = stages.StageReads(
               "runtime": stages.without("beam_args", "beam_direct_stages"),
               "eval": stages.only("batch_size", "max_batches"),
               "export": stages.only("quantize", "max_new_tokens")},
-    model=("data", "model", "train", "runtime"), placement=("runtime.cluster", "runtime.ray"))
+    model=("data", "model", "train", "runtime"), placement=("runtime.cluster", "runtime.ray"),
+    extras={"checkpoint_root": "where checkpoints go (the keyed folder is checkpoint_dir_for's)",
+            "code_digest": "the digest of the Trainer's import closure (training_code_digest)",
+            TRACKING: "the tracking section resolved against the home, when not the default",
+            DATA_FACTS: "the examples' facts, added by TrainerExecutor (after the cache key)",
+            TRACKING_RUN: "the tracker run's identity, added by TrainerExecutor (idem)"})
 
 
 def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> dict:
@@ -72,20 +78,19 @@ def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> di
     `tracking` (its settings resolved against the home) only when they are not the default, so
     that a default run keeps its cache key; without copy_artifacts, which only the run's last
     phase uses (runners/local/tracking.py): changing it does not train again."""
-    custom = dict(stages.handoff(TRAINER_READS, config),
-                  checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
+    extras = dict(checkpoint_root=checkpoint_root, code_digest=training_code_digest(config))
     tracking = config_lib.section_without(config.tracking, "copy_artifacts")
     if tracking != config_lib.TrackingConfig():  # the default keeps its cache key
-        custom[TRACKING] = json.dumps(tracking_lib.resolved(tracking, config.paths.home),
+        extras[TRACKING] = json.dumps(tracking_lib.resolved(tracking, config.paths.home),
                                       sort_keys=True)
-    return custom
+    return stages.custom_config(TRAINER_READS, config, **extras)
 
 
 def trainer_config(custom_config: dict, hyperparameters: dict | None
                    ) -> tuple[config_lib.Config, dict]:
     """The typed config run_fn works with, rebuilt from the Trainer's sections (stages.read_back),
     with the Tuner's best values (its HyperParameters artifact) applied. Returns (config, tuned)."""
-    config = stages.read_back(TRAINER_READS, custom_config)
+    config = stages.read_custom(TRAINER_READS, custom_config)
     tuned = hyperparameters_lib.config_values((hyperparameters or {}).get("values", {}))
     if tuned:
         config = hyperparameters_lib.apply_hyperparameters(config, tuned)
@@ -291,9 +296,6 @@ def examples_tokenizer(train_files, config):
     pattern = train_files[0] if train_files else ""
     examples_uri = os.path.dirname(os.path.dirname(pattern))   # <uri>/Split-train/*
     return tokenizer_artifact.examples_tokenizer(examples_uri, config.data, "Trainer")
-
-
-DATA_FACTS = "data_facts"   # custom_config key the executor adds (not part of TFX's cache key)
 
 
 def examples_facts(examples: list) -> dict:

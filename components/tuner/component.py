@@ -91,7 +91,9 @@ TUNER_READS = stages.StageReads(
     stage="Tuner", declared_in="components/tuner/component.py TUNER_READS",
     sections={**{name: TRAINER_READS.sections[name] for name in TRAINER_READS.model},
               "train": stages.without("init_from", "freeze"), "tune": stages.ALL,
-              "eval": stages.only("batch_size")})
+              "eval": stages.only("batch_size")},
+    extras={"code_digest": "the digest of the Tuner's import closure (tuner_code_digest)",
+            "log_dir": "its TensorBoard folder, added by TunerExecutor (after the cache key)"})
 
 
 class BigtrainTuner(Tuner):
@@ -106,6 +108,5 @@ def make_tuner(config: config_lib.Config, examples, schema):
         tuner_fn="components.tuner.search.tuner_fn", examples=examples, schema=schema,
         train_args=trainer_pb2.TrainArgs(num_steps=config.tune.steps_per_trial),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.tune.eval_batches),
-        custom_config=dict(stages.handoff(TUNER_READS, config),
-                           code_digest=tuner_code_digest())
+        custom_config=stages.custom_config(TUNER_READS, config, code_digest=tuner_code_digest())
     ).with_id("Tuner")

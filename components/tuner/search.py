@@ -158,7 +158,7 @@ def tuner_fn(fn_args):
     custom = fn_args.custom_config
     from components.config import stages
     from components.tuner.component import TUNER_READS
-    config = stages.read_back(TUNER_READS, custom)
+    config = stages.read_custom(TUNER_READS, custom)
     tune = config.tune
     from components.training.strategy import cpu_devices_needed, ensure_cpu_replicas
     if cpu_devices_needed(config.runtime):  # mirrored replicas or pipeline stages

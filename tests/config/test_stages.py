@@ -106,3 +106,20 @@ def test_the_checkpoint_key_follows_the_model_sections_only(dotted, value, retra
     changed = dataclasses.replace(_set(base, dotted, value))
     assert (stages.model_view(TRAINER_READS, base)
             != stages.model_view(TRAINER_READS, changed)) is retrains
+
+
+def test_a_custom_config_key_outside_the_declaration_is_refused_both_ways(tmp_path):
+    """The keys a custom_config stage gets beside its sections are declared too (extras): the
+    Trainer's own hand-off passes, an undeclared key raises naming the declaration when the
+    hand-off is built and when the stage reads it. Caught: read_custom as plain read_back (an
+    extra key smuggled past the declaration), an extra missing from TRAINER_READS.extras."""
+    from components.training.run_fn import DATA_FACTS, TRAINER_READS, trainer_custom_config
+    config = build_config("tiny", None, [f"paths.home={tmp_path}", "tracking.backends=[mlflow]"])
+    custom = dict(trainer_custom_config(config, "/ckpt"), **{DATA_FACTS: "{}"})
+    assert stages.read_custom(TRAINER_READS, custom).train == config.train
+    declared = r"components/training/run_fn\.py TRAINER_READS: sections .*, extras .*"
+    with pytest.raises(ConfigError, match=rf"Trainer: custom_config keys \['learning_rate'\] are "
+                                          rf"not in its declaration \({declared}\)"):
+        stages.read_custom(TRAINER_READS, dict(custom, learning_rate="0.1"))
+    with pytest.raises(ConfigError, match=r"keys \['seed'\] are not in its declaration"):
+        stages.custom_config(TRAINER_READS, config, seed="1")

@@ -39,7 +39,8 @@ def build(home: str, runs: int) -> str:
     """<home>/metadata.sqlite with `runs` runs ('run-00000' produces, the rest are cached);
     the pushed version's folder is <home>/serving/gpt/1. Returns the store's path."""
     os.makedirs(home, exist_ok=True)
-    store = connect(os.path.join(home, SQLITE_FILE), read_only=False)
+    path = os.path.join(home, SQLITE_FILE)
+    store = connect(path, read_only=False)
     ctx_types = {n: store.put_context_type(pb.ContextType(name=n))
                  for n in ("pipeline", "pipeline_run", "node")}
     [pipeline] = store.put_contexts([pb.Context(type_id=ctx_types["pipeline"], name=PIPELINE)])
@@ -67,7 +68,7 @@ def build(home: str, runs: int) -> str:
     store.put_attributions_and_associations(
         [pb.Attribution(context_id=run_ctx[0], artifact_id=a) for a in outputs.values()],
         associations)
-    return config.sqlite.filename_uri
+    return path
 
 
 def _outputs(store, home: str) -> dict[str, int]:

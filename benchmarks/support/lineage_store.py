@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from components.config.tree import SQLITE_FILE
 from components.push.layout import PUSH_RECORD
 from pipeline.lineage import record
 from runners.local.home import PIPELINES_FOLDER, RUN_LOG, RUNS_FOLDER, SERVING_FOLDER
+from benchmarks.support.mlmd import connect
 
 PIPELINE = "bigtrain"
 Execution, Event = pb.Execution, pb.Event
@@ -119,10 +119,7 @@ def build(home: str, hostile: str = "") -> str:
     hostile: a string (e.g. '<script>') put into a run name and an artifact property."""
     os.makedirs(home, exist_ok=True)
     path = os.path.join(home, SQLITE_FILE)
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = path
-    config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    store = metadata_store.MetadataStore(config)
+    store = connect(path, read_only=False)
     b = Builder(store, home)
     model_a = _one_run(b, "run-a", version=1, base_model=None)
     _one_run(b, "run-b" + hostile, version=2, base_model=model_a, tuner=True, hostile=hostile)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from components.config.tree import SQLITE_FILE
 from runners.local.home import PIPELINES_FOLDER, SERVING_FOLDER
+from benchmarks.support.mlmd import connect
 
 PIPELINE = "bigtrain"
 Execution, Event = pb.Execution, pb.Event
@@ -39,10 +39,8 @@ def build(home: str, runs: int) -> str:
     """<home>/metadata.sqlite with `runs` runs ('run-00000' produces, the rest are cached);
     the pushed version's folder is <home>/serving/gpt/1. Returns the store's path."""
     os.makedirs(home, exist_ok=True)
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = os.path.join(home, SQLITE_FILE)
-    config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    store = metadata_store.MetadataStore(config)
+    path = os.path.join(home, SQLITE_FILE)
+    store = connect(path, read_only=False)
     ctx_types = {n: store.put_context_type(pb.ContextType(name=n))
                  for n in ("pipeline", "pipeline_run", "node")}
     [pipeline] = store.put_contexts([pb.Context(type_id=ctx_types["pipeline"], name=PIPELINE)])
@@ -70,7 +68,7 @@ def build(home: str, runs: int) -> str:
     store.put_attributions_and_associations(
         [pb.Attribution(context_id=run_ctx[0], artifact_id=a) for a in outputs.values()],
         associations)
-    return config.sqlite.filename_uri
+    return path
 
 
 def _outputs(store, home: str) -> dict[str, int]:

@@ -14,6 +14,7 @@ from components.config.bounds import one_of
 from components.config.mixture_rules import validate_shares, validate_sources
 from components.config.strategy_rules import validate_parameter_server
 from components.config.tracking import validate_tracking
+from components.config.tune import TUNE_ALGORITHMS
 from components.config.cleaning import (DECONTAMINATION_ACTIONS, EXAMPLES_PREFIX, HOME_PREFIX,
                                         NEAR_DEDUP_SHINGLES, QUALITY_FILTERS)
 from components.config.tree import (ARCHS, MAX_ROTARY_POSITION, DATA_FORMATS, LR_SCHEDULES, DEDUP_MODES, DOCUMENT_MODES, EXPORT_VARIANTS,
@@ -350,9 +351,6 @@ def validate_model_parallel(config: Config) -> None:
         raise ConfigError(f"train.shard_optimizer_state=true needs runtime.strategy=mirrored or "
                           f"multi_worker_mirrored, got runtime.strategy={r.strategy}: one replica "
                           f"has nothing to shard across")
-
-
-TUNE_ALGORITHMS = ("random", "bayesian", "hyperband")
 
 
 def validate_tuning(config: Config, replicas: int) -> None:

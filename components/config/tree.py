@@ -26,6 +26,8 @@ from components.config.evaluation import EvalConfig  # noqa: F401
 from components.config.heldout import DEFAULT_SETS, HeldOutSetConfig  # noqa: F401
 # The tracking section (MLflow, W&B, TensorBoard), likewise.
 from components.config.tracking import TRACKING_BACKENDS, TrackingConfig  # noqa: F401
+# The tune section (the Tuner's trials and search space), likewise.
+from components.config.tune import TUNE_ALGORITHMS, TuneConfig, TuneSpaceConfig  # noqa: F401
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "parameter_server")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -333,31 +335,6 @@ class OrchestratorConfig:
     retries: int = 1
     # Airflow: the MLMD sqlite file of scheduled runs (Kubeflow brings its own metadata store).
     metadata_path: str = f"/mnt/bigtrain/{SQLITE_FILE}"
-
-
-@dataclass(frozen=True)
-class TuneSpaceConfig:
-    """The hyper-parameter search space. A range is [low, high]; choices are a list; an empty
-    list leaves that value as the config sets it (not searched)."""
-    learning_rate: tuple[float, ...] = (1e-3, 1e-2)     # log-uniform in [low, high]
-    warmup_steps: tuple[int, ...] = (5, 20)             # choices
-    dropout: tuple[float, ...] = ()                     # uniform in [low, high]
-    d_model: tuple[int, ...] = ()                       # width choices (divisible by n_head)
-    n_layer: tuple[int, ...] = ()                       # depth choices
-    accumulation_steps: tuple[int, ...] = ()            # choices (global batch stays fixed)
-
-
-@dataclass(frozen=True)
-class TuneConfig:
-    """The Tuner stage: runs before the Trainer when trials > 0; its best values override the
-    config the Trainer trains with."""
-    trials: int = 0
-    algorithm: str = "random"                           # random | bayesian | hyperband
-    # Optimizer steps per trial (hyperband: the largest budget; its rounds use 1/3, 1/9 of it).
-    steps_per_trial: int = 40
-    eval_batches: int = 5
-    seed: int = 0
-    space: TuneSpaceConfig = field(default_factory=TuneSpaceConfig)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from components.common.errors import (EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED
                                       BigtrainError, HomeError, NotFoundError)
 from runners.local import metadata as metadata_lib
 from runners.cli.options import (beam_options, config_options, global_options, int32_in,
-                                 output_options, port_number, resolve_config)
+                                 output_options, resolve_config)
 from runners.cli.export import add_export, write_graph_files
 from runners.cli.plumbing import add_plumbing
+from runners.cli.ui import add_ui
 from runners.local.logs import configure_logging
 
 
@@ -172,68 +173,6 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_ui_command(sub, common: list) -> None:
-    """`bigtrain ui`: the read-only lineage web app (pipeline/lineage/web) on the store `lineage`
-    reads; loopback unless --host names another address together with --allow-remote."""
-    ui = sub.add_parser("ui", parents=common + [config_options(with_preset=False)],
-                        help="browse runs and lineage in a web browser (read-only)",
-                        description="Serve the runs, run DAGs, artifacts, models, diffs and "
-                                    "training curves of one metadata store on http://HOST:PORT/.")
-    ui.add_argument("--port", type=port_number, default=8080,
-                    help="port 1-65535, or 0: a free one (printed); default 8080")
-    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    ui.add_argument("--allow-remote", action="store_true",
-                    help="required with a --host other than loopback (no authentication!)")
-    ui.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                    help="also answer requests whose Host header is NAME (NAME:PORT: that port "
-                         "only), e.g. the name a reverse proxy forwards; repeatable. Other names "
-                         "than the loopback ones and the bound address get 421")
-    ui.set_defaults(func=cmd_ui)
-
-
-def cmd_ui(args: argparse.Namespace) -> int:
-    import ipaddress
-    import re
-    from components.storage import fs
-    from pipeline.lineage.store import Lineage
-    from pipeline.lineage.connection import diagnose, open_store
-    from pipeline.lineage.web.app import serve
-    from runners.local.home import LocalPaths, readable_folders
-    from runners.local.lock import live_writer
-    try:
-        loopback = args.host == "localhost" or ipaddress.ip_address(args.host).is_loopback
-    except ValueError:  # a host name: the address it stands for is not checked here
-        raise config_lib.ConfigError(
-            f"--host {args.host!r} is not an IP address: pass a numeric address (127.0.0.1, ::1, "
-            "or a network address together with --allow-remote) or localhost") from None
-    if not loopback and not args.allow_remote:
-        raise config_lib.ConfigError(f"--host {args.host} is not loopback: add --allow-remote to "
-                                     "serve lineage to the network (the UI has no authentication)")
-    for name in args.allow_host:
-        if not re.fullmatch(r"[A-Za-z0-9._-]+(:\d+)?|\[[0-9A-Fa-f:.]+\](:\d+)?", name):
-            raise config_lib.ConfigError(f"--allow-host {name!r} is not a host name (NAME or "
-                                         "NAME:PORT, e.g. lineage.example.org)")
-    open_lineage(args)  # a missing or damaged store: the named error now, not on the first page
-    config = resolve_config(args)
-    home = os.path.abspath(config.paths.home)
-    connection = metadata_lib.connection(config, read_only=True)
-
-    def fresh_lineage():  # per request; the sqlite store opens read-only, MLMD is never written
-        return Lineage(open_store(connection),
-                       live_writer=live_writer(home) if os.path.isdir(home) else None)
-
-    if not loopback:
-        print(f"bigtrain ui: WARNING: serving on {args.host} to the network, without "
-              "authentication", file=sys.stderr)
-    pipeline_root = LocalPaths.for_config(config).pipeline_root
-    serve(fresh_lineage, readable_folders(home if os.path.isdir(home) else None,
-                                          None if fs.is_remote(pipeline_root) else pipeline_root),
-          args.host, args.port, diagnose_store=lambda: diagnose(connection),
-          allow_hosts=args.allow_host,
-          announce=lambda port: print(f"bigtrain ui: http://{args.host}:{port}/", flush=True))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bigtrain", parents=[global_options(in_subcommand=False)],
@@ -246,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub, common)
     _add_compile(sub, common)
     _add_lineage(sub, common)
-    add_ui_command(sub, common)
+    add_ui(sub, common, open_lineage=open_lineage)
     add_export(sub, common, open_lineage=open_lineage, served_model_dir=served_model_dir)
     show = sub.add_parser("config", parents=common + [config_options(), beam_options()],
                           help="print the resolved config (preset + YAML + overrides)",

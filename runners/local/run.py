@@ -1,7 +1,8 @@
 """Local runner: TFX LocalDagRunner + Beam DirectRunner, all run state under the run's home, MLMD
 as runners/local/metadata.py chooses (config `metadata`, --metadata, $BIGTRAIN_METADATA). `run_command` is `bigtrain run`:
-lock the home, record runs a dead process left behind, skip the pipeline when up to date, run,
-record, report, and turn what went wrong into a named error with its exit code."""
+lock the home, record runs a dead process left behind (runners/local/abandoned.py), skip the
+pipeline when up to date, run, record, report, and turn what went wrong into a named error with
+its exit code."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from components.storage import checkpoints, fs
 from components.common.errors import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_PREEMPTED,
                                       ObjectStoreError, TrackingError, cause_chain,
                                       in_cause_chain)
-from components.push.staging import remove_dead_staging
 from runners.local import metadata as metadata_lib
 from runners.local.disk_full import disk_full_error, home_full_error, is_disk_full, record_or_say
 from runners.local.home import LocalPaths, check_home
@@ -105,15 +105,6 @@ def object_store_cause(error: BaseException, places: list[str]) -> ObjectStoreEr
     return None
 
 
-def clean_after_dead_holder(lock, paths: LocalPaths) -> None:
-    """The lock's last holder died: say so, and remove what it left half-written."""
-    print(f"note: {lock.stale_note()}", flush=True)
-    pruned = checkpoints.prune_partial_checkpoints(checkpoints.root(paths.pipeline_root))
-    pruned += remove_dead_staging(paths.serving_dir)
-    if pruned:
-        print(f"note: removed what it left half-written (never read): {', '.join(pruned)}", flush=True)
-
-
 def _print_report(store, run_id: str, all_counters: bool = False, **kwargs):
     """Prints the run's report and returns it (the trackers' final stream reads the same one).
     all_counters (-v): the data counters at 0 listed too, not folded into one line."""
@@ -139,36 +130,6 @@ def _plan_places(config: Config) -> tuple[Config, LocalPaths]:
     check_init_from(config)
     check_eval_inputs(config)
     return config, paths
-
-
-def _mark_abandoned(store, config: Config, run_id: str, stale: dict | None) -> None:
-    """We hold the lock: whatever is still RUNNING in the store was left by a dead process."""
-    from pipeline.lineage import record
-    note = (f"abandoned: left running by a process that died; recorded by run {run_id} at "
-            f"{datetime.datetime.now().isoformat(timespec='seconds')}"
-            + (f" (dead holder: pid {stale.get('pid')} on {stale.get('host')}, "
-               f"started {stale.get('started')})" if stale else ""))
-    left = record.mark_abandoned(store, config.paths.pipeline_name, note, stale)
-    if left:
-        removed = remove_empty_outputs(store, left)
-        print(f"note: {len(left)} execution(s) left running by a dead process recorded as "
-              f"abandoned (see `bigtrain lineage runs`)"
-              + (f"; {removed} empty output folder(s) of theirs removed" if removed else ""),
-              flush=True)
-
-
-def remove_empty_outputs(store, executions) -> int:
-    """The output folders of abandoned executions that hold no file: TFX makes them before the
-    executor runs, so a Trainer killed -9 leaves Trainer/model/N and model_run/N empty. A folder
-    with any file in it is kept for the user to look at. Returns how many were removed."""
-    from ml_metadata.proto import metadata_store_pb2 as pb
-    events = store.get_events_by_execution_ids([e.id for e in executions])
-    artifacts = store.get_artifacts_by_id(sorted({ev.artifact_id for ev in events}))
-    empty = [a.uri for a in artifacts if a.state == pb.Artifact.ABANDONED and a.uri
-             and fs.isdir(a.uri) and next(fs.walk_files(a.uri), None) is None]
-    for uri in empty:
-        fs.rmtree(uri)
-    return len(empty)
 
 
 def run_command(config: Config, verbose: bool = False, force: bool = False,
@@ -204,6 +165,7 @@ def _locked_run(config: Config, paths: LocalPaths, lock, plan: RunPlan, force: b
     from components.storage.listing import fingerprint_input
     from pipeline.lineage.store import Lineage
     from pipeline.lineage.connection import open_store
+    from runners.local.abandoned import clean_after_dead_holder, mark_abandoned
     from runners.local.home import remove_if_empty
     from runners.local.logs import configure_logging, remove_file_handlers
     from runners.local import uptodate
@@ -213,7 +175,7 @@ def _locked_run(config: Config, paths: LocalPaths, lock, plan: RunPlan, force: b
              if metadata_lib.store_exists(config) else None)
     if store is not None:
         lock.keep()
-        _mark_abandoned(store, config, plan.run_id, lock.stale)
+        mark_abandoned(store, config, plan.run_id, lock.stale)
     # The input is listed and fingerprinted once per run (metadata only): the up-to-date key
     # and the data stages' cache key are this one value.
     fingerprint = fingerprint_input(config.data)

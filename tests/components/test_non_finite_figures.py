@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 from tfx.types import standard_artifacts
 
@@ -16,12 +15,7 @@ from components.common.figures import set_figure
 from pipeline.lineage import queries, record, render
 from pipeline.lineage.store import Lineage
 from benchmarks.support import lineage_store
-
-
-def _store():
-    config = pb.ConnectionConfig()
-    config.fake_database.SetInParent()
-    return metadata_store.MetadataStore(config)
+from tests.support.mlmd import writable_store
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
@@ -75,9 +69,7 @@ def test_mlmd_cannot_hold_nan_and_why_reports_the_named_cause(tmp_path):
     text), and what the user then reads: the run's failed Trainer with the NonFiniteError, not
     an abandoned stage."""
     path = lineage_store.build(str(tmp_path / "home"))
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = path
-    store = metadata_store.MetadataStore(config)
+    store = writable_store(path)
     artifact = pb.Artifact(type_id=store.get_artifact_types()[0].id, uri="/x")
     artifact.custom_properties["loss"].double_value = float("nan")
     with pytest.raises(Exception, match="nan"):

@@ -16,6 +16,7 @@ import pytest
 
 from runners.cli import app as cli
 from components.common.errors import EXIT_CONFIG, EXIT_HOME, EXIT_LOCKED, EXIT_STORE
+from tests.support.mlmd import writable_store
 
 
 def snapshot(root) -> dict:
@@ -38,12 +39,8 @@ def run(capsys, *argv):
 
 def make_store(path):
     """A real (empty) MLMD sqlite store with one run recorded."""
-    from ml_metadata import metadata_store
     from ml_metadata.proto import metadata_store_pb2
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    store = metadata_store.MetadataStore(config)
+    store = writable_store(path)
     type_id = store.put_context_type(metadata_store_pb2.ContextType(name="pipeline_run"))
     store.put_contexts([metadata_store_pb2.Context(type_id=type_id, name="run-1")])
     del store

@@ -8,11 +8,9 @@ import contextlib
 import os
 
 import pytest
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage import event_table
-from pipeline.lineage.connection import connection_config
 from pipeline.lineage.store import Lineage
 from benchmarks.support import shared_store
 from benchmarks.support.mlmd import connect
@@ -36,7 +34,7 @@ def mixed_store(request, tmp_path_factory):
                  "mysql_user": env["BIGTRAIN_TEST_MYSQL_USER"],
                  "mysql_password": env["BIGTRAIN_TEST_MYSQL_PASSWORD"],
                  "mysql_database": f"bigtrain_events_{os.getpid()}"}
-    store = metadata_store.MetadataStore(connection_config(read_only=False, **where))
+    store = connect(read_only=False, **where)
     yield (lambda: connect(**where)), _fill(store)
     if request.param == "mysql":
         import pymysql

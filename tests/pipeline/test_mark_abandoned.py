@@ -3,20 +3,17 @@
 so its store calls do not grow with the history (the 88 s of 929 listing pages at 10,000 runs)."""
 
 import pytest
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage import record
+from tests.support.mlmd import writable_store
 
 Execution = pb.Execution
 NODES = 10
 
 
 def _store(tmp_path):
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = str(tmp_path / "metadata.sqlite")
-    config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    store = metadata_store.MetadataStore(config)
+    store = writable_store(tmp_path / "metadata.sqlite")
     pipeline_type = store.put_context_type(pb.ContextType(name="pipeline"))
     store.put_context_type(pb.ContextType(name="pipeline_run"))
     store.put_contexts([pb.Context(type_id=pipeline_type, name="bigtrain")])

@@ -5,17 +5,13 @@ are rounded independently. Here the same three figures go through a real store."
 
 import os
 
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from tests.support.mlmd import MLMD_DECIMALS, agree_after_rounding
+from tests.support.mlmd import MLMD_DECIMALS, agree_after_rounding, writable_store
 
 
 def _through_mlmd(tmp_path, figures: dict) -> dict:
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = os.path.join(tmp_path, "metadata.sqlite")
-    config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    store = metadata_store.MetadataStore(config)
+    store = writable_store(os.path.join(tmp_path, "metadata.sqlite"))
     artifact = pb.Artifact(type_id=store.put_artifact_type(pb.ArtifactType(name="Evaluation")))
     for name, value in figures.items():
         artifact.custom_properties[name].double_value = value

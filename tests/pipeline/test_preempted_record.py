@@ -6,13 +6,13 @@ stays failed. The end-to-end version with a real SIGTERM: tests/e2e/test_preempt
 from __future__ import annotations
 
 import pytest
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from components.common.errors import TrainingPreempted
 from pipeline.lineage import queries, record, render
 from pipeline.lineage.store import Lineage
 from benchmarks.support.lineage_store import Builder, _context
+from tests.support.mlmd import writable_store
 
 MESSAGE = "training preempted at step 21 of 400: checkpoint /c/ckpt-21 with its input state"
 
@@ -30,10 +30,7 @@ def wrapped(error: BaseException) -> BaseException:
 
 @pytest.fixture
 def store(tmp_path):
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = str(tmp_path / "metadata.sqlite")
-    config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    return metadata_store.MetadataStore(config)
+    return writable_store(tmp_path / "metadata.sqlite")
 
 
 def failed_run(store, tmp_path, run_id: str):

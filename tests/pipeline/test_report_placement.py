@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from components.config import build_config
 from pipeline.lineage import record, report
 from benchmarks.support.lineage_store import Builder, _context
+from tests.support.mlmd import writable_store
 
 DASK = ["--runner", "DaskRunner", "--dask_client_address=tcp://10.0.0.5:8786"]
 
@@ -41,10 +41,7 @@ def test_each_beam_stage_of_a_dask_run_is_named_with_its_runner_and_why(tmp_path
 
 @pytest.fixture
 def store(tmp_path):
-    config = pb.ConnectionConfig()
-    config.sqlite.filename_uri = str(tmp_path / "metadata.sqlite")
-    config.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    return metadata_store.MetadataStore(config)
+    return writable_store(tmp_path / "metadata.sqlite")
 
 
 def recorded_run(store, tmp_path, run_id: str, lines: list[str] | None):

@@ -5,20 +5,18 @@ page); the walk below an Examples read by 8 Trainers must still reach all 8 Mode
 catches: the walk followed the shown readers only, so `models` held 6 of 8 (the e2e chain's
 home lost the model of its third run that way)."""
 
-from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.lineage import queries
 from pipeline.lineage.store import Lineage
 from benchmarks.support.shared_store import event
+from tests.support.mlmd import memory_store
 
 TRAINERS = 2 * queries.SHOWN_AT_EACH_END + 2    # two more readers than are shown
 
 
 def examples_read_by_trainers() -> tuple[Lineage, int, list[int]]:
-    config = pb.ConnectionConfig()
-    config.fake_database.SetInParent()
-    store = metadata_store.MetadataStore(config)
+    store = memory_store()
     examples_type = store.put_artifact_type(pb.ArtifactType(name="Examples"))
     model_type = store.put_artifact_type(pb.ArtifactType(name="Model"))
     trainer_type = store.put_execution_type(pb.ExecutionType(name="bigtrain.Trainer"))

@@ -6,7 +6,7 @@ or any artifact that is not abandoned, stays."""
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from benchmarks.support.mlmd import connect
-from runners.local.run import remove_empty_outputs
+from runners.local.abandoned import remove_empty_outputs
 
 
 def test_only_the_abandoned_outputs_that_hold_no_file_are_removed(tmp_path):

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from runners.local.disk_full import is_disk_full
+from tests.support.mlmd import writable_store
 
 
 def test_enospc_is_recognised_through_wrappers():
@@ -79,7 +80,6 @@ def test_a_run_log_on_a_full_disk_says_so_once_and_stops(capsys):
 def test_a_store_on_a_full_disk_says_so_on_the_console(tmp_path, capsys):
     """The run's outcome cannot be written into a sqlite store whose disk is full: the console
     says so, naming the store, and the run still ends with its own error (exit 7), no traceback."""
-    from ml_metadata import metadata_store
     from ml_metadata.proto import metadata_store_pb2 as pb
     from components.config.loading import build_config
     from runners.local import run as local
@@ -87,10 +87,7 @@ def test_a_store_on_a_full_disk_says_so_on_the_console(tmp_path, capsys):
     home = tmp_path / "home"
     with small_disk(home, "400k"):
         config = build_config(overrides=[f"paths.home={home}"])
-        connection = pb.ConnectionConfig()
-        connection.sqlite.filename_uri = str(home / "metadata.sqlite")
-        connection.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-        store = metadata_store.MetadataStore(connection)
+        store = writable_store(home / "metadata.sqlite")
         run_type = store.put_context_type(pb.ContextType(name="pipeline_run"))
         store.put_contexts([pb.Context(type_id=run_type, name="r1")])
         del store

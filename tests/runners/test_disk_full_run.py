@@ -15,6 +15,7 @@ import pytest
 
 from components.common.errors import EXIT_DISK_FULL
 from runners.cli import app as cli
+from benchmarks.support.mlmd import connect
 from tests.support.disks import small_disk
 
 pytestmark = pytest.mark.slow
@@ -34,15 +35,6 @@ def make_corpus(folder) -> str:
     return str(folder)
 
 
-def read_store(path):
-    from ml_metadata import metadata_store
-    from ml_metadata.proto import metadata_store_pb2 as pb
-    connection = pb.ConnectionConfig()
-    connection.sqlite.filename_uri = path
-    connection.sqlite.connection_mode = pb.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(connection), pb
-
-
 def test_disk_full_in_the_data_stage_is_exit_7_recorded_with_nothing_left(tmp_path, capfd):
     corpus = make_corpus(tmp_path / "in")
     home = tmp_path / "home"
@@ -59,7 +51,8 @@ def test_disk_full_in_the_data_stage_is_exit_7_recorded_with_nothing_left(tmp_pa
         assert "could not be recorded" not in err   # the store could still be written
         left = [os.path.join(d, n) for d, _, names in os.walk(stage) for n in names]
         assert left == [], left   # no piece, shard or temporary file of the failed stage
-        store, pb = read_store(str(home / "metadata.sqlite"))
+        from ml_metadata.proto import metadata_store_pb2 as pb
+        store = connect(str(home / "metadata.sqlite"))   # read-only, as `bigtrain lineage` reads
         (execution,) = store.get_executions()
         assert execution.last_known_state == pb.Execution.FAILED
         assert "No space left on device" in execution.custom_properties["bigtrain_error"].string_value

@@ -1,6 +1,7 @@
-"""MLMD in tests: how far a figure read back from a store may be from the one a stage recorded,
-and the MariaDB server `make mariadb` started. Opening a store: benchmarks/support/mlmd.py
-`connect` (benchmarks use it too and may not import tests/)."""
+"""MLMD in tests: a new store to write records into (`writable_store`, a sqlite file, or
+`memory_store`), how far a figure read back from a store may be from the one a stage recorded, and
+the MariaDB server `make mariadb` started. Opening a store: benchmarks/support/mlmd.py `connect`
+(benchmarks use it too and may not import tests/), which both helpers go through."""
 
 from __future__ import annotations
 
@@ -11,6 +12,21 @@ import os
 # not significant: 1.2e-9 reads back as 0.0): a figure read back is within half a unit of the 6th
 # decimal of what the stage recorded (tests/pipeline/test_mlmd_rounding.py holds it to that).
 MLMD_DECIMALS = 6
+
+
+def writable_store(path):
+    """The MLMD sqlite store at path (created when absent), open for writing through the product's
+    one opener (pipeline/lineage/connection.py open_store): a test's records go into a store as
+    `bigtrain run` opens it."""
+    from benchmarks.support.mlmd import connect
+    return connect(str(path), read_only=False)
+
+
+def memory_store():
+    """A new MLMD store in memory (MLMD's fake database): nothing on disk."""
+    from ml_metadata.proto import metadata_store_pb2 as pb
+    from pipeline.lineage.connection import open_store
+    return open_store(pb.ConnectionConfig(fake_database=pb.FakeDatabaseConfig()))
 
 
 def agree_after_rounding(value: float, expected: float, roundings: int) -> bool:

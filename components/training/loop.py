@@ -106,7 +106,8 @@ def _log(message: str, *args) -> None:
 
 
 def build_training(config, strategy, prepare_model=None):
-    """Model, TrainState, optimizer and schedule for a config, created under strategy.scope().
+    """Model, TrainState, optimizer and schedule for a config: the model and state under
+    strategy.scope(), the optimizer as optimizer.make_optimizer builds it for the strategy.
     `prepare_model(model)` (warm start, freezing) runs before the optimizer exists."""
     t = config.train
     with strategy.scope():

@@ -53,13 +53,14 @@ def step_fn(config, batch: int, steps: int, xla: bool):
     from components.model.gpt import build_model
     from components.tokenizer.byte_level import VOCAB_SIZE
     from components.training.strategy import make_strategy
-    from components.training.train_step import TrainState, make_optimizer, make_train_step
+    from components.training.optimizer import make_optimizer
+    from components.training.train_step import TrainState, make_train_step
 
     strategy = make_strategy(RuntimeConfig(strategy="one_device"))
     with strategy.scope():
         model = build_model(config, steps, "float32", vocab_size=VOCAB_SIZE)
         state = TrainState()
-        optimizer = make_optimizer(TrainConfig(), 1e-4, model)
+        optimizer = make_optimizer(TrainConfig(), model, learning_rate=1e-4)
     ids = tf.random.stateless_uniform([batch, steps + 1], seed=[3, 4], minval=1,
                                       maxval=VOCAB_SIZE, dtype=tf.int32)
     batches = iter(tf.data.Dataset.from_tensors((ids[:, :-1], ids[:, 1:])).repeat())

@@ -207,7 +207,7 @@ def run_bigtrain(config, examples: str, data: dict, request: dict, out: str, war
 
 
 def check_schedule(config, steps: int) -> None:
-    from components.training.schedule import make_schedule
+    from components.training.optimizer import make_schedule
     t = config.train
     theirs = np.array([float(make_schedule(t)(s)) for s in range(steps)], np.float32)
     ours = learning_rates(steps, dataclasses.asdict(t))

@@ -2,7 +2,7 @@
 product builds it against two variants, in one run: the same Python function traced with
 autograph on (tf.function's default; the product's until 2026-11-28), and the optimizer with
 Keras's own AdamW update (the learning rate and alpha per variable and replica; the product's
-until 2026-12-06: train_step._StepScalarsOnce).
+until 2026-12-06: optimizer._StepScalarsOnce).
 
     python benchmarks/trace_cost.py                  # tiny preset: one_device, and mirrored on 2 CPU replicas
     python benchmarks/trace_cost.py --repeats 5
@@ -43,13 +43,13 @@ def child(strategy_name: str, variant: str) -> float:
 
     from components.config import build_config
     from components.tokenizer.byte_level import PAD_ID
-    from components.training import loop, train_step
+    from components.training import loop, optimizer as optimizer_lib, train_step
     from components.training.strategy import make_strategy
 
     if variant == VARIANTS[2]:
-        class KerasAdamW(train_step._PreReduced, keras.optimizers.AdamW):
+        class KerasAdamW(optimizer_lib._PreReduced, keras.optimizers.AdamW):
             pass
-        train_step.PreReducedAdamW = KerasAdamW      # what make_optimizer builds
+        optimizer_lib.PreReducedAdamW = KerasAdamW      # what make_optimizer builds
     config = build_config("tiny", overrides=[f"runtime.strategy={strategy_name}"])
     strategy = make_strategy(config.runtime)
     model, state, optimizer, _ = loop.build_training(config, strategy)

@@ -13,7 +13,7 @@ from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import \
     LatestBlessedModelStrategy
 from tfx.orchestration.pipeline import Pipeline
-from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
+from tfx.proto import example_gen_pb2, pusher_pb2
 from tfx.types import Channel, standard_artifacts
 
 from components.model import properties as model_props
@@ -21,7 +21,7 @@ from components.validation.schema_gen import CuratedSchemaGen
 from components.evaluation.component import LanguageModelEvaluator
 from components.evaluation.held_out_sets import sets_cache_key
 from components.push.executor import PUSHER_READS, AtomicPusherExecutor
-from components.training.run_fn import TrainerExecutor, trainer_custom_config
+from components.training.run_fn import TrainerExecutor, trainer_properties
 from components.text_example_gen.component import TextExampleGen
 from components.tuner.component import make_tuner
 from components.tokenizer.component import TokenizerGen
@@ -178,9 +178,7 @@ def training_stages(config: Config, examples, schema, gate, checkpoint_root: str
         schema=schema,
         hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
         base_model=parent_model,
-        train_args=trainer_pb2.TrainArgs(num_steps=config.train.train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=config.train.eval_batches),
-        custom_config=trainer_custom_config(config, checkpoint_root)).with_id("Trainer")
+        **trainer_properties(config, checkpoint_root)).with_id("Trainer")
     trainer.add_upstream_node(gate)
     return tuner, base_model, trainer
 

@@ -10,7 +10,8 @@ import numpy as np
 
 
 def learning_rates(steps: int, t: dict) -> np.ndarray:
-    """lr at steps 0 .. steps - 1 in float32 (schedule.py learning_rate_at / wsd_learning_rate_at)."""
+    """lr at steps 0 .. steps - 1 in float32 (components/training/optimizer.py learning_rate_at /
+    wsd_learning_rate_at)."""
     step = np.arange(steps, dtype=np.float32)
     peak, floor, warmup, total = (np.float32(t["learning_rate"]), np.float32(t["min_learning_rate"]),
                                   t["warmup_steps"], t["train_steps"])

@@ -11,12 +11,12 @@ neither TensorFlow nor Keras nor anything of bigtrain. What it equals in bigtrai
   sqrt(2 n_layer)) for proj and fc_out, norm scales 1. Weight layouts are bigtrain's kernels
   transposed (torch Linear stores (out, in)): `load_bigtrain` takes bigtrain's weights as saved
   by the driver and tests/model/test_peer_torch.py checks the logits against bigtrain's.
-- the optimizer (components/training/train_step.py make_optimizer): AdamW beta 0.9 / 0.95,
+- the optimizer (components/training/optimizer.py make_optimizer): AdamW beta 0.9 / 0.95,
   eps 1e-8, decay train.weight_decay on every matrix and the embedding (train.decay_embeddings),
   none on the norm scales; the global gradient norm clipped to train.clip_norm. One difference
   of arithmetic: Keras adds eps to sqrt(v) before the bias correction, PyTorch after it (eps
   differs by sqrt(1 - 0.95^t) in the first steps; nothing at 1e-8 against these gradients).
-- the schedule (components/training/schedule.py), re-implemented in numpy float32 below; the
+- the schedule (components/training/optimizer.py make_schedule), re-implemented in numpy float32 below; the
   driver checks it against bigtrain's at every step of the run.
 - the loss: mean cross-entropy over the non-pad targets of the batch.
 - the scorer (components/evaluation/documents.py document_nats): the stream [BOS] ids [EOS],

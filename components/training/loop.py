@@ -22,14 +22,14 @@ from components.storage import checkpoints
 from components.common.faults import pause_if_set
 from components.model.gpt import build_model, flops_per_token, parameter_count
 from components.tokenizer.spec import token_spec
-from components.training import memory, pipeline_stages, zero
+from components.training import memory, pipeline_stages
 from components.training.feed import InputFeed
-from components.training.schedule import make_schedule
+from components.training.optimizer import make_optimizer, make_schedule
 from components.common.errors import TrainingPreempted
 from components.training.spikes import MAX_ROLLBACKS_TO_ONE_CHECKPOINT
 from components.training.stopping import StopRequest, agreed_stop
 from components.training.strategy import make_strategy
-from components.training.train_step import TrainState, make_optimizer, make_train_step
+from components.training.train_step import TrainState, make_train_step
 from components.training.validation import Validation, summary_figures
 from components.training.window import StepLog, StepWindow, TrainingDiverged
 
@@ -106,7 +106,8 @@ def _log(message: str, *args) -> None:
 
 
 def build_training(config, strategy, prepare_model=None):
-    """Model, TrainState, optimizer and schedule for a config, created under strategy.scope().
+    """Model, TrainState, optimizer and schedule for a config: the model and state under
+    strategy.scope(), the optimizer as optimizer.make_optimizer builds it for the strategy.
     `prepare_model(model)` (warm start, freezing) runs before the optimizer exists."""
     t = config.train
     with strategy.scope():
@@ -120,22 +121,15 @@ def build_training(config, strategy, prepare_model=None):
         if prepare_model:
             prepare_model(model)
         state = TrainState()
-        schedule = make_schedule(t)
-        # The schedule reads the step counter that also stops the run (skipped steps included),
-        # not optimizer.iterations (applied steps only, which Adam's bias correction needs).
-        if not t.shard_optimizer_state:
-            optimizer = make_optimizer(t, lambda: schedule(state.step), model)
-            optimizer.build(model.trainable_variables)
-    if t.shard_optimizer_state:  # AdamW moments split across replicas: zero.py places each slice
-        # on its replica's device itself, outside the scope (which would mirror every variable)
-        optimizer = zero.make_sharded_optimizer(t, lambda: schedule(state.step), model, strategy)
+    # The learning rate reads the step counter that also stops the run (skipped steps included).
+    optimizer = make_optimizer(t, model, step=state.step, strategy=strategy)
     # What was built, read from the objects (not the config): the e2e test checks these lines.
     if hasattr(model, "stage_devices"):
         _log("model parallel: %d pipeline stages on %s", len(model.stage_devices),
              ", ".join(model.stage_devices))
     if hasattr(optimizer, "update_own_slice"):
         _log("optimizer state sharded over %d replicas (ZeRO-1)", strategy.num_replicas_in_sync)
-    return model, state, optimizer, schedule
+    return model, state, optimizer, make_schedule(t)   # the schedule: what the step log reads
 
 
 def pipeline_gradient_fn(config, model, state):

@@ -86,6 +86,17 @@ def trainer_custom_config(config: config_lib.Config, checkpoint_root: str) -> di
     return stages.custom_config(TRAINER_READS, config, **extras)
 
 
+def trainer_properties(config: config_lib.Config, checkpoint_root: str) -> dict:
+    """The Trainer node's execution properties from the config, all of them here: its
+    custom_config (trainer_custom_config) and TFX's train_args / eval_args (train.train_steps,
+    train.eval_batches: TFX wants them; run_fn reads its own config), so the DAG that wires the
+    node forwards the whole Config without opening a section of it."""
+    from tfx.proto import trainer_pb2
+    return dict(train_args=trainer_pb2.TrainArgs(num_steps=config.train.train_steps),
+                eval_args=trainer_pb2.EvalArgs(num_steps=config.train.eval_batches),
+                custom_config=trainer_custom_config(config, checkpoint_root))
+
+
 def trainer_config(custom_config: dict, hyperparameters: dict | None
                    ) -> tuple[config_lib.Config, dict]:
     """The typed config run_fn works with, rebuilt from the Trainer's sections (stages.read_back),

@@ -25,9 +25,7 @@ function; the data fetch, all-reduce, clipping and optimizer stay outside it.
 
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
-from keras import ops
 
 
 LOSS_SCALE_INITIAL = 2.0**15
@@ -40,96 +38,6 @@ GRADIENT_REDUCTION = tf.distribute.ReduceOp.SUM
 def unscale(grads, scale):
     """Undo the loss scale (a no-op at scale 1). Module-level for the mutation tests."""
     return [g / scale for g in grads]
-
-
-class _PreReduced:
-    """An optimizer that trusts its gradients to be summed over replicas already (train_step does
-    the all-reduce itself, before clipping). Without this Keras would all-reduce them again."""
-
-    def _all_reduce_sum_gradients(self, grads_and_vars):
-        return list(grads_and_vars)
-
-
-class _StepScalarsOnce:
-    """Keras AdamW's update with the step's scalars computed once per step and device. Keras
-    evaluates the learning rate (our schedule: tens of ops), the bias corrections and alpha inside
-    the update of every variable on every replica: ~20 graph ops per variable and replica, traced
-    in Python, where one copy per device serves them all (trace cost only: docs/benchmarks.md).
-    The arithmetic, its order and dtypes are Keras 3.12's (keras/src/optimizers/adam.py
-    update_step, keras/src/backend/tensorflow/optimizer.py _apply_weight_decay): the weights are
-    bit-identical (tests/training/test_train_step.py). Both run in cross-replica context (one
-    merge_call for all replicas): the caches are locals of that call, not state between replicas."""
-
-    def _apply_weight_decay(self, variables):
-        if self.weight_decay is None:
-            return
-
-        def decay_all(distribution, variables):
-            lrs = {}
-
-            def decay(variable):
-                if self._use_weight_decay(variable):
-                    key = (variable.dtype, variable.device)
-                    if key not in lrs:   # the schedule, once per device
-                        lrs[key] = tf.cast(self.learning_rate, variable.dtype)
-                    wd = tf.cast(self.weight_decay, variable.dtype)
-                    variable.assign_sub(variable * wd * lrs[key])
-
-            for variable in variables:
-                variable = variable.value if isinstance(variable, keras.Variable) else variable
-                distribution.extended.update(variable, decay, group=False)
-
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            decay_all, self._distribution_strategy, variables)
-
-    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        alphas = {}
-
-        def alpha_for(variable, learning_rate):
-            key = (variable.dtype, variable.device)
-            if key not in alphas:
-                lr = ops.cast(learning_rate, variable.dtype)
-                local_step = ops.cast(self.iterations + 1, variable.dtype)
-                beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), local_step)
-                beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), local_step)
-                alphas[key] = lr * ops.sqrt(1 - beta_2_power) / (1 - beta_1_power)
-            return alphas[key]
-
-        def update(variable, gradient, learning_rate):
-            alpha = alpha_for(variable, learning_rate)
-            gradient = ops.cast(gradient, variable.dtype)
-            m = self._momentums[self._get_variable_index(variable)]
-            v = self._velocities[self._get_variable_index(variable)]
-            self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
-            self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
-            self.assign_sub(variable, ops.divide(ops.multiply(m, alpha),
-                                                 ops.add(ops.sqrt(v), self.epsilon)))
-
-        for gradient, variable in grads_and_vars:
-            distribution.extended.update(variable, update, args=(gradient, learning_rate),
-                                         group=False)
-
-
-class PreReducedAdamW(_StepScalarsOnce, _PreReduced, keras.optimizers.AdamW):
-    pass
-
-
-def make_optimizer(train_config, learning_rate, model=None) -> keras.optimizers.Optimizer:
-    """AdamW. `learning_rate`: a float or a zero-argument callable (the loop passes the schedule
-    at the step counter). With `model`: weight decay by variable role (gpt.decay_variables: Dense
-    kernels, embeddings per train.decay_embeddings); every other trainable variable (biases,
-    LayerNorm scales and offsets) is excluded, whatever the variables are called."""
-    optimizer = PreReducedAdamW(learning_rate=learning_rate, weight_decay=train_config.weight_decay,
-                                beta_1=train_config.adam_beta1, beta_2=train_config.adam_beta2,
-                                epsilon=1e-8)
-    if model is not None:
-        from components.model.gpt import decay_variables
-        decayed = {optimizer._var_key(v) for v in
-                   decay_variables(model, getattr(train_config, "decay_embeddings", True))}
-        excluded = [v for v in model.trainable_variables if optimizer._var_key(v) not in decayed]
-        if excluded:
-            optimizer.exclude_from_weight_decay(var_list=excluded)
-    return optimizer
 
 
 class TrainState(tf.Module):

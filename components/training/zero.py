@@ -132,12 +132,3 @@ class ShardedAdamW(tf.Module):
             distribution.extended.update(getattr(variable, "value", variable),
                                          lambda var, x: var.assign(x), args=(value,), group=False)
         self.iterations.assign_add(1)
-
-
-def make_sharded_optimizer(train_config, learning_rate, model, strategy) -> ShardedAdamW:
-    """The sharded twin of train_step.make_optimizer: same hyperparameters, decay by role."""
-    from components.model.gpt import decay_variables
-    return ShardedAdamW(strategy, model.trainable_variables, learning_rate=learning_rate,
-                        weight_decay=train_config.weight_decay, beta_1=train_config.adam_beta1,
-                        beta_2=train_config.adam_beta2, epsilon=1e-8,
-                        decayed=decay_variables(model, train_config.decay_embeddings))

@@ -2,7 +2,7 @@
 (benchmarks/peer/torch_llama.py) loaded with a bigtrain GPT's weights gives that GPT's logits
 within float32 tolerance (one torch process in the hf-loader venv; skipped naming why without
 it, as the Hugging Face export tests), and its numpy schedule equals components/training/
-schedule.py at every step of both schedules (no torch needed)."""
+optimizer.py's at every step of both schedules (no torch needed)."""
 
 import dataclasses
 import json
@@ -22,7 +22,7 @@ TOLERANCE = 1e-4
 @pytest.mark.parametrize("schedule", ["wsd", "cosine"])
 def test_the_peer_schedule_is_bigtrains(schedule):
     from benchmarks.peer.plain import learning_rates
-    from components.training.schedule import make_schedule
+    from components.training.optimizer import make_schedule
     t = TrainConfig(train_steps=120, warmup_steps=7, lr_schedule=schedule)
     theirs = np.array([float(make_schedule(t)(s)) for s in range(t.train_steps)], np.float32)
     np.testing.assert_allclose(learning_rates(t.train_steps, dataclasses.asdict(t)), theirs,

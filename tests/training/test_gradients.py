@@ -30,7 +30,7 @@ from components.model.gpt import build_model
 from components.text_example_gen import shards as shard_files
 from components.tokenizer.byte_level import PAD_ID, VOCAB_SIZE, ByteTokenizer
 from components.training import input as input_lib
-from components.training import loop, train_step
+from components.training import loop, optimizer as optimizer_lib, train_step
 from components.training.strategy import make_strategy
 from tests.training.conftest import GPT2, SEQ_LEN, tiny_config
 from tests.support.gradients import ids, reference, relative_error
@@ -145,7 +145,7 @@ def test_half_padded_batch_train_loss_equals_metrics_loss(ids, tmp_path):
     assert replica_losses[0] > 4 * replica_losses[1]
 
 
-class PreReducedSGD(train_step._PreReduced, keras.optimizers.SGD):
+class PreReducedSGD(optimizer_lib._PreReduced, keras.optimizers.SGD):
     """Plain SGD that, like the training optimizer, takes gradients train_step has all-reduced."""
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from components.config import build_config
 from components.training import spikes
-from components.training.schedule import WarmupCosine, make_schedule
+from components.training.optimizer import WarmupCosine, make_schedule
 
 
 def wsd_reference(step, peak=1.0, floor=0.1, warmup=10, total=100, fraction=0.2):

@@ -6,11 +6,11 @@ import tensorflow as tf
 from components.model.gpt import build_model
 from components.tokenizer.byte_level import BOS_ID, PAD_ID, VOCAB_SIZE
 from components.training import input as input_lib
-from components.training import train_step
-from components.training.schedule import learning_rate_at, make_schedule
+from components.training import optimizer as optimizer_lib
+from components.training.optimizer import (_PreReduced, learning_rate_at, make_optimizer,
+                                            make_schedule)
 from components.training.strategy import make_strategy
-from components.training.train_step import (TrainState, _PreReduced, make_optimizer,
-                                             make_train_step)
+from components.training.train_step import TrainState, make_train_step
 from tests.training.conftest import SEQ_LEN, tiny_config
 
 
@@ -35,7 +35,7 @@ def test_non_finite_step_is_skipped_counted_and_scale_halved(shards):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         model = build_model(config.model, SEQ_LEN, "mixed_float16", vocab_size=VOCAB_SIZE)
-        optimizer = make_optimizer(config.train, 1e-3)
+        optimizer = make_optimizer(config.train, learning_rate=1e-3)
         optimizer.build(model.trainable_variables)
         state = TrainState()
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,
@@ -62,14 +62,14 @@ class _KerasAdamW(_PreReduced, keras.optimizers.AdamW):
 def _three_steps(shards, strategy, config, optimizer_class, initial, monkeypatch):
     """Weights and optimizer variables after 3 steps from `initial`, and how often the
     learning-rate callable ran while the step was traced (the first call)."""
-    monkeypatch.setattr(train_step, "PreReducedAdamW", optimizer_class)
+    monkeypatch.setattr(optimizer_lib, "PreReducedAdamW", optimizer_class)
     schedule, calls = make_schedule(config.train), []
     with strategy.scope():
         model = build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE)
         model.set_weights(initial)
         state = TrainState()
-        optimizer = make_optimizer(config.train, lambda: calls.append(1) or schedule(state.step),
-                                   model)
+        optimizer = make_optimizer(config.train, model,
+                                   learning_rate=lambda: calls.append(1) or schedule(state.step))
         optimizer.build(model.trainable_variables)
     step = make_train_step(model, optimizer, strategy, state, global_batch_size=16,
                            accumulation_steps=1, clip_norm=1.0, dynamic_loss_scale=False,
@@ -84,7 +84,7 @@ def _three_steps(shards, strategy, config, optimizer_class, initial, monkeypatch
 
 @pytest.mark.slow   # 9 CPU-s (two models trained 3 steps): out of the fast tier
 def test_adamw_with_the_step_scalars_once_equals_kerass_adamw_bit_for_bit(shards, monkeypatch):
-    """train_step._StepScalarsOnce computes the learning rate and alpha once per device instead of
+    """optimizer._StepScalarsOnce computes the learning rate and alpha once per device instead of
     once per variable and replica: the same weights and moments, bit for bit, after 3 steps of a
     changing learning rate (warmup then decay) on 2 replicas (one device is the same code with one
     device key), and the schedule traced once per replica for the update and once per device for
@@ -95,7 +95,7 @@ def test_adamw_with_the_step_scalars_once_equals_kerass_adamw_bit_for_bit(shards
     strategy = make_strategy(config.runtime)
     with strategy.scope():
         initial = build_model(config.model, SEQ_LEN, vocab_size=VOCAB_SIZE).get_weights()
-    ours, ours_traced = _three_steps(shards, strategy, config, train_step.PreReducedAdamW,
+    ours, ours_traced = _three_steps(shards, strategy, config, optimizer_lib.PreReducedAdamW,
                                      initial, monkeypatch)
     theirs, theirs_traced = _three_steps(shards, strategy, config, _KerasAdamW, initial,
                                          monkeypatch)

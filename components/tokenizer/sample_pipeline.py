@@ -3,9 +3,9 @@ parallel, on whatever runner the stage's beam_pipeline_args name (the DirectRunn
 runner, Beam's DaskRunner).
 
     files ─plan_units─▶ units ─Reshuffle─▶ CandidatesFn (readers.read_piece, split by content)
-        ├─ (digest bytes, first-copy record) per document ── CountDocuments ──┐
-        └─ per unit: (split, the unit's sample) ── CombinePerKey(SampleCombineFn) ──▶ <split>.json
-                     (skipped_<reason>, count) ────────────────────────┴─▶ figures.json
+        ├─ (split, the unit's sample) ── CombinePerKey(SampleCombineFn) ──▶ <staging>/<split>.json
+        ├─ (documents, [(digest, first-copy record)]) ── CountDocuments ──┐
+        └─ (figure, count) of quarantined records ───────────────────────┴─▶ <staging>/figures.json
 
 The sample rule (sampling.py) depends only on the documents, so the sample, and the SentencePiece
 model trained on it, are the same bytes whatever the runner, bundling or parallelism. Only
@@ -14,8 +14,8 @@ and one digest per document (as the data stage shuffles them) travel between wor
 
 Forms every runner carries (Beam's DaskRunner, 2.72, hands every output of a DoFn, tagged or
 not, to each consumer, and computes a side input by running its whole upstream again in a
-worker): CandidatesFn has one output whose kinds are told apart by their key (a document's digest
-is bytes, a split or figure name str), and no step reads a side input.
+worker): CandidatesFn has one output, a few elements per unit told apart by their key, and no
+step reads a side input.
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ from components.tokenizer import sampling
 NAMESPACE = "bigtrain.tokenizer"
 SPLITS = ("train", "eval")
 STAGING_DIR = "sample-staging"   # under the output folder, removed once read
+DOCUMENTS = "documents"          # the key of a unit's per-document records (CandidatesFn)
 
 
 class CandidatesFn(beam.DoFn):
-    """Unit -> (digest bytes, (unit, ordinal, split index, size)) per document, then, once per
-    unit, (split, SampleAccumulator of the unit's documents) per split that has some and
-    ("skipped_<reason>", count) per quarantine reason. One output, the kinds told apart by the
-    key's type (is_document). The unit's own accumulator drops most documents before they become
-    elements."""
+    """Unit -> per unit, from one output: (DOCUMENTS, [(digest bytes, (unit, ordinal, split
+    index, size)) per document]), (split, SampleAccumulator of the unit's documents) per split
+    that has some, and ("skipped_<reason>", count) per quarantine reason; the kinds told apart by
+    their key. The unit's own accumulator drops most documents before they become elements."""
 
     def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str,
                  max_bytes: int, dedup: bool,
@@ -59,40 +59,29 @@ class CandidatesFn(beam.DoFn):
     def process(self, unit: readers.Unit):
         samples = {split: sampling.SampleAccumulator(self._max_bytes, self._dedup)
                    for split in SPLITS}
-        skipped = collections.Counter()
-        ordinal = 0
+        skipped, records = collections.Counter(), []
         for piece in unit.pieces:
             for event in readers.read_piece(piece, self._readers.get(piece.source, self._config)):
                 if isinstance(event, docs.Document):
                     digest = docs.content_key(event.text)
                     split = docs.split_for(digest, self._eval_fraction, self._salt)
-                    position = (unit.index, ordinal)
-                    ordinal += 1
+                    position = (unit.index, len(records))
                     if samples[split].wants(sampling.sample_key(digest)):
                         samples[split].add(sampling.candidate(event.id, event.text, position, digest))
-                    # Flat and small (the one per-document element): digest bytes, then
+                    # Flat and small (what travels per document): digest bytes, then
                     # (unit, ordinal, split index, size).
-                    yield bytes.fromhex(digest), (
-                        unit.index, position[1], SPLITS.index(split), len(event.text))
+                    records.append((bytes.fromhex(digest), (
+                        unit.index, position[1], SPLITS.index(split), len(event.text))))
                 elif isinstance(event, docs.Skipped):
                     skipped[f"skipped_{event.reason}"] += (
                         1 if event.reason in docs.FILE_REASONS else event.records)
+        yield DOCUMENTS, records
         for split, accumulator in samples.items():
             if accumulator.held:
                 accumulator.compact()
                 yield split, accumulator
         self._skipped.inc(sum(skipped.values()))
         yield from sorted(skipped.items())
-
-
-def is_document(element) -> bool:
-    """A per-document element of CandidatesFn (its key a digest's bytes), not a per-unit one."""
-    return isinstance(element[0], bytes)
-
-
-def is_sample(element) -> bool:
-    """A per-unit element of CandidatesFn that holds a unit's sample of one split."""
-    return element[0] in SPLITS
 
 
 class SampleCombineFn(beam.CombineFn):
@@ -213,14 +202,15 @@ class ReadSample(beam.PTransform):
                 | "PlanUnits" >> beam.Create(self._units)
                 | "Spread" >> beam.Reshuffle()
                 | "Read" >> beam.ParDo(self._read))
-        # Filters, not tagged outputs or a Partition, and without_defaults (no side input): the
-        # forms Beam's DaskRunner carries (the module's doc).
-        per_unit = read | "PerUnit" >> beam.Filter(lambda element: not is_document(element))
-        samples = (per_unit | "Samples" >> beam.Filter(is_sample)
+        # Filters of the per-unit elements, not tagged outputs or a Partition, and
+        # without_defaults (no side input): the forms Beam's DaskRunner carries (the module's doc).
+        samples = (read | "Samples" >> beam.Filter(lambda element: element[0] in SPLITS)
                    | "Sample" >> beam.CombinePerKey(self._combine))
-        figures = ((read | "Documents" >> beam.Filter(is_document)
-                    | "CountDocuments" >> CountDocuments(self._dedup),
-                    per_unit | "Skipped" >> beam.Filter(lambda element: not is_sample(element)))
+        documents = (read | "Documents" >> beam.Filter(lambda element: element[0] == DOCUMENTS)
+                     | "EachDocument" >> beam.FlatMap(lambda element: element[1]))
+        skipped = read | "Skipped" >> beam.Filter(
+            lambda element: element[0] not in SPLITS and element[0] != DOCUMENTS)
+        figures = ((documents | "CountDocuments" >> CountDocuments(self._dedup), skipped)
                    | "AllFigures" >> beam.Flatten()
                    | "SumFigures" >> beam.CombinePerKey(sum)
                    | "AsDict" >> beam.CombineGlobally(

@@ -7,7 +7,9 @@ Beam's DaskRunner (apache-beam[dask]) is not among the runner names Beam resolve
 it carries, measured on Beam 2.72 (2026-12-07, tests/components/test_dask_runner.py): the data
 stage (TextExampleGen: shards, quarantine and counters byte-identical to the DirectRunner's; its
 counters are written beside its pieces, components/text_example_gen/unit_counts.py, since the
-DaskRunner has no metrics). Not carried, so on the DirectRunner by default (DIRECT_REASONS)."""
+DaskRunner has no metrics) and TokenizerGen's sample read (the same sample and model bytes;
+components/tokenizer/sample_pipeline.py). Not carried, so on the DirectRunner by default
+(DIRECT_REASONS): StatisticsGen."""
 
 from __future__ import annotations
 
@@ -26,8 +28,6 @@ DASK_SCHEDULER_OPTIONS = ("--dask_client_address", "--dask_scheduler_file")
 DIRECT_REASONS = {
     "StatisticsGen": "TFDV's statistics fail on Beam's DaskRunner ('NoneType' object has no "
                      "attribute '__dask_keys__')",
-    "TokenizerGen": "its sample's combine fails on Beam's DaskRunner ('SampleAccumulator' "
-                    "object is not iterable)",
 }
 DIRECT_SETTING = "runtime.beam_direct_stages names it"
 

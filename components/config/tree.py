@@ -293,9 +293,9 @@ class RuntimeConfig:
     # Beam pipeline options for every Beam-based stage, e.g. ("--direct_running_mode=multi_processing",).
     beam_args: tuple[str, ...] = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
     # Beam stages that run on the DirectRunner (here) whatever runner beam_args name: the stages
-    # a cluster runner cannot carry (Beam's DaskRunner: StatisticsGen, TokenizerGen; the reasons
-    # in components/config/beam_placement.py). The run's log names where each stage ran.
-    beam_direct_stages: tuple[str, ...] = ("StatisticsGen", "TokenizerGen")
+    # a cluster runner cannot carry (Beam's DaskRunner: StatisticsGen; the reason in
+    # components/config/beam_placement.py). The run's log names where each stage ran.
+    beam_direct_stages: tuple[str, ...] = ("StatisticsGen",)
     # A run on the PortableRunner with an external worker pool (--environment_type=EXTERNAL) first
     # runs a one-element pipeline there: SDK workers that do not connect and finish it within this
     # many seconds fail the run with SdkWorkerError (runners/beam/sdk_workers.py) instead of hanging.

@@ -1,15 +1,21 @@
 """TokenizerGen's sample, read in Beam: the corpus readers on the data stage's work units, in
-parallel, on whatever runner the stage's beam_pipeline_args name.
+parallel, on whatever runner the stage's beam_pipeline_args name (the DirectRunner, a portable
+runner, Beam's DaskRunner).
 
     files ─plan_units─▶ units ─Reshuffle─▶ CandidatesFn (readers.read_piece, split by content)
         ├─ (split, the unit's sample) ── CombinePerKey(SampleCombineFn) ──▶ <staging>/<split>.json
-        ├─ (digest, first-copy record) ── CountDocuments ──┐
-        └─ (figure, count) of quarantined records ─────────┴─▶ <staging>/figures.json
+        ├─ (documents, [(digest, first-copy record)]) ── CountDocuments ──┐
+        └─ (figure, count) of quarantined records ───────────────────────┴─▶ <staging>/figures.json
 
 The sample rule (sampling.py) depends only on the documents, so the sample, and the SentencePiece
 model trained on it, are the same bytes whatever the runner, bundling or parallelism. Only
 accumulators (at most about 2 x data.tokenizer_sample_bytes of text each, one per unit and split)
 and one digest per document (as the data stage shuffles them) travel between workers.
+
+Forms every runner carries (Beam's DaskRunner, 2.72, hands every output of a DoFn, tagged or
+not, to each consumer, and computes a side input by running its whole upstream again in a
+worker): CandidatesFn has one output, a few elements per unit told apart by their key, and no
+step reads a side input.
 """
 
 from __future__ import annotations
@@ -31,13 +37,14 @@ from components.tokenizer import sampling
 NAMESPACE = "bigtrain.tokenizer"
 SPLITS = ("train", "eval")
 STAGING_DIR = "sample-staging"   # under the output folder, removed once read
-SEEN, SKIPPED = "seen", "skipped"
+DOCUMENTS = "documents"          # the key of a unit's per-document records (CandidatesFn)
 
 
 class CandidatesFn(beam.DoFn):
-    """Unit -> (split, SampleAccumulator of the unit's documents) per split; tagged: (digest,
-    (unit, ordinal, split index, size)) per document (SEEN) and (figure name, count) per quarantined record
-    (SKIPPED). The unit's own accumulator drops most documents before they become elements."""
+    """Unit -> per unit, from one output: (DOCUMENTS, [(digest bytes, (unit, ordinal, split
+    index, size)) per document]), (split, SampleAccumulator of the unit's documents) per split
+    that has some, and ("skipped_<reason>", count) per quarantine reason; the kinds told apart by
+    their key. The unit's own accumulator drops most documents before they become elements."""
 
     def __init__(self, config: readers.ReaderConfig, eval_fraction: float, split_salt: str,
                  max_bytes: int, dedup: bool,
@@ -52,28 +59,29 @@ class CandidatesFn(beam.DoFn):
     def process(self, unit: readers.Unit):
         samples = {split: sampling.SampleAccumulator(self._max_bytes, self._dedup)
                    for split in SPLITS}
-        ordinal = 0
+        skipped, records = collections.Counter(), []
         for piece in unit.pieces:
             for event in readers.read_piece(piece, self._readers.get(piece.source, self._config)):
                 if isinstance(event, docs.Document):
                     digest = docs.content_key(event.text)
                     split = docs.split_for(digest, self._eval_fraction, self._salt)
-                    position = (unit.index, ordinal)
-                    ordinal += 1
+                    position = (unit.index, len(records))
                     if samples[split].wants(sampling.sample_key(digest)):
                         samples[split].add(sampling.candidate(event.id, event.text, position, digest))
-                    # Flat and small (the one per-document element): digest bytes, then
+                    # Flat and small (what travels per document): digest bytes, then
                     # (unit, ordinal, split index, size).
-                    yield beam.pvalue.TaggedOutput(SEEN, (bytes.fromhex(digest), (
+                    records.append((bytes.fromhex(digest), (
                         unit.index, position[1], SPLITS.index(split), len(event.text))))
                 elif isinstance(event, docs.Skipped):
-                    count = 1 if event.reason in docs.FILE_REASONS else event.records
-                    self._skipped.inc(count)
-                    yield beam.pvalue.TaggedOutput(SKIPPED, (f"skipped_{event.reason}", count))
+                    skipped[f"skipped_{event.reason}"] += (
+                        1 if event.reason in docs.FILE_REASONS else event.records)
+        yield DOCUMENTS, records
         for split, accumulator in samples.items():
             if accumulator.held:
                 accumulator.compact()
                 yield split, accumulator
+        self._skipped.inc(sum(skipped.values()))
+        yield from sorted(skipped.items())
 
 
 class SampleCombineFn(beam.CombineFn):
@@ -140,7 +148,7 @@ def _seen_figures(first_and_copies):
 
 
 class CountDocuments(beam.PTransform):
-    """SEEN records -> (figure, count): documents and bytes per split, duplicates (dedup=exact:
+    """Per-document records -> (figure, count): documents and bytes per split, duplicates (dedup=exact:
     only the first copy of a content counts, as the data stage packs only it)."""
 
     def __init__(self, dedup: bool):
@@ -173,7 +181,8 @@ class WriteJsonFn(beam.DoFn):
 
 class ReadSample(beam.PTransform):
     """PBegin -> ("train" | "eval", [(document id, text)]) per split that has documents, and
-    ("figures", {documents_seen_<split>, bytes_seen_<split>, skipped_<reason>: count})."""
+    ("figures", {documents_seen_<split>, bytes_seen_<split>, skipped_<reason>: count}) unless
+    nothing was read or skipped."""
 
     def __init__(self, files: list[tuple[str, str]], *, config: readers.ReaderConfig,
                  eval_fraction: float, split_salt: str, max_bytes: int, dedup: bool,
@@ -192,12 +201,20 @@ class ReadSample(beam.PTransform):
         read = (pbegin
                 | "PlanUnits" >> beam.Create(self._units)
                 | "Spread" >> beam.Reshuffle()
-                | "Read" >> beam.ParDo(self._read).with_outputs(SEEN, SKIPPED, main="candidates"))
-        samples = read.candidates | "Sample" >> beam.CombinePerKey(self._combine)
-        figures = ((read[SEEN] | "CountDocuments" >> CountDocuments(self._dedup), read[SKIPPED])
+                | "Read" >> beam.ParDo(self._read))
+        # Filters of the per-unit elements, not tagged outputs or a Partition, and
+        # without_defaults (no side input): the forms Beam's DaskRunner carries (the module's doc).
+        samples = (read | "Samples" >> beam.Filter(lambda element: element[0] in SPLITS)
+                   | "Sample" >> beam.CombinePerKey(self._combine))
+        documents = (read | "Documents" >> beam.Filter(lambda element: element[0] == DOCUMENTS)
+                     | "EachDocument" >> beam.FlatMap(lambda element: element[1]))
+        skipped = read | "Skipped" >> beam.Filter(
+            lambda element: element[0] not in SPLITS and element[0] != DOCUMENTS)
+        figures = ((documents | "CountDocuments" >> CountDocuments(self._dedup), skipped)
                    | "AllFigures" >> beam.Flatten()
                    | "SumFigures" >> beam.CombinePerKey(sum)
-                   | "AsDict" >> beam.CombineGlobally(beam.combiners.ToDictCombineFn())
+                   | "AsDict" >> beam.CombineGlobally(
+                       beam.combiners.ToDictCombineFn()).without_defaults()
                    | "Named" >> beam.Map(lambda figures: ("figures", figures)))
         return (samples, figures) | "Outputs" >> beam.Flatten()
 
@@ -229,7 +246,8 @@ def read_samples(data, output_dir: str, make_pipeline: Callable[[], beam.Pipelin
         split_salt=data.split_salt, max_bytes=data.tokenizer_sample_bytes,
         dedup=getattr(data, "dedup", "exact") in ("exact", "near"))  # near: exact first
     pipeline.run().wait_until_finish()
-    figures = json.loads(fs.read_text(fs.join(staging, "figures.json")))
+    figures_path = fs.join(staging, "figures.json")   # absent: nothing read, nothing skipped
+    figures = json.loads(fs.read_text(figures_path)) if fs.exists(figures_path) else {}
     samples = {}
     for split in SPLITS:
         path = fs.join(staging, f"{split}.json")

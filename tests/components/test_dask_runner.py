@@ -1,10 +1,13 @@
 """The data stage on Beam's DaskRunner, on the Dask cluster `make dask` starts (a scheduler on
 loopback and 2 worker processes, tests/support/dask.sh): the same shards, quarantine manifest
-and counters as the DirectRunner's, every unit converted in a Dask worker process; and where
+and counters as the DirectRunner's, every unit converted in a Dask worker process; TokenizerGen's
+sample and model the same bytes as the DirectRunner's, every unit read in a worker; and where
 each Beam stage runs (components/config/beam_placement.py)."""
 
+import functools
 import os
 
+import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -13,17 +16,13 @@ from components.config import beam_placement
 from components.storage import fs
 from components.text_example_gen import shards, transforms
 from components.text_example_gen.component import check_accounting, stage_counters
+from components.tokenizer import sample_pipeline, stage
 from tests.support.data_stage import BEAM_ARGS, digest_tree, reader_config, stage_files
-from tests.support.services import ROOT, service_env
+from tests.support.dask_cluster import dask_address, worker_pids
+from tests.support.tokenizer_sample import data_config, make_sample_input
 
-DASK_DIR = os.environ.get("BIGTRAIN_DASK_DIR", os.path.join(ROOT, "build", "dask"))
 STAGE = dict(seq_len=64, eval_fraction=0.3, split_salt="", train_shards=3, eval_shards=2,
              dedup="near")
-
-
-def dask_address() -> str:
-    """BIGTRAIN_DASK_ADDRESS of build/dask/env.sh, or skip (fail in CI) naming the reason."""
-    return service_env(DASK_DIR, "Dask cluster", "dask")["BIGTRAIN_DASK_ADDRESS"]
 
 
 def dask_args(address: str) -> list[str]:
@@ -59,12 +58,6 @@ def run_stage(files, out_dir, beam_args):
     return counters, pids
 
 
-def worker_pids(address: str) -> set[int]:
-    from distributed import Client
-    with Client(address, timeout=10) as client:
-        return set(client.run(os.getpid).values())
-
-
 @pytest.mark.slow
 def test_dask_runner_writes_the_direct_runners_bytes_on_the_workers(corpus, tmp_path):
     """Catches: counters read from runner metrics (the DaskRunner has none: NotImplementedError),
@@ -82,6 +75,65 @@ def test_dask_runner_writes_the_direct_runners_bytes_on_the_workers(corpus, tmp_
     assert direct["documents_skipped_near_duplicate"] > 0   # near dedup had work to do
     check_accounting(on_dask, len(files), "manifest")
     assert digest_tree(str(tmp_path / "dask")) == digest_tree(str(tmp_path / "direct"))
+
+
+class PidCandidatesFn(sample_pipeline.CandidatesFn):
+    """CandidatesFn that also writes, per unit, the id of the process that read it."""
+
+    def __init__(self, *args, pid_dir: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._pid_dir = pid_dir
+
+    def process(self, unit):
+        fs.write_text(os.path.join(self._pid_dir, f"{unit.index}"), str(os.getpid()))
+        yield from super().process(unit)
+
+
+def build_tokenizer(data, out_dir, beam_args, monkeypatch):
+    """TokenizerGen's work (stage.build_tokenizer) with its sample read on `beam_args`; returns
+    (model bytes, figures but the training time, the samples and skipped records read,
+    {unit: pid that read it})."""
+    os.makedirs(out_dir + "-pids")
+    read_samples, read = sample_pipeline.read_samples, []
+
+    def recorded(*args):
+        read.append(read_samples(*args))
+        return read[-1]
+    with monkeypatch.context() as patch:
+        patch.setattr(sample_pipeline, "CandidatesFn",
+                      functools.partial(PidCandidatesFn, pid_dir=out_dir + "-pids"))
+        patch.setattr(sample_pipeline, "read_samples", recorded)
+        tokenizer, figures = stage.build_tokenizer(
+            data, out_dir, lambda: beam.Pipeline(options=PipelineOptions(beam_args)))
+    pids = {int(n): int(open(os.path.join(out_dir + "-pids", n)).read())
+            for n in os.listdir(out_dir + "-pids")}
+    figures.pop("training_seconds")
+    return tokenizer.model_proto, figures, read, pids
+
+
+@pytest.mark.slow
+def test_tokenizer_sample_on_dask_is_the_direct_runners_on_the_workers(corpus, tmp_path,
+                                                                        monkeypatch):
+    """TokenizerGen's sample read on the DaskRunner: the same samples, skipped records, figures
+    and SentencePiece model bytes as on the DirectRunner, every unit read in a Dask worker
+    process. Catches: a per-document or per-unit element the DaskRunner hands to the wrong
+    consumer (it gives every output of a DoFn, tagged or not, to each: 'SampleAccumulator'
+    object is not iterable), a figure counted twice or lost on the way, and a sample that
+    depends on where a unit was read."""
+    address = dask_address()
+    data = data_config(make_sample_input(corpus[0], tmp_path / "input"), document="separator",
+                       separator="\n\n")
+    direct = build_tokenizer(data, str(tmp_path / "direct"), BEAM_ARGS, monkeypatch)
+    on_dask = build_tokenizer(data, str(tmp_path / "dask"), dask_args(address), monkeypatch)
+    model, figures, read, pids = on_dask
+    assert len(pids) > 5 and set(direct[3].values()) == {os.getpid()}
+    workers = worker_pids(address)
+    assert len(workers) == 2 and set(pids.values()) <= workers, (pids, workers)
+    assert read == direct[2] and len(read) == 1
+    samples, skipped = read[0]
+    assert skipped["duplicate"] > 100 and samples["eval"].texts   # dedup across units had work
+    assert figures == direct[1] and figures["sample_bytes"] == 30_000
+    assert model == direct[0]
 
 
 def test_stage_counters_sum_each_units_file_once_and_name_a_missing_one(tmp_path):

@@ -2,9 +2,7 @@
 against the single-process reader, and the same SentencePiece model bytes on every runner."""
 
 import collections
-import dataclasses
 import os
-import shutil
 
 import apache_beam as beam
 import pytest
@@ -14,10 +12,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from components.tokenizer import base
 from components.storage.listing import list_input_files
-from components.config import DataConfig
 from components.corpus.documents import content_key
 from components.corpus.split_documents import reader_config
 from benchmarks.support.single_process import read_split_documents
+from tests.support.tokenizer_sample import data_config, make_sample_input
 from components.tokenizer import sample_pipeline, sampling, stage
 
 BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -26,24 +24,7 @@ TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2
 
 @pytest.fixture
 def sample_input(corpus, tmp_path):
-    """The shared corpus, a copy of one file under another name (a duplicate with CRLF line
-    ends), and one big file read in ranges: many units, duplicates across units."""
-    root = tmp_path / "input"
-    shutil.copytree(corpus[0], root, symlinks=True)
-    original = (root / "json" / "decoder.py").read_bytes()
-    (root / "zz_copy.py").write_bytes(original.replace(b"\n", b"\r\n"))
-    with open(root / "all.txt", "wb") as out:
-        for name in sorted(os.listdir(root / "email")):
-            if name.endswith(".py"):
-                out.write((root / "email" / name).read_bytes())
-    return str(root)
-
-
-def data_config(root, **changes):
-    return dataclasses.replace(
-        DataConfig(input=root, exclude=(), eval_fraction=0.3, document="file",
-                   range_bytes=40_000, tokenizer="sentencepiece", vocab_size=400,
-                   tokenizer_sample_bytes=30_000), **changes)
+    return make_sample_input(corpus[0], tmp_path / "input")
 
 
 def reference(data):

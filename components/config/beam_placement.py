@@ -22,11 +22,6 @@ RUNNER_PATHS = {"daskrunner": DASK_RUNNER, "dask": DASK_RUNNER}
 # What tells Beam's DaskRunner where the scheduler is; without one it would start a private
 # LocalCluster in the stage's own process, which no `make dask` or Kubernetes worker would see.
 DASK_SCHEDULER_OPTIONS = ("--dask_client_address", "--dask_scheduler_file")
-# The DaskRunner puts up to 128 created elements in one bag partition (Beam 2.72, its Create), and
-# the stages create their units of work (files, 16 MB byte ranges): fewer than 128 units would all
-# go to one worker. One unit per partition, unless the arguments choose.
-DASK_PARTITION_OPTIONS = ("--dask_partition_size", "--dask_npartitions")
-DASK_ONE_UNIT_EACH = "--dask_partition_size=1"
 
 # Why each default entry of runtime.beam_direct_stages cannot run on a cluster runner (Beam's
 # DaskRunner, 2.72, measured 2026-12-07). A stage a user adds gets DIRECT_SETTING as its reason.
@@ -62,7 +57,7 @@ def runner_of(beam_args) -> str:
 def resolved_args(beam_args) -> list[str]:
     """The arguments with each runner name Beam cannot resolve (DaskRunner) as its class path,
     --runner X as --runner=X. A DaskRunner run that names no scheduler is a ConfigError here,
-    before any stage runs. A DaskRunner run that chooses no partitioning gets DASK_ONE_UNIT_EACH."""
+    before any stage runs."""
     args, out, i = list(beam_args), [], 0
     while i < len(args):
         named, width = _runner_flag(args, i)
@@ -74,9 +69,6 @@ def resolved_args(beam_args) -> list[str]:
         raise ConfigError("runtime.beam_args: --runner DaskRunner needs its scheduler: add "
                           "--beam-arg=--dask_client_address=tcp://HOST:PORT (or "
                           "--dask_scheduler_file=FILE); `make dask` starts one on 127.0.0.1")
-    if runner_of(out) == "DaskRunner" and not any(
-            arg.split("=", 1)[0] in DASK_PARTITION_OPTIONS for arg in out):
-        out.append(DASK_ONE_UNIT_EACH)
     return out
 
 

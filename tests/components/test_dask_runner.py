@@ -168,20 +168,8 @@ def test_resolved_args_give_beam_the_dask_runners_class_and_keep_the_rest():
     assert beam_placement.resolved_args(
         ["--direct_num_workers=1", "--runner", "DaskRunner", "--dask_client_address=tcp://h:1"]
     ) == ["--direct_num_workers=1", f"--runner={beam_placement.DASK_RUNNER}",
-          "--dask_client_address=tcp://h:1", "--dask_partition_size=1"]
+          "--dask_client_address=tcp://h:1"]
     assert beam_placement.resolved_args(["--runner=FlinkRunner"]) == ["--runner=FlinkRunner"]
-
-
-@pytest.mark.parametrize("chosen", ["--dask_partition_size=4", "--dask_npartitions=2"])
-def test_a_dask_run_spreads_its_units_one_per_partition_unless_the_arguments_choose(chosen):
-    """Beam's DaskRunner puts up to 128 created elements in a partition, so a stage's 29 units
-    all went to one worker (2026-12-07); one unit each unless the user chose. Caught: the default
-    not added, or added beside the user's own choice (Beam refuses both options at once)."""
-    dask = ["--runner=DaskRunner", "--dask_client_address=tcp://h:1"]
-    assert beam_placement.resolved_args(dask)[-1] == "--dask_partition_size=1"
-    chosen_args = beam_placement.resolved_args([*dask, chosen])
-    assert chosen_args[-1] == chosen and "--dask_partition_size=1" not in chosen_args
-    assert "--dask_partition_size=1" not in beam_placement.resolved_args(["--direct_num_workers=2"])
 
 
 def test_a_dask_run_without_a_scheduler_is_a_config_error_naming_the_option():

@@ -22,7 +22,7 @@ import os
 import posixpath
 import shutil
 import uuid
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 from components.common.errors import ObjectStoreError
 # S3_CLIENT_DEFAULTS stays readable here as fs.S3_CLIENT_DEFAULTS (its home: s3_bounds.py)
@@ -128,22 +128,22 @@ def _remote(op: str, path: str):
 
 
 def exists(path: str) -> bool:
-    if not is_remote(path):
-        return os.path.exists(path)
-    with _remote("exists", path):
-        found = _gfile(path).exists(path)
-    if not found:
-        confirm_reachable("exists", path)
-    return found
+    return _probe("exists", os.path.exists, path)
 
 
 def isdir(path: str) -> bool:
+    return _probe("isdir", os.path.isdir, path)
+
+
+def _probe(op: str, local: Callable[[str], bool], path: str) -> bool:
+    """`local(path)` on a local path; on a remote one, gfile's method of the same name, and a
+    False answer checked against the store being reachable (not found, not unreachable)."""
     if not is_remote(path):
-        return os.path.isdir(path)
-    with _remote("isdir", path):
-        found = _gfile(path).isdir(path)
+        return local(path)
+    with _remote(op, path):
+        found = getattr(_gfile(path), op)(path)
     if not found:
-        confirm_reachable("isdir", path)
+        confirm_reachable(op, path)
     return found
 
 
